@@ -1,0 +1,35 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+# Each creates the local virtualenv (.venv) and installs gpuplan into it when missing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JOBS ?= 2
+
+.PHONY: demo test lint bench ui clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gpuplan demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(JOBS) -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/gpuplan bench
+
+ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --port 5000
+
+clean-venv:
+	rm -rf $(VENV)
