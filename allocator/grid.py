@@ -1,0 +1,59 @@
+"""The grid as the policies hold it: a (T, G) int32 array of job indices, -1 for free.
+
+Job indices are positions in `scenario.jobs`; ids appear only at the edges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator.model import BatchJob, Scenario
+
+FREE = -1
+
+
+def empty(scenario: Scenario) -> np.ndarray:
+    return np.full((scenario.T, scenario.G), FREE, dtype=np.int32)
+
+
+def pin_running(scenario: Scenario, grid: np.ndarray) -> None:
+    """Constraint 2, inherited work: a running job holds its block from step 0."""
+    for index, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and job.running:
+            first = job.running.first_gpu
+            grid[: min(job.running.remaining_steps, scenario.T), first : first + job.gpus] = index
+
+
+def to_ids(scenario: Scenario, grid: np.ndarray) -> list[list[str | None]]:
+    ids = [job.id for job in scenario.jobs]
+    return [[ids[c] if c >= 0 else None for c in row] for row in grid.tolist()]
+
+
+def from_ids(scenario: Scenario, rows: list[list[str | None]]) -> np.ndarray:
+    index = {job.id: i for i, job in enumerate(scenario.jobs)}
+    return np.array([[index[c] if c is not None else FREE for c in row] for row in rows],
+                    dtype=np.int32).reshape(scenario.T, scenario.G)
+
+
+def objective(scenario: Scenario, grid: np.ndarray) -> float:
+    """MODEL.md's objective, vectorised for comparing candidate grids inside a policy.
+
+    The validator's `compute_metrics` is the reference; a test holds the two equal.
+    """
+    n = len(scenario.jobs)
+    T = scenario.T
+    if n == 0:
+        return 0.0
+    counts = np.zeros((T, n + 1), dtype=np.int64)  # last column collects FREE
+    rows = np.repeat(np.arange(T), scenario.G)
+    np.add.at(counts, (rows, grid.ravel()), 1)
+    counts = counts[:, :n]
+    decay = scenario.weights.decay ** np.arange(T)
+    total = 0.0
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob):
+            total += job.priority * float(decay @ counts[:, i])
+        else:
+            short = np.maximum(np.asarray(job.demand) - counts[:, i], 0).sum()
+            total -= scenario.weights.realtime_penalty * job.priority * float(short)
+    return total

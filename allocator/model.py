@@ -1,0 +1,107 @@
+"""The model of MODEL.md as frozen, typed values: cluster, weights, jobs, scenario.
+
+These are built once, by `allocator.scenario_io`, after every rule of the contract
+has been checked; code past that boundary trusts them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+BatchKind = Literal["training", "batch_inference", "quantization"]
+BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
+REALTIME = "realtime"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpus: int
+    horizon_steps: int
+    node_size: int = 8
+    step_minutes: int = 60
+
+
+@dataclass(frozen=True)
+class Weights:
+    realtime_penalty: float = 8.0
+    decay: float = 0.97
+
+
+@dataclass(frozen=True)
+class Running:
+    """A batch job already running when the plan is made: pinned from step 0."""
+
+    first_gpu: int
+    remaining_steps: int
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    id: str
+    kind: str
+    priority: float
+    gpus: int
+    duration_steps: int
+    arrival_step: int = 0
+    running: Running | None = None
+
+    @property
+    def is_running(self) -> bool:
+        return self.running is not None
+
+
+@dataclass(frozen=True)
+class RealtimeJob:
+    id: str
+    priority: float
+    demand: tuple[int, ...]
+    swap_limit: int
+    current_gpus: tuple[int, ...] | None = None
+    kind: str = REALTIME
+
+
+Job = BatchJob | RealtimeJob
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: Cluster
+    weights: Weights = field(default_factory=Weights)
+    jobs: tuple[Job, ...] = ()
+    name: str = ""
+
+    @property
+    def batch_jobs(self) -> tuple[BatchJob, ...]:
+        return tuple(j for j in self.jobs if isinstance(j, BatchJob))
+
+    @property
+    def realtime_jobs(self) -> tuple[RealtimeJob, ...]:
+        return tuple(j for j in self.jobs if isinstance(j, RealtimeJob))
+
+    @property
+    def G(self) -> int:
+        return self.cluster.gpus
+
+    @property
+    def T(self) -> int:
+        return self.cluster.horizon_steps
+
+    def job(self, job_id: str) -> Job:
+        for j in self.jobs:
+            if j.id == job_id:
+                return j
+        raise KeyError(job_id)
+
+
+def run_steps(job: BatchJob, start: int, horizon: int) -> range:
+    """The steps a batch job occupies inside the horizon if it starts at `start`."""
+    length = job.running.remaining_steps if job.running else job.duration_steps
+    return range(start, min(start + length, horizon))
+
+
+def ends_inside(job: BatchJob, start: int, horizon: int) -> bool:
+    """MODEL.md's `completed`: the whole run ends inside the horizon."""
+    if job.running:
+        return job.running.remaining_steps <= horizon
+    return start + job.duration_steps <= horizon

@@ -1,0 +1,294 @@
+"""Scenario files in, typed scenarios out: every rule of MODEL.md's fine print, checked once.
+
+A rule broken raises `InputError` naming the job and the field; the CLI adds the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from allocator.errors import InputError
+from allocator.model import (
+    BATCH_KINDS,
+    REALTIME,
+    BatchJob,
+    Cluster,
+    Job,
+    RealtimeJob,
+    Running,
+    Scenario,
+    Weights,
+)
+
+
+class _NonFinite:
+    """Stands in for NaN/Infinity while parsing, so the error can say where it was."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _parse_float(text: str) -> Any:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _find_non_finite(node: Any, path: list[str | int]) -> list[str | int] | None:
+    if isinstance(node, _NonFinite):
+        return path
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return None
+    for key, value in items:
+        found = _find_non_finite(value, [*path, key])
+        if found is not None:
+            return found
+    return None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and check a scenario file; InputError (with the file named) on any bad input."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot read scenario: {err.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("scenario is not UTF-8 text", file=str(path)) from None
+    try:
+        return parse_scenario(text)
+    except InputError as err:
+        raise err.located(str(path)) from None
+
+
+def parse_scenario(text: str) -> Scenario:
+    try:
+        raw = json.loads(text, parse_constant=_NonFinite, parse_float=_parse_float)
+    except (json.JSONDecodeError, RecursionError) as err:
+        msg = err.msg if isinstance(err, json.JSONDecodeError) else "nesting too deep"
+        where = f" at line {err.lineno} column {err.colno}" if isinstance(
+            err, json.JSONDecodeError) else ""
+        raise InputError(f"not valid JSON: {msg}{where}") from None
+    return scenario_from_dict(raw)
+
+
+def scenario_from_dict(raw: Any) -> Scenario:
+    bad = _find_non_finite(raw, [])
+    if bad is not None:
+        job = None
+        if len(bad) >= 2 and bad[0] == "jobs" and isinstance(raw.get("jobs"), list):
+            entry = raw["jobs"][bad[1]]
+            job = entry.get("id") if isinstance(entry.get("id"), str) else f"#{bad[1]}"
+        raise InputError("NaN and Infinity are not allowed", job=job,
+                         field=".".join(str(p) for p in bad))
+    if not isinstance(raw, dict):
+        raise InputError("a scenario is a JSON object")
+    name = raw.get("name", "")
+    if name is None:
+        name = ""
+    if not isinstance(name, str):
+        raise InputError("must be a string", field="name")
+    cluster = _cluster(raw.get("cluster"))
+    weights = _weights(raw.get("weights"))
+    jobs_raw = raw.get("jobs", [])
+    if not isinstance(jobs_raw, list):
+        raise InputError("must be a list of jobs", field="jobs")
+    jobs: list[Job] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(jobs_raw):
+        job = _job(entry, index, cluster)
+        if job.id in seen:
+            raise InputError("duplicate id", job=job.id, field="id")
+        seen.add(job.id)
+        jobs.append(job)
+    _check_occupancy(jobs, cluster)
+    return Scenario(cluster=cluster, weights=weights, jobs=tuple(jobs), name=name)
+
+
+# -- field readers ---------------------------------------------------------------------------
+
+def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
+         default: int | None = None, minimum: int | None = None) -> int:
+    name = field or key
+    if key not in obj or obj[key] is None:
+        if default is not None:
+            return default
+        raise InputError("is required", job=job, field=name)
+    value = obj[key]
+    if type(value) is not int:
+        raise InputError(f"must be a JSON integer, got {json.dumps(value)}", job=job, field=name)
+    if minimum is not None and value < minimum:
+        raise InputError(f"must be >= {minimum}, got {value}", job=job, field=name)
+    return value
+
+
+def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
+            default: float | None = None) -> float:
+    name = field or key
+    if key not in obj or obj[key] is None:
+        if default is not None:
+            return default
+        raise InputError("is required", job=job, field=name)
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"must be a number, got {json.dumps(value)}", job=job, field=name)
+    if not math.isfinite(value):
+        raise InputError("must be finite", job=job, field=name)
+    return float(value)
+
+
+def _cluster(raw: Any) -> Cluster:
+    if not isinstance(raw, dict):
+        raise InputError("is required and must be an object", field="cluster")
+    gpus = _int(raw, "gpus", field="cluster.gpus", minimum=1)
+    horizon = _int(raw, "horizon_steps", field="cluster.horizon_steps", minimum=1)
+    node_size = _int(raw, "node_size", field="cluster.node_size", default=8, minimum=1)
+    step_minutes = _int(raw, "step_minutes", field="cluster.step_minutes", default=60, minimum=1)
+    return Cluster(gpus=gpus, horizon_steps=horizon, node_size=node_size,
+                   step_minutes=step_minutes)
+
+
+def _weights(raw: Any) -> Weights:
+    if raw is None:
+        return Weights()
+    if not isinstance(raw, dict):
+        raise InputError("must be an object", field="weights")
+    penalty = _number(raw, "realtime_penalty", field="weights.realtime_penalty", default=8.0)
+    decay = _number(raw, "decay", field="weights.decay", default=0.97)
+    if penalty < 0:
+        raise InputError(f"must be >= 0, got {penalty}", field="weights.realtime_penalty")
+    if not 0 < decay <= 1:
+        raise InputError(f"must be in (0, 1], got {decay}", field="weights.decay")
+    return Weights(realtime_penalty=penalty, decay=decay)
+
+
+def _job(raw: Any, index: int, cluster: Cluster) -> Job:
+    label = f"#{index}"
+    if not isinstance(raw, dict):
+        raise InputError("a job is a JSON object", job=label)
+    job_id = raw.get("id")
+    if not isinstance(job_id, str) or not job_id:
+        raise InputError("must be a non-empty string", job=label, field="id")
+    kind = raw.get("kind")
+    if kind not in (*BATCH_KINDS, REALTIME):
+        allowed = ", ".join((*BATCH_KINDS, REALTIME))
+        raise InputError(f"must be one of {allowed}; got {json.dumps(kind)}", job=job_id,
+                         field="kind")
+    priority = _number(raw, "priority", job=job_id)
+    if priority <= 0:
+        raise InputError(f"must be > 0, got {priority:g}", job=job_id, field="priority")
+    if kind == REALTIME:
+        return _realtime(raw, job_id, priority, cluster)
+    return _batch(raw, job_id, kind, priority, cluster)
+
+
+def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster) -> BatchJob:
+    gpus = _int(raw, "gpus", job=job_id, minimum=1)
+    if gpus & (gpus - 1) or gpus > cluster.gpus:
+        raise InputError(f"must be a power of two from 1 to {cluster.gpus}, got {gpus}",
+                         job=job_id, field="gpus")
+    duration = _int(raw, "duration_steps", job=job_id, minimum=1)
+    arrival = _int(raw, "arrival_step", job=job_id, default=0, minimum=0)
+    running = None
+    if raw.get("running") is not None:
+        rr = raw["running"]
+        if not isinstance(rr, dict):
+            raise InputError("must be an object or null", job=job_id, field="running")
+        first = _int(rr, "first_gpu", job=job_id, field="running.first_gpu", minimum=0)
+        remaining = _int(rr, "remaining_steps", job=job_id, field="running.remaining_steps",
+                         minimum=1)
+        if remaining > duration:
+            raise InputError(f"must be <= duration_steps ({duration}), got {remaining}",
+                             job=job_id, field="running.remaining_steps")
+        if first % gpus:
+            raise InputError(f"block must be aligned: {first} is not a multiple of {gpus}",
+                             job=job_id, field="running.first_gpu")
+        if first + gpus > cluster.gpus:
+            raise InputError(f"block [{first}, {first + gpus}) is outside the cluster of "
+                             f"{cluster.gpus} GPUs", job=job_id, field="running.first_gpu")
+        running = Running(first_gpu=first, remaining_steps=remaining)
+    return BatchJob(id=job_id, kind=kind, priority=priority, gpus=gpus,
+                    duration_steps=duration, arrival_step=arrival, running=running)
+
+
+def _realtime(raw: dict, job_id: str, priority: float, cluster: Cluster) -> RealtimeJob:
+    demand = raw.get("demand")
+    if not isinstance(demand, list):
+        raise InputError("is required: a list of integers, one per step", job=job_id,
+                         field="demand")
+    if len(demand) != cluster.horizon_steps:
+        raise InputError(f"must have horizon_steps = {cluster.horizon_steps} entries, "
+                         f"got {len(demand)}", job=job_id, field="demand")
+    for t, value in enumerate(demand):
+        if type(value) is not int or value < 0:
+            raise InputError(f"must be a non-negative JSON integer, got {json.dumps(value)}",
+                             job=job_id, field=f"demand[{t}]")
+    swap = _int(raw, "swap_limit", job=job_id, minimum=0)
+    current = None
+    if raw.get("current_gpus") is not None:
+        cg = raw["current_gpus"]
+        if not isinstance(cg, list):
+            raise InputError("must be a list of GPU indices or null", job=job_id,
+                             field="current_gpus")
+        for value in cg:
+            if type(value) is not int or not 0 <= value < cluster.gpus:
+                raise InputError(f"must hold GPU indices in [0, {cluster.gpus}), got "
+                                 f"{json.dumps(value)}", job=job_id, field="current_gpus")
+        if len(set(cg)) != len(cg):
+            raise InputError("GPUs must be distinct", job=job_id, field="current_gpus")
+        current = tuple(cg)
+    return RealtimeJob(id=job_id, priority=priority, demand=tuple(demand), swap_limit=swap,
+                       current_gpus=current)
+
+
+def _check_occupancy(jobs: list[Job], cluster: Cluster) -> None:
+    """Running blocks and current_gpus must not overlap each other at step 0."""
+    owner: dict[int, str] = {}
+    for job in jobs:
+        if isinstance(job, BatchJob) and job.running:
+            first = job.running.first_gpu
+            for g in range(first, first + job.gpus):
+                if g in owner:
+                    raise InputError(f"block overlaps the running block of {owner[g]!r} on "
+                                     f"GPU {g}", job=job.id, field="running.first_gpu")
+                owner[g] = job.id
+    for job in jobs:
+        if isinstance(job, RealtimeJob) and job.current_gpus:
+            for g in job.current_gpus:
+                if g in owner:
+                    raise InputError(f"GPU {g} is already held by {owner[g]!r}", job=job.id,
+                                     field="current_gpus")
+                owner[g] = job.id
+
+
+def scenario_to_dict(scenario: Scenario) -> dict:
+    """The scenario back as contract JSON (for generated scenarios and round trips)."""
+    jobs = []
+    for job in scenario.jobs:
+        if isinstance(job, RealtimeJob):
+            entry: dict[str, Any] = {"id": job.id, "kind": REALTIME, "priority": job.priority,
+                                     "demand": list(job.demand), "swap_limit": job.swap_limit}
+            if job.current_gpus is not None:
+                entry["current_gpus"] = list(job.current_gpus)
+        else:
+            entry = {"id": job.id, "kind": job.kind, "priority": job.priority,
+                     "gpus": job.gpus, "duration_steps": job.duration_steps,
+                     "arrival_step": job.arrival_step}
+            if job.running:
+                entry["running"] = {"first_gpu": job.running.first_gpu,
+                                    "remaining_steps": job.running.remaining_steps}
+        jobs.append(entry)
+    c, w = scenario.cluster, scenario.weights
+    return {
+        "name": scenario.name,
+        "cluster": {"gpus": c.gpus, "node_size": c.node_size, "step_minutes": c.step_minutes,
+                    "horizon_steps": c.horizon_steps},
+        "weights": {"realtime_penalty": w.realtime_penalty, "decay": w.decay},
+        "jobs": jobs,
+    }
