@@ -58,6 +58,7 @@ class Plan:
             "latency_ms": self.latency_ms,
             "starts": self.starts(),
             "unplaced": self.unplaced(),
+            "kinds": {job.id: job.kind for job in self.scenario.jobs},
         }
         body.update(self.extras)
         return body

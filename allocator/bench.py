@@ -1,0 +1,105 @@
+"""The article's benchmark: every policy on the seven scenarios, fast against each baseline.
+
+Latency is the median over repeated in-process calls (the first call warms up), and the
+machine is recorded with the results: compare ratios within one run, not across machines.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.model import Scenario
+from allocator.plan import Plan, make_plan
+
+BASELINES = ("fifo", "priority")
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    plans: dict[str, Plan]
+    latency_ms: dict[str, float]  # median per policy
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, {platform.system()} {platform.release()}")
+
+
+def policy_latency(scenario: Scenario, policy: str, repeats: int) -> float:
+    """Median of the policy's own time, as recorded in its plans (validation excluded)."""
+    samples = [make_plan(scenario, policy).latency_ms for _ in range(repeats + 1)][1:]
+    return statistics.median(samples)
+
+
+def run(scenarios: list[Scenario], repeats: int = 30,
+        policies: tuple[str, ...] = ("fast", *BASELINES)) -> list[ScenarioResult]:
+    results = []
+    for scenario in scenarios:
+        plans = {p: make_plan(scenario, p) for p in policies}
+        latency = {p: policy_latency(scenario, p, repeats) for p in policies}
+        results.append(ScenarioResult(scenario, plans, latency))
+    return results
+
+
+def _gain(after: float, before: float) -> float | None:
+    return None if before == 0 else 100.0 * (after - before) / abs(before)
+
+
+def rows(results: list[ScenarioResult], baseline: str) -> list[dict]:
+    """One row per scenario: the article's table, fast against `baseline`."""
+    out = []
+    for r in results:
+        b, f = r.plans[baseline].metrics, r.plans["fast"].metrics
+        out.append({
+            "scenario": r.scenario.name,
+            "gpus": r.scenario.G,
+            "jobs": len(r.scenario.jobs),
+            "baseline": baseline,
+            "util_before": round(100 * b.utilization, 1),
+            "util_after": round(100 * f.utilization, 1),
+            "util_gain_pts": round(100 * (f.utilization - b.utilization), 1),
+            "value_before": round(b.value, 1),
+            "value_after": round(f.value, 1),
+            "value_gain_pct": None if (g := _gain(f.value, b.value)) is None else round(g, 1),
+            "completed_before": b.completed,
+            "completed_after": f.completed,
+            "shortfall_before": b.rt_shortfall,
+            "shortfall_after": f.rt_shortfall,
+            "objective_before": round(b.objective, 2),
+            "objective_after": round(f.objective, 2),
+            "fast_ms": round(r.latency_ms["fast"], 3),
+            "baseline_ms": round(r.latency_ms[baseline], 3),
+        })
+    return out
+
+
+def markdown(table: list[dict], title: str) -> str:
+    if not table:
+        return f"### {title}\n\n(no rows)\n"
+    head = ("| scenario | GPUs | jobs | utilization % | value | value gain | completed "
+            "| rt shortfall | fast ms |")
+    lines = [f"### {title}", "", head, "|" + "---|" * 9]
+    for r in table:
+        gain = "n/a" if r["value_gain_pct"] is None else f"{r['value_gain_pct']:+.1f}%"
+        lines.append(
+            f"| {r['scenario']} | {r['gpus']} | {r['jobs']} "
+            f"| {r['util_before']} -> {r['util_after']} | {r['value_before']:g} -> "
+            f"{r['value_after']:g} | {gain} | {r['completed_before']} -> "
+            f"{r['completed_after']} | {r['shortfall_before']} -> {r['shortfall_after']} "
+            f"| {r['fast_ms']:.3f} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,183 @@
+"""Allocator commands: plan, check, show, scenarios, bench."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from allocator import bench as benchlib
+from allocator import policies
+from allocator.errors import InputError
+from allocator.plan import make_plan
+from allocator.scenario_io import load_scenario, scenario_to_dict
+from allocator.scenarios import SPECS, generate
+from allocator.validator import metrics_agree, violations
+from pipelines import atomic
+from pipelines.cliutil import EXIT_BAD_INPUT, input_errors
+
+DEFAULT_SCENARIOS = Path("data/scenarios")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)
+    app.command("check")(check)
+    app.command("show")(show)
+    app.command("scenarios")(scenarios)
+    app.command("bench")(bench)
+
+
+def plan(
+    scenario: Path = typer.Argument(..., help="Scenario JSON (MODEL.md's format)."),
+    policy: str = typer.Option("fast", "--policy", "-p",
+                               help="fast | full | fifo | priority"),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the plan JSON."),
+    png: Path | None = typer.Option(None, "--png", help="Also draw the grid as a PNG."),
+    time_limit: float = typer.Option(30.0, "--time-limit",
+                                     help="full: solver time limit, seconds."),
+    solver: str = typer.Option("highs", "--solver", help="full: highs | cbc."),
+    lp_bound: bool = typer.Option(False, "--lp-bound",
+                                  help="full: also report the LP-relaxation bound."),
+) -> None:
+    """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
+    with input_errors(str(scenario)):
+        loaded = load_scenario(scenario)
+        if policy not in policies.POLICIES:
+            raise InputError(f"unknown policy {policy!r}; choose from "
+                             f"{', '.join(sorted(policies.POLICIES))}", field="--policy")
+    options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound} \
+        if policy == "full" else {}
+    result = make_plan(loaded, policy, **options)
+    atomic.write_text(out, result.to_json())
+    if png:
+        from allocator.render import render_png
+
+        atomic.write_bytes(png, render_png([result.to_dict()]))
+    m = result.metrics
+    typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
+               f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
+               f"objective {m.objective:.2f}, {result.latency_ms:.2f} ms -> {out}")
+
+
+def check(
+    scenario: Path = typer.Argument(..., help="Scenario JSON."),
+    plan_file: Path = typer.Argument(..., help="Plan JSON to check against it."),
+) -> None:
+    """The outside checker: legality of the grid, and its metrics recomputed from it alone."""
+    with input_errors(str(scenario)):
+        loaded = load_scenario(scenario)
+    with input_errors(str(plan_file)):
+        try:
+            body = json.loads(plan_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise InputError(f"cannot read plan: {err}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
+            raise InputError("a plan is a JSON object with a grid", field="grid")
+    from allocator.validator import compute_metrics
+
+    problems = violations(loaded, body["grid"])
+    if not problems:
+        problems = metrics_agree(body.get("metrics", {}), compute_metrics(loaded, body["grid"]))
+    if problems:
+        for p in problems:
+            typer.echo(f"illegal: {p}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{plan_file}: legal, metrics agree")
+
+
+def show(
+    plans: list[Path] = typer.Argument(..., help="Plan JSON files, drawn top to bottom."),
+    png: Path = typer.Option(..., "--png", help="Output PNG."),
+) -> None:
+    """Draw plans as the article's figure (GPUs as rows, steps as columns)."""
+    from allocator.render import render_png
+
+    bodies = []
+    for path in plans:
+        with input_errors(str(path)):
+            try:
+                bodies.append(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, json.JSONDecodeError) as err:
+                raise InputError(f"cannot read plan: {err}") from None
+    atomic.write_bytes(png, render_png(bodies))
+    typer.echo(f"wrote {png}")
+
+
+def scenarios(
+    out_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--out-dir", help="Where to write them."),
+    seed: int = typer.Option(7, "--seed", help="Generator seed."),
+) -> None:
+    """(Re)generate the seven benchmark scenarios (allocator/scenarios.py documents them)."""
+    for name in SPECS:
+        body = json.dumps(scenario_to_dict(generate(name, seed)), indent=1)
+        atomic.write_text(out_dir / f"{name}.json", body + "\n")
+        typer.echo(f"wrote {out_dir / (name + '.json')}")
+
+
+def load_dir(directory: Path) -> list:
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        print(f"gpuplan: error: {directory}: no scenario files", flush=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    loaded = []
+    for f in files:
+        with input_errors(str(f)):
+            loaded.append(load_scenario(f))
+    order = list(SPECS)
+    loaded.sort(key=lambda s: (order.index(s.name) if s.name in order else len(order), s.name))
+    return loaded
+
+
+def bench(
+    scenario_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--scenarios",
+                                      help="Directory of scenario JSON files."),
+    out_dir: Path = typer.Option(Path("out/bench"), "--out-dir", help="Where to write tables."),
+    repeats: int = typer.Option(30, "--repeats", help="Latency: calls per policy (median)."),
+    png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
+    full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
+    time_limit: float = typer.Option(30.0, "--time-limit", help="--full: seconds per solve."),
+) -> None:
+    """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    console = Console()
+    loaded = load_dir(scenario_dir)
+    with console.status("planning the benchmark scenarios"):
+        results = benchlib.run(loaded, repeats=repeats)
+    sections = [f"Machine: {benchlib.machine()}", "",
+                f"Command: `gpuplan bench --repeats {repeats}`", ""]
+    all_rows = []
+    for baseline in benchlib.BASELINES:
+        table = benchlib.rows(results, baseline)
+        all_rows.extend(table)
+        sections.append(benchlib.markdown(table, f"fast vs {baseline}"))
+    if full:
+        from allocator.bench_full import full_markdown, full_rows
+
+        with console.status("solving the MILP per scenario"):
+            frows = full_rows(loaded, time_limit=time_limit)
+        sections.append(full_markdown(frows))
+        _write_csv(out_dir / "bench_full.csv", frows)
+    report = "\n".join(sections)
+    atomic.write_text(out_dir / "bench.md", report)
+    _write_csv(out_dir / "bench.csv", all_rows)
+    if png:
+        from allocator.render import render_png
+
+        for r in results:
+            pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
+            atomic.write_bytes(out_dir / f"{r.scenario.name}.png", render_png(pair))
+    console.print(report)
+    console.print(f"wrote {out_dir / 'bench.md'} and {out_dir / 'bench.csv'}")
+
+
+def _write_csv(path: Path, table: list[dict]) -> None:
+    if not table:
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(table[0]))
+    writer.writeheader()
+    writer.writerows(table)
+    atomic.write_text(path, buf.getvalue())
