@@ -6,7 +6,7 @@
    the highest-numbered GPUs so that low aligned blocks stay whole for batch work.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
-   (the block whose buddy is already busy), then compacted and backfilled.
+   (the block whose buddy is already busy).
 4. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
 """
@@ -134,16 +134,17 @@ def _step(held: set[int] | None, free_now: list[int], target: int, limit: int) -
 # -- batch -------------------------------------------------------------------------------
 
 def pack(scenario: Scenario, base: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
-    """Greedy placement in `order`, then a pass that pulls jobs earlier and backfills."""
+    """Greedy placement in `order`, each job at its earliest start.
+
+    Occupancy only grows, so no later placement can open an earlier start for a job
+    already placed, nor room for one left out: one pass is final.
+    """
     grid = base.copy()
     busy = grid >= 0
-    starts: dict[int, tuple[int, int]] = {}
     for i in order:
         spot = best_spot(busy, scenario.jobs[i])
         if spot is not None:
             occupy(grid, busy, i, scenario.jobs[i], *spot)
-            starts[i] = spot
-    _compact(scenario, grid, busy, starts, order)
     return grid
 
 
@@ -165,27 +166,3 @@ def best_spot(busy: np.ndarray, job: BatchJob) -> tuple[int, int] | None:
     window = (end - start) * k
     fit = np.where(buddy < nb, used[np.minimum(buddy, nb - 1)], window)
     return start, int(blocks[int(np.argmax(fit))]) * k
-
-
-def _compact(scenario: Scenario, grid: np.ndarray, busy: np.ndarray,
-             starts: dict[int, tuple[int, int]], order: tuple[int, ...]) -> None:
-    """Move each placed job to an earlier start if one opened; then retry the unplaced."""
-    for i in sorted(starts, key=lambda i: starts[i]):
-        job = scenario.jobs[i]
-        start, first = starts[i]
-        if start <= job.arrival_step:
-            continue
-        end = min(start + run_length(job), grid.shape[0])
-        grid[start:end, first : first + job.gpus] = gridlib.FREE
-        busy[start:end, first : first + job.gpus] = False
-        spot = best_spot(busy, job)
-        if spot is None or spot[0] >= start:
-            spot = (start, first)
-        occupy(grid, busy, i, job, *spot)
-        starts[i] = spot
-    for i in order:
-        if i not in starts:
-            spot = best_spot(busy, scenario.jobs[i])
-            if spot is not None:
-                occupy(grid, busy, i, scenario.jobs[i], *spot)
-                starts[i] = spot

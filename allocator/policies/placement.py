@@ -5,6 +5,8 @@ Shared by every policy, so that all of them read constraints 2, 3 and 5 the same
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from allocator.model import BatchJob
@@ -24,14 +26,22 @@ def feasible(busy: np.ndarray, gpus: int, length: int, earliest: int) -> np.ndar
     blocks = G // gpus
     if blocks == 0 or earliest >= T:
         return np.zeros((T, max(blocks, 0)), dtype=bool)
-    per_block = busy[:, : blocks * gpus].reshape(T, blocks, gpus).any(axis=2)
-    cum = np.zeros((T + 1, blocks), dtype=np.int32)
-    np.cumsum(per_block, axis=0, out=cum[1:])
-    starts = np.arange(T)
-    ends = np.minimum(starts + length, T)
-    ok = (cum[ends] - cum[starts]) == 0
+    if gpus == 1:
+        per_block = busy
+    else:
+        per_block = busy[:, : blocks * gpus].reshape(T, blocks, gpus).any(axis=2)
+    cum = per_block.cumsum(axis=0, dtype=np.int32)
+    starts, lasts = _windows(T, length)
+    ok = (cum[lasts] - cum[starts] + per_block[starts]) == 0
     ok[: max(earliest, 0)] = False
     return ok
+
+
+@functools.lru_cache(maxsize=4096)
+def _windows(T: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and last step of a run from every start: the same few pairs, computed once."""
+    starts = np.arange(T)
+    return starts, np.minimum(starts + length, T) - 1
 
 
 def earliest_lowest(busy: np.ndarray, job: BatchJob, earliest: int) -> tuple[int, int] | None:

@@ -37,16 +37,17 @@ def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray) -> None:
                   if not taken[g] and not someones_current[g]][: size - len(own)]
         reservation = set(own) | set(top_up)
         taken[list(reservation)] = True
-        for t, held in enumerate(_trajectory(job, reservation, T)):
-            grid[t, list(held)] = index
-            busy[t, list(held)] = True
-        busy[:, list(reservation)] = True
+        if job.current_gpus is None:
+            grid[:, sorted(reservation)] = index
+        else:
+            for t, held in enumerate(_trajectory(job, reservation, T)):
+                grid[t, sorted(held)] = index
+                busy[t, sorted(held)] = True
+        busy[:, sorted(reservation)] = True
 
 
 def _trajectory(job: RealtimeJob, reservation: set[int], T: int) -> list[set[int]]:
-    if job.current_gpus is None:
-        return [reservation] * T
-    held = set(job.current_gpus)
+    held = set(job.current_gpus or ())
     out = []
     for _ in range(T):
         budget = job.swap_limit
