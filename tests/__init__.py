@@ -1,0 +1,1 @@
+"""gpuplan's tests; a package so that helpers import as `tests.strategies`."""
