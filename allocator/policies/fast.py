@@ -6,7 +6,8 @@
    the highest-numbered GPUs so that low aligned blocks stay whole for batch work.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
-   (the block whose buddy is already busy).
+   (the block whose buddy is already busy). Occupancy only grows, so no later placement
+   opens an earlier start for a job already placed: one pass per order is final.
 4. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
 """
@@ -20,7 +21,8 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines
-from allocator.policies.placement import feasible, occupy, run_length
+from allocator.policies.blocks import BlockIndex
+from allocator.policies.placement import find, place, run_length
 
 OrderKey = Callable[[BatchJob, int], tuple]
 
@@ -39,20 +41,48 @@ def fast(scenario: Scenario) -> np.ndarray:
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     place_realtime(scenario, base)
+    index = BlockIndex(base >= 0)
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running]
-    candidates = []
-    seen_orders = set()
+    decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
+    best_value, best_spots = -1.0, {}
+    seen: set[tuple[int, ...]] = set()
     for key in ORDERS:
         order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
-        if order in seen_orders:
+        if order in seen:
             continue
-        seen_orders.add(order)
-        candidates.append(pack(scenario, base, order))
-    candidates.append(baselines.priority(scenario))
-    candidates.append(baselines.fifo(scenario))
+        seen.add(order)
+        value, spots = pack(scenario, index.copy(), order, decay)
+        if value > best_value:
+            best_value, best_spots = value, spots
+    grid = base
+    for i, (start, first) in best_spots.items():
+        place(grid, index, i, scenario.jobs[i], start, first)
+    candidates = [grid, baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
-    return candidates[int(np.argmax(scores))]
+    return candidates[int(np.argmax(scores))]  # ties keep fast's own grid
+
+
+def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
+         decay: np.ndarray) -> tuple[float, dict[int, tuple[int, int]]]:
+    """Greedy placement in `order`, each job at its earliest start; returns value and spots.
+
+    `decay[t]` is the sum of decay**u for u < t, so a run's reward is one subtraction.
+    """
+    T = scenario.T
+    value = 0.0
+    spots: dict[int, tuple[int, int]] = {}
+    for i in order:
+        job = scenario.jobs[i]
+        spot = find(index, job, job.arrival_step, best_fit=True)
+        if spot is None:
+            continue
+        start, first = spot
+        end = min(start + run_length(job), T)
+        index.occupy(first, job.gpus, start, end)
+        value += job.priority * job.gpus * (decay[end] - decay[start])
+        spots[i] = spot
+    return value, spots
 
 
 # -- realtime ----------------------------------------------------------------------------
@@ -78,91 +108,56 @@ def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
 
 
 def place_realtime(scenario: Scenario, grid: np.ndarray) -> None:
-    """Constraint 4 by construction: each step changes at most `swap_limit` GPUs."""
+    """Constraint 4 by construction: each step changes at most `swap_limit` GPUs.
+
+    Realtime jobs go in priority order, each on GPUs free from now to the horizon's end
+    (so a GPU once taken is never lost to anyone), preferring the highest-numbered.
+    """
     G = scenario.G
     realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
     realtime.sort(key=lambda p: (-p[1].priority, p[0]))
-    reserved_current = np.zeros(G, dtype=bool)
+    others_current = np.zeros(G, dtype=bool)
     for _, job in realtime:
         if job.current_gpus:
-            reserved_current[list(job.current_gpus)] = True
+            others_current[list(job.current_gpus)] = True
     for index, job in realtime:
         own = np.zeros(G, dtype=bool)
         if job.current_gpus:
             own[list(job.current_gpus)] = True
-        free = (grid == gridlib.FREE) & ~(reserved_current & ~own)  # (T, G)
-        # Only GPUs free from t to the horizon's end: a GPU once taken is never lost.
+        free = (grid == gridlib.FREE) & ~(others_current & ~own)
         usable = np.flip(np.logical_and.accumulate(np.flip(free, 0), axis=0), 0)
-        capacity = usable.sum(axis=1)
         start = len(job.current_gpus) if job.current_gpus is not None else None
-        target = target_curve(np.asarray(job.demand), job.swap_limit, start, capacity)
-        held = set(job.current_gpus) if job.current_gpus is not None else None
+        target = target_curve(np.asarray(job.demand), job.swap_limit, start,
+                              usable.sum(axis=1))
+        held = own.copy() if job.current_gpus is not None else None
         for t in range(scenario.T):
-            free_now = [g for g in range(G - 1, -1, -1) if usable[t, g]]  # preferred first
-            held = _step(held, free_now, int(target[t]), job.swap_limit)
-            grid[t, sorted(held)] = index
-        if job.current_gpus:
-            reserved_current[list(job.current_gpus)] = False
+            held = _step(held, usable[t], int(target[t]), job.swap_limit)
+            grid[t, held] = index
+        others_current &= ~own
 
 
-def _step(held: set[int] | None, free_now: list[int], target: int, limit: int) -> set[int]:
-    """The next held set: toward `target` GPUs, then toward preferred GPUs, within `limit`."""
+def _step(held: np.ndarray | None, usable: np.ndarray, target: int, limit: int) -> np.ndarray:
+    """The next held set: toward `target` GPUs, then toward higher GPUs, within `limit`."""
     if held is None:  # step 0 with no current GPUs: unconstrained
-        return set(free_now[:target])
-    rank = {g: r for r, g in enumerate(free_now)}
-    keep = set(held)  # usable GPUs stay usable, so nothing held is ever lost
+        held = np.zeros(len(usable), dtype=bool)
+        held[np.flatnonzero(usable)[::-1][:target]] = True
+        return held
+    held = held.copy()
+    count = int(held.sum())
     budget = limit
-    if len(keep) < target:
-        add = [g for g in free_now if g not in keep][: min(target - len(keep), budget)]
-        keep |= set(add)
+    if count < target:
+        add = np.flatnonzero(usable & ~held)[::-1][: min(target - count, budget)]
+        held[add] = True
         budget -= len(add)
-    elif len(keep) > target:
-        drop = sorted(keep, key=rank.__getitem__, reverse=True)[: min(len(keep) - target, budget)]
-        keep -= set(drop)
+    elif count > target:
+        drop = np.flatnonzero(held)[: min(count - target, budget)]  # lowest first
+        held[drop] = False
         budget -= len(drop)
-    # Migrate toward the preferred (high) GPUs, two changes per move, while it helps.
-    while budget >= 2 and keep:
-        worst = max(keep, key=rank.__getitem__)
-        better = next((g for g in free_now if g not in keep), None)
-        if better is None or rank[better] >= rank[worst]:
-            break
-        keep = (keep - {worst}) | {better}
-        budget -= 2
-    return keep
-
-
-# -- batch -------------------------------------------------------------------------------
-
-def pack(scenario: Scenario, base: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
-    """Greedy placement in `order`, each job at its earliest start.
-
-    Occupancy only grows, so no later placement can open an earlier start for a job
-    already placed, nor room for one left out: one pass is final.
-    """
-    grid = base.copy()
-    busy = grid >= 0
-    for i in order:
-        spot = best_spot(busy, scenario.jobs[i])
-        if spot is not None:
-            occupy(grid, busy, i, scenario.jobs[i], *spot)
-    return grid
-
-
-def best_spot(busy: np.ndarray, job: BatchJob) -> tuple[int, int] | None:
-    """Earliest start; among its blocks the one whose buddy is busiest (best fit)."""
-    k = job.gpus
-    ok = feasible(busy, k, run_length(job), job.arrival_step)
-    rows = ok.any(axis=1)
-    if not rows.any():
-        return None
-    start = int(rows.argmax())
-    blocks = np.flatnonzero(ok[start])
-    if len(blocks) == 1:
-        return start, int(blocks[0]) * k
-    end = min(start + run_length(job), busy.shape[0])
-    nb = ok.shape[1]
-    used = busy[start:end, : nb * k].sum(axis=0).reshape(nb, k).sum(axis=1)
-    buddy = blocks ^ 1
-    window = (end - start) * k
-    fit = np.where(buddy < nb, used[np.minimum(buddy, nb - 1)], window)
-    return start, int(blocks[int(np.argmax(fit))]) * k
+    moves = budget // 2
+    if moves:  # swap the lowest held GPUs for the highest free ones, while that climbs
+        up = np.flatnonzero(usable & ~held)[::-1][:moves]
+        down = np.flatnonzero(held)[: len(up)]
+        n = int((up[: len(down)] > down).sum())
+        held[down[:n]] = False
+        held[up[:n]] = True
+    return held

@@ -1,0 +1,168 @@
+"""Free aligned blocks over time, as bitsets: the index every policy searches for a spot.
+
+For each block size k (1, 2, 4, ... up to G) and each aligned block i, one integer whose
+bit t says "some GPU of block i is busy at step t". A run of L steps fits block i from
+step s when bits s .. min(s+L, T)-1 are clear; all blocks of a size are tested at once
+with a handful of vectorised shifts, so a query costs O(G/k) word operations instead of
+a scan of the (T, G) grid. Horizons up to 63 steps use uint64 words; longer ones fall
+back to numpy object arrays of Python integers (same code, slower). Small clusters
+(up to SMALL_G GPUs) use plain Python integers in lists: with a few blocks per size,
+numpy's per-call overhead would cost more than the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_FAST_BITS = 63
+SMALL_G = 64
+
+
+def _bit_length(words: np.ndarray) -> np.ndarray:
+    if words.dtype == object:
+        return np.frompyfunc(int.bit_length, 1, 1)(words).astype(np.int64)
+    smeared = words.copy()
+    for shift in (1, 2, 4, 8, 16, 32):
+        smeared |= smeared >> np.uint64(shift)
+    return np.bitwise_count(smeared).astype(np.int64)
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    if words.dtype == object:
+        return np.frompyfunc(int.bit_count, 1, 1)(words).astype(np.int64)
+    return np.bitwise_count(words).astype(np.int64)
+
+
+class BlockIndex:
+    """Busy bitsets per aligned block, for every power-of-two block size that fits in G."""
+
+    def __init__(self, busy: np.ndarray) -> None:
+        T, G = busy.shape
+        self.T, self.G = T, G
+        self.small = G <= SMALL_G
+        self._wide = T > _FAST_BITS
+        self._one = 1 if self._wide else np.uint64(1)
+        if self._wide:
+            cols = np.array([sum(1 << t for t in np.flatnonzero(busy[:, g]).tolist())
+                             for g in range(G)] + [0], dtype=object)[:G]
+        else:
+            weights = np.left_shift(np.uint64(1), np.arange(T, dtype=np.uint64))
+            cols = (busy.astype(np.uint64) * weights[:, None]).sum(axis=0, dtype=np.uint64)
+        self.levels: dict[int, np.ndarray] = {1: cols}
+        k = 1
+        while 2 * k <= G:
+            prev = self.levels[k]
+            pairs = len(prev) // 2
+            self.levels[2 * k] = prev[0 : 2 * pairs : 2] | prev[1 : 2 * pairs : 2]
+            k *= 2
+        if self.small:
+            self.levels = {k: [int(w) for w in v] for k, v in self.levels.items()}
+
+    def copy(self) -> BlockIndex:
+        clone = object.__new__(BlockIndex)
+        clone.__dict__.update(self.__dict__)
+        clone.levels = {k: v.copy() for k, v in self.levels.items()}  # list or array copy
+        return clone
+
+    def _bits(self, start: int, end: int):
+        """Bits start .. end-1 set, in this index's word type."""
+        value = ((1 << (end - start)) - 1) << start
+        return value if self._wide else np.uint64(value)
+
+    def _below(self, n: np.ndarray) -> np.ndarray:
+        """Per block, the bits 0 .. n-1 set (n <= T)."""
+        if self._wide:
+            return np.array([(1 << int(v)) - 1 for v in n], dtype=object)
+        return np.left_shift(np.uint64(1), n.astype(np.uint64)) - np.uint64(1)
+
+    def find(self, gpus: int, length: int, earliest: int, best_fit: bool) -> tuple[int, int] | None:
+        """Earliest start >= `earliest` with a free aligned block of `gpus`; then the block.
+
+        Among the blocks free at that start: the lowest (the baselines' rule), or with
+        `best_fit` the one whose buddy block is busiest over the run, so the free pool
+        keeps whole blocks for the jobs still waiting (ties: lowest).
+        """
+        T = self.T
+        words = self.levels.get(gpus)
+        if words is None or len(words) == 0 or earliest >= T:
+            return None
+        if self.small:
+            return _find_small(words, T, gpus, length, earliest, best_fit)
+        window = min(length, T)
+        horizon = self._bits(0, T)
+        # Bit s of `runs`: steps s .. s+window-1 are all free, inside the horizon.
+        runs, have = ~words & horizon, 1
+        while have < window:
+            step = min(have, window - have)
+            runs = runs & (runs >> (step if self._wide else np.uint64(step)))
+            have += step
+        # A run may also pass the horizon's end: any start from T - window on whose
+        # steps up to T-1 are free, i.e. above the block's last busy step.
+        tail_from = np.minimum(np.maximum(_bit_length(words), T - window), T)
+        runs = (runs | (horizon & ~self._below(tail_from))) & self._bits(max(earliest, 0), T)
+        if not runs.any():
+            return None
+        lowest = runs & (~runs + self._one)
+        starts = np.where(runs != 0, _bit_length(lowest) - 1, T)
+        start = int(starts.min())
+        candidates = np.flatnonzero(starts == start)
+        if not best_fit or len(candidates) == 1:
+            return start, int(candidates[0]) * gpus
+        end = min(start + length, T)
+        buddies = candidates ^ 1
+        inside = buddies < len(words)
+        busy_steps = _popcount(words[np.where(inside, buddies, 0)] & self._bits(start, end))
+        fit = np.where(inside, busy_steps, end - start)
+        return start, int(candidates[int(np.argmax(fit))]) * gpus
+
+    def occupy(self, first_gpu: int, gpus: int, start: int, end: int) -> None:
+        if self.small:
+            bits = ((1 << (end - start)) - 1) << start
+            for k, words in self.levels.items():
+                if k <= gpus:
+                    for i in range(first_gpu // k, (first_gpu + gpus) // k):
+                        words[i] |= bits
+                elif first_gpu // k < len(words):
+                    words[first_gpu // k] |= bits
+            return
+        bits = self._bits(start, end)
+        for k, words in self.levels.items():
+            if k <= gpus:
+                words[first_gpu // k : (first_gpu + gpus) // k] |= bits
+            elif first_gpu // k < len(words):
+                words[first_gpu // k] |= bits
+
+
+def _find_small(words: list[int], T: int, gpus: int, length: int, earliest: int,
+                best_fit: bool) -> tuple[int, int] | None:
+    """`BlockIndex.find` for a handful of blocks: the same bit logic, one block at a time."""
+    window = min(length, T)
+    horizon = (1 << T) - 1
+    valid = horizon & ~((1 << max(earliest, 0)) - 1)
+    best_start, best = T, []
+    for i, word in enumerate(words):
+        runs = ~word & horizon
+        have = 1
+        while have < window:
+            step = min(have, window - have)
+            runs &= runs >> step
+            have += step
+        tail_from = max(word.bit_length(), T - window)
+        runs = (runs | (horizon & ~((1 << tail_from) - 1))) & valid
+        if not runs:
+            continue
+        start = (runs & -runs).bit_length() - 1
+        if start < best_start:
+            best_start, best = start, [i]
+        elif start == best_start:
+            best.append(i)
+    if not best:
+        return None
+    if not best_fit or len(best) == 1:
+        return best_start, best[0] * gpus
+    end = min(best_start + length, T)
+    span = ((1 << (end - best_start)) - 1) << best_start
+    n = len(words)
+    fit = [(words[i ^ 1] & span).bit_count() if (i ^ 1) < n else end - best_start
+           for i in best]
+    return best_start, best[fit.index(max(fit))] * gpus
