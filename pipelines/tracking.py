@@ -1,0 +1,331 @@
+"""MLflow tracking for every pipeline: an embedded SQLite store by default, any server by URI.
+
+Tracking is a side channel. When MLflow is unreachable or fails, the tracker prints one
+warning line, switches itself off for the rest of the process, and the pipeline's local
+outputs (models/, plans, reports) are written all the same.
+
+Store: `MLFLOW_TRACKING_URI` when set; otherwise `sqlite:///<cwd>/mlruns/mlflow.db` with
+artifacts under `mlruns/artifacts/` (what `make ui` opens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+EXPERIMENTS = {
+    "estimators": "gpuplan-estimators",
+    "scoring": "gpuplan-scoring",
+    "plans": "gpuplan-plans",
+    "bench": "gpuplan-bench",
+}
+MODEL_NAMES = {
+    "training": "gpuplan-training-cost",
+    "quantization": "gpuplan-quantization-cost",
+}
+CHAMPION = "champion"
+STORE_DIR = "mlruns"
+PROBE_TIMEOUT_S = 3.0
+# A server that dies mid-run must fail each call fast, not retry for minutes.
+_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+_PIP = ["scikit-learn", "lightgbm", "statsmodels", "pandas", "numpy"]
+
+
+def default_uri(root: str | os.PathLike[str] | None = None) -> str:
+    """The embedded store: a SQLite file inside the project directory (the cwd by default)."""
+    base = Path(root) if root is not None else Path.cwd()
+    return f"sqlite:///{(base / STORE_DIR / 'mlflow.db').resolve()}"
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI", "").strip() or default_uri()
+
+
+def _is_remote(uri: str) -> bool:
+    return urlparse(uri).scheme in ("http", "https")
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):])
+
+
+def _quiet_mlflow() -> None:
+    """MLflow's INFO chatter (migrations, 'Created version') drowns the pipeline's output."""
+    for name in ("mlflow", "alembic", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"mlflow(\..*)?")
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+
+
+def _short(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+@dataclass
+class ModelRef:
+    """Where an estimator came from: the registry (name, version) or a local file."""
+
+    source: str  # "registry" | "local"
+    uri: str
+    name: str = ""
+    version: str = ""
+
+    def as_params(self, prefix: str) -> dict[str, str]:
+        return {f"{prefix}_source": self.source, f"{prefix}_uri": self.uri,
+                f"{prefix}_version": self.version or "-"}
+
+
+class Tracker:
+    """One per process: lazily connects, and goes quiet after the first failure."""
+
+    def __init__(self, uri: str | None = None, *, enabled: bool = True,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.uri = uri or tracking_uri()
+        self._enabled = enabled
+        self._ready: bool | None = None
+        self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.warnings: list[str] = []
+        self._experiment_ids: dict[str, str] = {}
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled and self._connect()
+
+    def fail(self, what: str, err: BaseException) -> None:
+        """The one warning line; after it, every tracking call is a no-op."""
+        if self._enabled:
+            line = (f"gpuplan: warning: MLflow tracking at {self.uri} is off ({what}: "
+                    f"{_short(err)}); local outputs are still written")
+            self.warnings.append(line)
+            self._warn(line)
+        self._enabled = False
+
+    def _connect(self) -> bool:
+        if self._ready is not None:
+            return self._ready
+        self._ready = False
+        try:
+            _quiet_mlflow()
+            if _is_remote(self.uri):
+                for key, value in _HTTP_DEFAULTS.items():
+                    os.environ.setdefault(key, value)
+                import requests
+
+                requests.get(self.uri.rstrip("/") + "/health",
+                             timeout=PROBE_TIMEOUT_S).raise_for_status()
+            db = _sqlite_path(self.uri)
+            if db is not None:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            import mlflow
+
+            mlflow.set_tracking_uri(self.uri)
+            mlflow.set_registry_uri(self.uri)
+            self._ready = True
+        except Exception as err:  # an unreachable store must never stop a pipeline
+            self.fail("cannot connect", err)
+        return self._ready
+
+    def client(self):
+        from mlflow import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+
+    def experiment_id(self, key: str) -> str:
+        """Get or create the experiment; embedded stores keep artifacts beside the database."""
+        name = EXPERIMENTS.get(key, key)
+        if name in self._experiment_ids:
+            return self._experiment_ids[name]
+        client = self.client()
+        found = client.get_experiment_by_name(name)
+        if found is not None:
+            exp_id = found.experiment_id
+        else:
+            db = _sqlite_path(self.uri)
+            location = (db.parent / "artifacts" / name).resolve().as_uri() if db else None
+            exp_id = client.create_experiment(name, artifact_location=location)
+        self._experiment_ids[name] = exp_id
+        return exp_id
+
+    # -- runs ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def run(self, experiment: str, run_name: str,
+            tags: Mapping[str, str] | None = None) -> Iterator[Run]:
+        """A tracked run; the body always executes, tracked or not, and its errors propagate."""
+        handle = Run(self, None)
+        if self.enabled:
+            try:
+                import mlflow
+
+                active = mlflow.start_run(experiment_id=self.experiment_id(experiment),
+                                          run_name=run_name, tags=dict(tags or {}))
+                handle = Run(self, active.info.run_id)
+            except Exception as err:
+                self.fail("cannot start a run", err)
+        status = "FAILED"
+        try:
+            yield handle
+            status = "FINISHED"
+        finally:
+            if handle.run_id is not None:
+                try:
+                    import mlflow
+
+                    mlflow.end_run(status=status)
+                except Exception as err:
+                    self.fail("cannot end the run", err)
+
+    # -- the registry --------------------------------------------------------------------
+
+    def load_champion(self, kind: str, fallback: Callable[[], Any],
+                      fallback_uri: str = "models/") -> tuple[Any, ModelRef]:
+        """The registered `champion` of this estimator, else `fallback()` (models/ on disk).
+
+        A registry with no such model falls back quietly; a failing registry warns once.
+        """
+        name = MODEL_NAMES.get(kind, kind)
+        if self.enabled:
+            try:
+                version = self._champion_version(name)
+                if version is not None:
+                    import mlflow.sklearn
+
+                    model = mlflow.sklearn.load_model(f"models:/{name}@{CHAMPION}")
+                    return model, ModelRef("registry", f"models:/{name}/{version}", name,
+                                           str(version))
+            except Exception as err:
+                self.fail(f"cannot load {name}@{CHAMPION}", err)
+        return fallback(), ModelRef("local", fallback_uri)
+
+    def _champion_version(self, name: str) -> str | None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client().get_model_version_by_alias(name, CHAMPION).version
+        except MlflowException as err:
+            if getattr(err, "error_code", "") in ("RESOURCE_DOES_NOT_EXIST", "NOT_FOUND",
+                                                  "INVALID_PARAMETER_VALUE"):
+                return None
+            raise
+
+
+@dataclass
+class Run:
+    """Logging calls on one run; each is a no-op when untracked, and never raises."""
+
+    tracker: Tracker
+    run_id: str | None
+    models: dict[str, ModelRef] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.run_id is not None and self.tracker._enabled
+
+    def _guard(self, what: str, call: Callable[[], Any]) -> Any:
+        if not self.active:
+            return None
+        try:
+            return call()
+        except Exception as err:
+            self.tracker.fail(what, err)
+            return None
+
+    def params(self, values: Mapping[str, Any]) -> None:
+        import mlflow
+
+        clean = {k: ("" if v is None else str(v))[:500] for k, v in values.items()}
+        self._guard("log params", lambda: mlflow.log_params(clean))
+
+    def metrics(self, values: Mapping[str, Any], step: int | None = None) -> None:
+        import math
+
+        import mlflow
+
+        clean = {}
+        for k, v in values.items():
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(f):
+                clean[k] = f
+        self._guard("log metrics", lambda: mlflow.log_metrics(clean, step=step))
+
+    def tags(self, values: Mapping[str, Any]) -> None:
+        import mlflow
+
+        self._guard("set tags", lambda: mlflow.set_tags({k: str(v) for k, v in values.items()}))
+
+    def artifact(self, path: str | os.PathLike[str], folder: str | None = None) -> None:
+        import mlflow
+
+        if Path(path).exists():
+            self._guard("log an artifact", lambda: mlflow.log_artifact(str(path), folder))
+
+    def artifacts(self, paths: list[str | os.PathLike[str]], folder: str | None = None) -> None:
+        for path in paths:
+            self.artifact(path, folder)
+
+    def text(self, body: str, name: str) -> None:
+        import mlflow
+
+        self._guard("log text", lambda: mlflow.log_text(body, name))
+
+    def register(self, kind: str, estimator: Any, *, alias: str = CHAMPION,
+                 lightgbm_parts: Mapping[str, Any] | None = None) -> ModelRef | None:
+        """Log with the sklearn flavour (pyfunc included), register, point `alias` at it.
+
+        `lightgbm_parts` (name -> LightGBM model inside the estimator) are also logged with
+        the lightgbm flavour, unregistered, so the boosters can be inspected on their own.
+        """
+        name = MODEL_NAMES.get(kind, kind)
+
+        def call() -> ModelRef:
+            import mlflow.sklearn
+
+            info = mlflow.sklearn.log_model(estimator, name=f"{kind}-cost",
+                                            registered_model_name=name,
+                                            pip_requirements=_PIP)
+            version = str(info.registered_model_version)
+            self.tracker.client().set_registered_model_alias(name, alias, version)
+            for part, booster in (lightgbm_parts or {}).items():
+                import mlflow.lightgbm
+
+                mlflow.lightgbm.log_model(booster, name=f"{kind}-{part}-lightgbm",
+                                          pip_requirements=["lightgbm"])
+            return ModelRef("registry", f"models:/{name}/{version}", name, version)
+
+        ref = self._guard(f"register {name}", call)
+        if ref is not None:
+            self.models[kind] = ref
+        return ref
+
+
+_DEFAULT: Tracker | None = None
+
+
+def get_tracker() -> Tracker:
+    """The process's tracker (one warning per process, however many runs)."""
+    global _DEFAULT
+    if _DEFAULT is None or _DEFAULT.uri != tracking_uri():
+        _DEFAULT = Tracker()
+    return _DEFAULT
+
+
+def reset() -> None:
+    """Forget the process tracker (tests switch stores between cases)."""
+    global _DEFAULT
+    _DEFAULT = None
