@@ -207,3 +207,23 @@ def test_full_is_legal_and_never_beats_the_optimum(scenario: Scenario) -> None:
     assert metrics_agree(plan.to_dict()["metrics"], compute_metrics(scenario, ids)) == []
     best, _ = brute_force(scenario)
     assert at_least(best, plan.metrics.objective)
+
+
+@pytest.mark.parametrize("policy", ALL_POLICIES)
+def test_huge_durations_and_arrivals_are_planned(policy: str) -> None:
+    """Legal input with numbers far past the horizon (no int64 overflow in any policy)."""
+    huge = 10**20
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 2, "horizon_steps": 3},
+        "jobs": [
+            {"id": "long", "kind": "training", "priority": 1, "gpus": 1,
+             "duration_steps": huge},
+            {"id": "late", "kind": "training", "priority": 9, "gpus": 1, "duration_steps": 1,
+             "arrival_step": huge},
+            {"id": "run", "kind": "quantization", "priority": 1, "gpus": 1,
+             "duration_steps": huge, "running": {"first_gpu": 1, "remaining_steps": huge}},
+        ],
+    })
+    plan = make_plan(scenario, policy)
+    assert plan.id_grid() == [["long", "run"]] * 3
+    assert plan.metrics.completed == 0
