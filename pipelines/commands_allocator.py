@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
     app.command("scenarios")(scenarios)
     app.command("bench")(bench)
+    app.command("bench-compare")(bench_compare)
 
 
 def plan(
@@ -140,9 +141,21 @@ def bench(
     png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
     full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
     time_limit: float = typer.Option(30.0, "--time-limit", help="--full: seconds per solve."),
+    scale: bool = typer.Option(False, "--scale",
+                               help="Instead: latency growth from 8 to 4096 GPUs."),
+    max_gpus: int = typer.Option(4096, "--max-gpus", help="--scale: largest cluster to run."),
+    bound_seconds: float = typer.Option(60.0, "--bound-seconds",
+                                        help="--scale: time for each upper bound."),
+    bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus",
+                                       help="--scale: largest cluster to bound."),
+    record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir",
+                                    help="--scale: where each run's record is kept."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
     console = Console()
+    if scale:
+        _bench_scale(console, out_dir, max_gpus, bound_seconds, bound_max_gpus, record_dir)
+        return
     loaded = load_dir(scenario_dir)
     with console.status("planning the benchmark scenarios"):
         results = benchlib.run(loaded, repeats=repeats)
@@ -181,3 +194,47 @@ def _write_csv(path: Path, table: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(table)
     atomic.write_text(path, buf.getvalue())
+
+
+def _bench_scale(console: Console, out_dir: Path, max_gpus: int, bound_seconds: float,
+                 bound_max_gpus: int, record_dir: Path) -> None:
+    from rich.progress import Progress
+
+    from allocator import bench_scale
+
+    cases = [c for c in bench_scale.all_cases() if c.gpus <= max_gpus]
+    with Progress(console=console) as progress:
+        task = progress.add_task("scale benchmark", total=len(cases))
+        record = bench_scale.run(cases, bound_seconds, bound_max_gpus,
+                                 progress=lambda case: progress.advance(task))
+    stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
+    atomic.write_text(record_dir / f"{stamp}.json", json.dumps(record, indent=1) + "\n")
+    text = bench_scale.markdown(record)
+    atomic.write_text(out_dir / "scale.md", text)
+    _write_csv(out_dir / "scale.csv", record["rows"])
+    atomic.write_bytes(out_dir / "scale.png", bench_scale.plot_png(record))
+    console.print(text)
+    console.print(f"wrote {out_dir / 'scale.md'}, scale.csv, scale.png and the record "
+                  f"{record_dir / (stamp + '.json')}")
+
+
+def bench_compare(
+    new: Path | None = typer.Argument(None, help="A scale record (default: the newest)."),
+    old: Path | None = typer.Argument(None, help="An earlier record (default: the one before)."),
+    record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir"),
+) -> None:
+    """Latency ratio of one scale record to an earlier one (> 1 means slower)."""
+    from allocator import bench_scale
+
+    records = sorted(record_dir.glob("*.json"))
+    if new is None or old is None:
+        if len(records) < 2:
+            print(f"gpuplan: error: {record_dir}: need two records to compare", flush=True)
+            raise typer.Exit(EXIT_BAD_INPUT)
+        new, old = new or records[-1], old or records[-2]
+    a, b = bench_scale.load_record(new), bench_scale.load_record(old)
+    typer.echo(f"{new} ({a['machine']})\n  vs {old} ({b['machine']})")
+    for row in bench_scale.compare(a, b):
+        ratios = ", ".join(f"{k.removesuffix('_ratio')} x{v}" for k, v in row.items()
+                           if k != "case")
+        typer.echo(f"{row['case']}: {ratios}")

@@ -15,12 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 _FAST_BITS = 63
-SMALL_G = 64
+SMALL_G = 32
 
 
 def _bit_length(words: np.ndarray) -> np.ndarray:
     if words.dtype == object:
         return np.frompyfunc(int.bit_length, 1, 1)(words).astype(np.int64)
+    if not (words >> np.uint64(53)).any():  # exact in float64: the exponent is the length
+        return np.frexp(words.astype(np.float64))[1].astype(np.int64)
     smeared = words.copy()
     for shift in (1, 2, 4, 8, 16, 32):
         smeared |= smeared >> np.uint64(shift)
