@@ -1,0 +1,176 @@
+"""CLI for the cost estimators: `synth-history`, `train`, `score`.
+
+Heavy imports (LightGBM, statsmodels) happen inside the commands, so that the
+rest of `gpuplan` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from allocator.errors import InputError
+from pipelines.atomic import atomic_path, write_text
+from pipelines.cliutil import input_errors
+
+DEFAULT_MODELS = Path("models")
+MAX_LISTED_REJECTS = 20
+
+
+def register(app: typer.Typer) -> None:
+    """Add the estimator commands to the `gpuplan` app."""
+    app.command("synth-history")(synth_history)
+    app.command("train")(train)
+    app.command("score")(score)
+
+
+def _write_table(df, path: Path) -> None:
+    """CSV or Parquet by extension, atomically."""
+    with atomic_path(path) as tmp:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+
+
+def synth_history(
+    out: Path = typer.Option(Path("data/history"), "--out", help="Directory for the history."),
+    seed: int = typer.Option(2026, "--seed", help="Random seed: same seed, same files."),
+    training: int = typer.Option(4000, "--training", min=0, help="Training jobs."),
+    quantization: int = typer.Option(2000, "--quantization", min=0, help="Quantization jobs."),
+    sigma: float = typer.Option(0.2, "--sigma", min=0.0, help="Training noise floor (log sd)."),
+    quant_sigma: float = typer.Option(0.25, "--quant-sigma", min=0.0,
+                                      help="Quantization noise (log sd)."),
+    fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
+    queue_out: Path | None = typer.Option(None, "--queue-out",
+                                          help="Also write a sample queue to this file."),
+    queue_jobs: int = typer.Option(48, "--queue-jobs", min=1, help="Jobs in the sample queue."),
+) -> None:
+    """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
+    from forecasting.synth import SynthConfig, synth_history, synth_queue
+
+    with input_errors():
+        if fmt not in ("csv", "parquet"):
+            raise InputError("must be csv or parquet", field="format")
+        config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
+                             sigma=sigma, quant_sigma=quant_sigma)
+        train_df, quant_df, meta = synth_history(config)
+        queue = synth_queue(queue_jobs, seed=seed) if queue_out else None
+    written = []
+    if training:
+        _write_table(train_df, out / f"training.{fmt}")
+        written.append(out / f"training.{fmt}")
+    if quantization:
+        _write_table(quant_df, out / f"quantization.{fmt}")
+        written.append(out / f"quantization.{fmt}")
+    write_text(out / "meta.json", meta)
+    if queue is not None:
+        _write_table(queue, queue_out)
+        written.append(queue_out)
+    for path in written:
+        print(f"wrote {path}")
+
+
+def _noise_floor(history: Path, sigma: float | None) -> float | None:
+    """The noise floor to judge MdAPE by: --noise-sigma, else meta.json beside the history."""
+    from forecasting.synth import noise_floor_mdape
+
+    if sigma is None:
+        meta = history.parent / "meta.json"
+        if not meta.exists():
+            return None
+        try:
+            sigma = float(json.loads(meta.read_text())["sigma"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise InputError(f"no usable sigma: {err}", file=str(meta)) from None
+    return noise_floor_mdape(sigma) if sigma > 0 else None
+
+
+def train(
+    history: Path = typer.Argument(..., help="Training history (CSV or Parquet)."),
+    quantization: Path | None = typer.Option(
+        None, "--quantization", help="Quantization history; without it only the training "
+        "estimators are fitted."),
+    models: Path = typer.Option(DEFAULT_MODELS, "--models", help="Where to save the estimators."),
+    report: Path | None = typer.Option(None, "--report", help="Also write the report (Markdown)."),
+    test_fraction: float = typer.Option(0.25, "--test-fraction", min=0.05, max=0.9,
+                                        help="Share of jobs held out for the evaluation."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the held-out split."),
+    noise_sigma: float | None = typer.Option(
+        None, "--noise-sigma", help="Noise floor sigma; default: meta.json beside the history."),
+) -> None:
+    """Evaluate on a held-out split, print the report, then fit on all jobs and save."""
+    from rich.console import Console
+
+    from forecasting.evaluate import evaluate, print_report, to_markdown
+    from forecasting.history import load_quant_history, load_training_history
+    from forecasting.quantization import QuantizationCostEstimator
+    from forecasting.store import save_estimators
+    from forecasting.training import PowerLawBaseline, TrainingCostEstimator
+
+    with input_errors():
+        hist = load_training_history(history)
+        quant = load_quant_history(quantization) if quantization else None
+        floor = _noise_floor(history, noise_sigma)
+    rep = evaluate(hist, quant, test_fraction=test_fraction, seed=seed, noise_floor=floor)
+    print_report(rep, Console())
+    X, g, y = hist
+    estimators = {"training": TrainingCostEstimator().fit(X, y, gpus=g),
+                  "baseline": PowerLawBaseline().fit(X, y, gpus=g)}
+    info = {"training": {"history": str(history), "jobs": len(y)},
+            "baseline": {"history": str(history), "jobs": len(y)}}
+    if quant is not None:
+        Xq, gq, yq = quant
+        estimators["quantization"] = QuantizationCostEstimator().fit(Xq, yq, gpus=gq)
+        info["quantization"] = {"history": str(quantization), "jobs": len(yq)}
+    save_estimators(models, info=info, **estimators)
+    print(f"saved {', '.join(sorted(estimators))} to {models}/")
+    if report:
+        command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
+        write_text(report, to_markdown(rep, command) + "\n")
+        print(f"wrote {report}")
+
+
+def score(
+    queue: Path = typer.Argument(..., help="Queue to score (CSV or Parquet)."),
+    out: Path = typer.Option(..., "--out", help="Scored queue to write (CSV or Parquet)."),
+    step_minutes: float = typer.Option(60.0, "--step-minutes", help="Minutes per plan step."),
+    models: Path = typer.Option(DEFAULT_MODELS, "--models", help="Fitted estimators."),
+    rejects: Path | None = typer.Option(
+        None, "--rejects", help="Rows that could not be scored; default OUT's name + .rejects.csv"),
+    duration_from: str = typer.Option(
+        "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
+) -> None:
+    """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
+    from forecasting.history import read_table
+    from forecasting.scoring import score_queue
+    from forecasting.store import load_estimators
+
+    start = time.perf_counter()
+    with input_errors():
+        if step_minutes <= 0:
+            raise InputError("must be > 0", field="--step-minutes")
+        if duration_from not in ("p50", "p90"):
+            raise InputError("must be p50 or p90", field="--duration-from")
+        estimators = load_estimators(models)
+    with input_errors(str(queue)):
+        df = read_table(queue, as_text=True)
+        scored, bad = score_queue(df, estimators, step_minutes=step_minutes,
+                                  duration_from=duration_from)
+    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
+    _write_table(scored, out)
+    _write_table(bad, rejects)
+    seconds = time.perf_counter() - start
+    print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
+    if len(bad):
+        print(f"rejected {len(bad)} -> {rejects}", file=sys.stderr)
+        for r in bad.head(MAX_LISTED_REJECTS).itertuples(index=False):
+            who = r.id if r.id else f"row {r.row}"
+            print(f"  {who}: field {r.field!r}: {r.reason}", file=sys.stderr)
+        if len(bad) > MAX_LISTED_REJECTS:
+            print(f"  ... and {len(bad) - MAX_LISTED_REJECTS} more", file=sys.stderr)
