@@ -34,3 +34,7 @@ def get(name: str) -> Policy:
 
 
 __all__ = ["POLICIES", "Policy", "Scenario", "get", "register"]
+
+from allocator.policies.full import full  # noqa: E402 (the MILP builds on fast, above)
+
+register("full", full)

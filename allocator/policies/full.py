@@ -1,0 +1,634 @@
+"""`full`: MODEL.md's exact model as a PuLP MILP, warm-started from `fast`, never worse.
+
+For periodic review, not the hot path. The MILP reads like the contract: one binary per
+(batch job, aligned block, start), per-GPU binaries for realtime, and the five constraint
+families under MODEL.md's numbers. The plan returned is the better of the solver's
+incumbent (its objective recomputed from the grid, never taken from the solver) and the
+fast grid, checked by the validator; a missing solver or an empty timeout yields fast.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pulp
+
+from allocator import grid as gridlib
+from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.policies.fast import fast
+from allocator.validator import violations
+
+SOLVERS = ("highs", "cbc")
+# Objectives are compared with MODEL.md's tolerance for metrics.
+REL_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Start:
+    """One batch placement the MILP can choose: job `job` on [first, first+gpus) from `start`."""
+
+    job: int
+    start: int
+    first: int
+    end: int  # exclusive, clipped to the horizon
+
+
+@dataclass
+class Model:
+    """The PuLP problem and the maps from its variables back to grid cells."""
+
+    prob: pulp.LpProblem
+    starts: list[tuple[pulp.LpVariable, Start]] = field(default_factory=list)
+    realtime: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    swaps: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    shortfall: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+    fixed_value: float = 0.0  # running jobs' objective: pinned, so outside the MILP
+    counts: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # aggregate ints
+    touched: list[tuple[pulp.LpVariable, int, int, int]] = field(default_factory=list)
+    start_counts: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+
+    def restrict_starts(self, starts: dict[int, int] | None) -> None:
+        """Allow each batch job only the given start (or none); None lifts the restriction.
+
+        Used to place the block-capacity relaxation's starts: the solver then only picks
+        blocks, realtime GPUs and which of those jobs to drop, a far smaller search.
+        """
+        wanted = set(starts.items()) if starts is not None else set()
+        for key, z in self.start_counts.items():
+            z.upBound = 1 if starts is None or key in wanted else 0
+
+    def start_values(self, scenario: Scenario, grid: np.ndarray) -> dict[str, float] | None:
+        """Every variable's value in `grid` (a legal grid), for the warm start.
+
+        None if the grid uses a placement the model has no variable for (a bug upstream).
+        """
+        values: dict[str, float] = {}
+        chosen = set()
+        for i, job in enumerate(scenario.jobs):
+            if isinstance(job, BatchJob) and not job.running:
+                rows, cols = np.nonzero(grid == i)
+                if len(rows):
+                    chosen.add((i, int(rows.min()), int(cols.min())))
+        found = set()
+        for var, st in self.starts:
+            hit = (st.job, st.start, st.first) in chosen
+            values[var.name] = 1.0 if hit else 0.0
+            if hit:
+                found.add((st.job, st.start, st.first))
+        if found != chosen:
+            return None
+        held = {}
+        for (i, g, t), var in self.realtime.items():
+            values[var.name] = float(grid[t, g] == i)
+            held[i, t] = held.get((i, t), 0) + int(grid[t, g] == i)
+        for (i, g, t), var in self.swaps.items():
+            now = grid[t, g] == i
+            if t > 0:
+                before = grid[t - 1, g] == i
+            else:
+                before = g in (scenario.jobs[i].current_gpus or ())
+            values[var.name] = float(now != before)
+        for name, (what, i, u) in self.counts.items():
+            if what == "start":
+                values[name] = float(any(c[0] == i and c[1] == u for c in chosen))
+            else:
+                values[name] = float(held.get((i, u), 0))
+        for (i, t), var in self.shortfall.items():
+            values[var.name] = float(max(0, scenario.jobs[i].demand[t] - held.get((i, t), 0)))
+        # Batch jobs as their size, realtime as 0 (always small), pins and free cells as G+1.
+        sizes = np.array([j.gpus if isinstance(j, BatchJob) else 0 for j in scenario.jobs]
+                         + [scenario.G + 1])
+        cell_size = sizes[np.where(grid >= 0, grid, len(scenario.jobs))]
+        cell_size[pinned_cells(scenario)] = scenario.G + 1
+        for var, k, t, outside in self.touched:
+            small = int((cell_size[t] < k).sum())
+            values[var.name] = float(max(0, -(-(small - outside) // k)))
+        return values
+
+    def grid(self, scenario: Scenario) -> np.ndarray:
+        """The grid the solver's values describe (binaries read as > 0.5)."""
+        out = gridlib.empty(scenario)
+        gridlib.pin_running(scenario, out)
+        for var, st in self.starts:
+            if (var.varValue or 0.0) > 0.5:
+                out[st.start : st.end, st.first : st.first + scenario.jobs[st.job].gpus] = st.job
+        for (i, g, t), var in self.realtime.items():
+            if (var.varValue or 0.0) > 0.5:
+                out[t, g] = i
+        return out
+
+
+def pinned_cells(scenario: Scenario) -> np.ndarray:
+    """(T, G) bool: cells held by running jobs (constraint 2, inherited work)."""
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    return grid >= 0
+
+
+def batch_starts(scenario: Scenario, pinned: np.ndarray) -> list[Start]:
+    """Every (job, aligned block, start) that keeps constraints 2, 3 and 5 and avoids pins."""
+    T, G = scenario.T, scenario.G
+    out = []
+    cum = np.zeros((T + 1, G), dtype=np.int32)
+    np.cumsum(pinned, axis=0, out=cum[1:])
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running:
+            continue
+        k = job.gpus
+        for s in range(job.arrival_step, T):  # never before arrival (constraint 2)
+            end = min(s + job.duration_steps, T)  # the whole run, unbroken (constraint 5)
+            hits = cum[end] - cum[s]
+            for first in range(0, G - k + 1, k):  # aligned power-of-two blocks (constraint 3)
+                if not hits[first : first + k].any():
+                    out.append(Start(i, s, first, end))
+    return out
+
+
+def build_model(scenario: Scenario, strengthen: bool = True) -> Model:
+    """MODEL.md's objective and five constraint families, numbered as there."""
+    T, G = scenario.T, scenario.G
+    decay = scenario.weights.decay ** np.arange(T)
+    penalty = scenario.weights.realtime_penalty
+    prob = pulp.LpProblem("gpuplan_full", pulp.LpMaximize)
+    model = Model(prob)
+    pinned = pinned_cells(scenario)
+    for job in scenario.batch_jobs:
+        if job.running:
+            steps = min(job.running.remaining_steps, T)
+            model.fixed_value += job.priority * job.gpus * float(decay[:steps].sum())
+
+    objective: list[tuple[pulp.LpVariable, float]] = []
+    cover: dict[tuple[int, int], list[pulp.LpVariable]] = {}
+    per_job: dict[int, list[pulp.LpVariable]] = {}
+    for st in batch_starts(scenario, pinned):
+        job = scenario.jobs[st.job]
+        var = pulp.LpVariable(f"run_j{st.job}_s{st.start}_g{st.first}", cat=pulp.LpBinary)
+        model.starts.append((var, st))
+        per_job.setdefault(st.job, []).append(var)
+        objective.append((var, job.priority * job.gpus * float(decay[st.start : st.end].sum())))
+        for t in range(st.start, st.end):
+            for g in range(st.first, st.first + job.gpus):
+                cover.setdefault((g, t), []).append(var)
+
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        for t in range(T):
+            for g in range(G):
+                if not pinned[t, g]:
+                    x = pulp.LpVariable(f"rt_j{i}_g{g}_t{t}", cat=pulp.LpBinary)
+                    model.realtime[i, g, t] = x
+                    cover.setdefault((g, t), []).append(x)
+            short = pulp.LpVariable(f"short_j{i}_t{t}", lowBound=0)
+            model.shortfall[i, t] = short
+            objective.append((short, -penalty * job.priority))
+
+    prob += pulp.LpAffineExpression(objective), "objective"
+
+    # 1. One job per GPU per step: every variable covering a free cell, at most one.
+    for (g, t), vars_ in sorted(cover.items()):
+        if len(vars_) > 1:
+            prob += pulp.lpSum(vars_) <= 1, f"c1_one_job_g{g}_t{t}"
+
+    # 2. Demand range, inherited work: a batch job runs on one block from one start, or
+    #    not at all (running jobs are pinned: their cells have no variable at all).
+    for i, vars_ in per_job.items():
+        if len(vars_) > 1:
+            prob += pulp.lpSum(vars_) <= 1, f"c2_at_most_once_j{i}"
+    # 2. Demand range: a realtime job's shortfall is what it holds below demand.
+    for (i, t), short in model.shortfall.items():
+        held = [model.realtime[i, g, t] for g in range(G) if (i, g, t) in model.realtime]
+        prob += short + pulp.lpSum(held) >= scenario.jobs[i].demand[t], f"c2_shortfall_j{i}_t{t}"
+
+    # 3. Contiguous power-of-two blocks: only aligned blocks [b, b+k), b % k == 0, have a
+    #    variable (see batch_starts), so the family needs no rows.
+
+    # 4. Swap limit: y >= |x[t] - x[t-1]| per GPU, at most swap_limit changes per step.
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, RealtimeJob):
+            _swap_rows(model, scenario, i, job)
+
+    # 5. No interruption: each variable is a whole run s..min(s+duration, T)-1 on one block
+    #    (see batch_starts), so the family needs no rows.
+
+    if strengthen:
+        _strengthen(model, scenario, pinned, per_job)
+    return model
+
+
+def _strengthen(model: Model, scenario: Scenario, pinned: np.ndarray,
+                per_job: dict[int, list[pulp.LpVariable]]) -> None:
+    """Integer start and held counts, and buddy capacity rows on them (valid, not needed).
+
+    The per-cell rows let the LP spread a job over blocks; branching on "job j starts at s"
+    and checking block capacity per size closes most of that gap (FACTS.md).
+    """
+    T = scenario.T
+    prob = model.prob
+    by_start: dict[tuple[int, int], list[pulp.LpVariable]] = {}
+    ends: dict[tuple[int, int], int] = {}
+    for var, st in model.starts:
+        by_start.setdefault((st.job, st.start), []).append(var)
+        ends[st.job, st.start] = st.end
+    cells: list[list[tuple[int, Any]]] = [[] for _ in range(T)]
+    for (i, s), vars_ in sorted(by_start.items()):
+        z = pulp.LpVariable(f"starts_j{i}_s{s}", 0, 1, cat=pulp.LpInteger)
+        model.counts[z.name] = ("start", i, s)
+        model.start_counts[i, s] = z
+        prob += z == pulp.lpSum(vars_), f"c2_start_count_j{i}_s{s}"
+        for t in range(s, ends[i, s]):
+            cells[t].append((scenario.jobs[i].gpus, z))
+    held: list[list[Any]] = [[] for _ in range(T)]
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        for t in range(T):
+            xs = [v for (j, _, u), v in model.realtime.items() if j == i and u == t]
+            h = pulp.LpVariable(f"held_j{i}_t{t}", 0, len(xs), cat=pulp.LpInteger)
+            model.counts[h.name] = ("held", i, t)
+            prob += h == pulp.lpSum(xs), f"c2_held_count_j{i}_t{t}"
+            held[t].append(h)
+    model.touched = block_rows(prob, scenario, pinned, cells, held)
+
+
+def _swap_rows(model: Model, scenario: Scenario, i: int, job: RealtimeJob) -> None:
+    T, G = scenario.T, scenario.G
+    if job.swap_limit >= G:  # |A xor A'| <= G always: the limit cannot bind
+        return
+    current = set(job.current_gpus) if job.current_gpus is not None else None
+    prob = model.prob
+    for t in range(T):
+        if t == 0 and current is None:
+            continue  # no previous set: step 0 is free
+        changes = []
+        for g in range(G):
+            now = model.realtime.get((i, g, t))
+            if t == 0:
+                before: pulp.LpVariable | float = 1.0 if g in current else 0.0
+            else:
+                before = model.realtime.get((i, g, t - 1), 0.0)
+            if now is None and isinstance(before, float):
+                changes.append(before)  # a constant change (or none)
+                continue
+            y = pulp.LpVariable(f"swap_j{i}_g{g}_t{t}", lowBound=0, upBound=1)
+            model.swaps[i, g, t] = y
+            now_expr = now if now is not None else 0.0
+            prob += y >= now_expr - before, f"c4_gain_j{i}_g{g}_t{t}"
+            prob += y >= before - now_expr, f"c4_loss_j{i}_g{g}_t{t}"
+            changes.append(y)
+        prob += pulp.lpSum(changes) <= job.swap_limit, f"c4_swap_limit_j{i}_t{t}"
+
+
+def free_blocks(pinned: np.ndarray, k: int) -> np.ndarray:
+    """Per step, the aligned k-blocks [b, b+k) (b % k == 0, inside the cluster) with no pin."""
+    T, G = pinned.shape
+    n = G // k
+    if n == 0:
+        return np.zeros(T, dtype=np.int64)
+    return (~pinned[:, : n * k].reshape(T, n, k).any(axis=2)).sum(axis=1)
+
+
+def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
+               cells: list[list[tuple[int, Any]]], held: list[list[Any]],
+               tag: str = "") -> list[tuple[pulp.LpVariable, int, int, int]]:
+    """Constraints 1 and 3 counted per step and block size: buddy capacity.
+
+    `cells[t]` lists (gpus, start count) for batch starts that run at step t, `held[t]` the
+    realtime held counts. Jobs of >= k GPUs fill whole pin-free aligned k-blocks; smaller
+    jobs and realtime GPUs spoil at least (their cells outside partly pinned k-blocks) / k
+    of them, an integer (`touched`). Implied by any legal grid, so valid in the MILP too.
+    """
+    T, G = scenario.T, scenario.G
+    free = (~pinned).sum(axis=1)
+    out = []  # (touched, k, t, outside), so a warm start can give each its value
+    for k in (1 << p for p in range(G.bit_length()) if (1 << p) <= G):
+        blocks = free_blocks(pinned, k)
+        for t in range(T):
+            big = [(z, g) for g, z in cells[t] if g >= k]
+            small = [(z, g) for g, z in cells[t] if g < k] + [(h, 1) for h in held[t]]
+            if not small and not big:
+                continue
+            cap = k * int(blocks[t])
+            if not small:
+                prob += pulp.LpAffineExpression(big) <= cap, f"c1_blocks{tag}_k{k}_t{t}"
+                continue
+            touched = pulp.LpVariable(f"touched{tag}_k{k}_t{t}", 0, int(blocks[t]),
+                                      cat=pulp.LpInteger)
+            outside = int(free[t]) - cap  # free cells in partly pinned blocks
+            prob += (k * touched >= pulp.LpAffineExpression(small) - outside,
+                     f"c1_touched{tag}_k{k}_t{t}")
+            prob += (pulp.LpAffineExpression(big) + k * touched <= cap,
+                     f"c1_blocks{tag}_k{k}_t{t}")
+            out.append((touched, k, t, outside))
+    return out
+
+
+# -- solving ----------------------------------------------------------------------------
+
+@dataclass
+class Solve:
+    """What one solver call gave back, in the model's own (maximisation) terms."""
+
+    status: str  # optimal | time_limit | target | infeasible | no_solution | error
+    has_solution: bool
+    objective: float | None  # as the solver reports it (the MILP part, no fixed value)
+    bound: float | None  # a proven upper bound on the MILP part, when the solver gives one
+    seconds: float
+
+
+def solver_available(name: str) -> bool:
+    if name == "highs":
+        return bool(pulp.HiGHS(msg=False).available())
+    if name == "cbc":
+        return bool(pulp.PULP_CBC_CMD(msg=False).available())
+    return False
+
+
+class _HiGHS(pulp.HiGHS):
+    """pulp.HiGHS with a real warm start (setSolution), an objective target and the bound.
+
+    PuLP 3.3's HiGHS interface ignores warmStart; highspy takes a start directly.
+    """
+
+    def __init__(self, start: dict[str, float] | None = None, target: float | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start = start
+        self.target = target
+        self.result: Solve | None = None
+
+    def actualSolve(self, lp: pulp.LpProblem) -> int:  # PuLP names it so
+        import highspy
+
+        began = time.perf_counter()
+        self.createAndConfigureSolver(lp)
+        self.buildSolverModel(lp)
+        h = lp.solverModel
+        variables = lp.variables()
+        if self.start is not None:
+            index = np.array([v.index for v in variables], dtype=np.int32)
+            value = np.array([self.start.get(v.name, 0.0) for v in variables], dtype=np.float64)
+            h.setSolution(len(index), index, value)
+        if self.target is not None:  # stop as soon as an incumbent reaches the target
+            h.setOptionValue("objective_target", -self.target)  # HiGHS minimises -objective
+        self.callSolver(lp)
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        if has_solution:
+            col = h.getSolution().col_value
+            for v in variables:
+                v.varValue = col[v.index]
+        names = {
+            highspy.HighsModelStatus.kOptimal: "optimal",
+            highspy.HighsModelStatus.kTimeLimit: "time_limit",
+            highspy.HighsModelStatus.kObjectiveTarget: "target",
+            highspy.HighsModelStatus.kInfeasible: "infeasible",
+        }
+        name = names.get(status, h.modelStatusToString(status))
+        sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+        objective = sense * info.objective_function_value if has_solution else None
+        if self.mip:
+            bound = sense * info.mip_dual_bound
+            bound = bound if math.isfinite(bound) else None
+        else:
+            bound = objective if name == "optimal" else None
+        self.result = Solve(name, has_solution, objective, bound, time.perf_counter() - began)
+        lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
+        return lp.status
+
+
+def solve_highs(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
+                start: dict[str, float] | None = None, target: float | None = None,
+                mip: bool = True) -> Solve:
+    solver = _HiGHS(start=start, target=target, mip=mip, msg=False,
+                    timeLimit=max(time_limit, 0.0), gapRel=mip_gap)
+    began = time.perf_counter()
+    try:
+        prob.solve(solver)
+    except Exception as err:  # a solver failure must never crash a plan
+        return Solve(f"error: {err}", False, None, None, time.perf_counter() - began)
+    assert solver.result is not None
+    return solver.result
+
+
+_CBC_BOUND = re.compile(r"best possible (-?[\d.e+]+)")
+
+
+def solve_cbc(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
+              start: dict[str, float] | None = None) -> Solve:
+    """PuLP's bundled CBC; its bound is read from the log (PuLP does not expose it)."""
+    if start is not None:
+        for v in prob.variables():
+            v.setInitialValue(start.get(v.name, 0.0))
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "cbc.log"
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(math.ceil(time_limit), 1),
+                                   gapRel=mip_gap, warmStart=start is not None,
+                                   logPath=str(log))
+        try:
+            prob.solve(solver)
+        except Exception as err:  # a solver failure must never crash a plan
+            return Solve(f"error: {err}", False, None, None, time.perf_counter() - began)
+        text = log.read_text(errors="replace") if log.exists() else ""
+    seconds = time.perf_counter() - began
+    has_solution = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    objective = pulp.value(prob.objective) if has_solution else None
+    objective = float(objective) if objective is not None else 0.0 if has_solution else None
+    if prob.status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal:
+        return Solve("optimal", True, objective, objective, seconds)
+    if prob.status == pulp.LpStatusInfeasible:
+        return Solve("infeasible", False, None, None, seconds)
+    found = _CBC_BOUND.findall(text)
+    # CBC minimises -objective for a maximisation, so its "best possible" is negated.
+    bound = -float(found[-1]) if found else None
+    return Solve("time_limit", has_solution, objective, bound, seconds)
+
+
+def run_solver(name: str, prob: pulp.LpProblem, *, time_limit: float, mip_gap: float,
+               start: dict[str, float] | None, target: float | None) -> Solve:
+    if name == "highs":
+        return solve_highs(prob, time_limit=time_limit, mip_gap=mip_gap, start=start,
+                           target=target)
+    return solve_cbc(prob, time_limit=time_limit, mip_gap=mip_gap, start=start)
+
+
+def relative_gap(objective: float, bound: float | None) -> float | None:
+    """(bound - objective) / max(|bound|, |objective|), 0 when they agree to 1e-6."""
+    if bound is None:
+        return None
+    scale = max(abs(bound), abs(objective), 1.0)
+    diff = bound - objective
+    return 0.0 if diff <= REL_TOL * scale else diff / scale
+
+
+# -- the policy -------------------------------------------------------------------------
+
+@dataclass
+class _Search:
+    """The best legal grid so far and what the solver calls taught us."""
+
+    scenario: Scenario
+    model: Model
+    solver: str
+    mip_gap: float
+    deadline: float
+    grid: np.ndarray
+    objective: float
+    warnings: list[str]
+    statuses: list[str] = field(default_factory=list)
+    bounds: list[float] = field(default_factory=list)  # proven, from unrestricted solves
+
+    def offer(self, grid: np.ndarray | None, objective: float) -> None:
+        if grid is not None and objective > self.objective:
+            self.grid, self.objective = grid, objective
+
+    def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
+                restricted: bool = False) -> Solve:
+        """One solver call: recompute what it returns, keep it if legal and better."""
+        fixed = self.model.fixed_value
+        values = self.model.start_values(self.scenario, start) if start is not None else None
+        milp_target = None if target is None else target - fixed
+        result = run_solver(self.solver, self.model.prob, time_limit=seconds,
+                            mip_gap=self.mip_gap, start=values, target=milp_target)
+        self.statuses.append(result.status)
+        if result.bound is not None and not restricted:
+            self.bounds.append(result.bound + fixed)
+        if not result.has_solution:
+            return result
+        grid, obj = _checked(self.scenario, self.model, self.warnings)
+        self.offer(grid, obj)
+        claimed = (result.objective or 0.0) + fixed
+        if values is not None and claimed - obj > REL_TOL * max(1.0, abs(obj)):
+            # HiGHS after a warm start may claim a better objective than the solution it
+            # hands back (FACTS.md): re-solve without the start and keep the better.
+            self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
+                                 f"{obj:.6g}; re-solved without the warm start")
+            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted)
+        return result
+
+
+def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
+         lp_bound: bool = False, mip_gap: float = 1e-4, warm_start: bool = True,
+         block_bound: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
+    """The better of the MILP's incumbent and fast's grid, with the solve's report.
+
+    `time_limit` bounds the whole solve, bounds included. With `block_bound`, the
+    block-capacity relaxation (allocator.bounds) runs first: its bound often proves fast
+    optimal at once, its starts, placed by a restricted MILP, often reach it, and the full
+    MILP stops as soon as an incumbent meets it.
+    """
+    from allocator import bounds  # bounds builds on this module's model
+
+    began = time.perf_counter()
+    deadline = began + time_limit
+    warnings: list[str] = []
+    fast_grid = fast(scenario)
+    fast_obj = gridlib.objective(scenario, fast_grid)
+    report: dict[str, Any] = {
+        "solver": solver, "status": "not_run", "objective": fast_obj, "fast_objective": fast_obj,
+        "best_bound": None, "gap": None, "solve_seconds": 0.0, "improved_fast": False,
+        "milp_bound": None, "block_bound": None, "lp_bound": None, "time_limit": time_limit,
+        "proof": None, "warnings": warnings,
+    }
+
+    def left() -> float:
+        return max(deadline - time.perf_counter(), 0.0)
+
+    def done(grid: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        report["solve_seconds"] = round(time.perf_counter() - began, 3)
+        return grid, {"solve": report}
+
+    if solver not in SOLVERS:
+        warnings.append(f"unknown solver {solver!r} (choose from {', '.join(SOLVERS)}); "
+                        "returning the fast plan")
+        report["status"] = "no_solver"
+        return done(fast_grid)
+    if not solver_available(solver):
+        warnings.append(f"solver {solver!r} is not available here; returning the fast plan")
+        report["status"] = "no_solver"
+        return done(fast_grid)
+
+    proven: list[float] = []  # upper bounds on the whole objective
+    if lp_bound:
+        lp = bounds.lp_relaxation(scenario, time_limit=left())
+        report["lp_bound"] = lp.value
+        if lp.value is not None:
+            proven.append(lp.value)
+    target = None
+    relaxed_starts = None
+    if block_bound and solver == "highs":
+        blk = bounds.block_capacity(scenario, time_limit=max(min(left() / 3, 10.0), 0.1))
+        report["block_bound"] = blk.value
+        if blk.value is not None:
+            proven.append(blk.value)
+            # Stop the MILP once an incumbent is within the gap of this bound.
+            target = blk.value - mip_gap * max(abs(blk.value), 1.0)
+            relaxed_starts = blk.starts
+    if proven and relative_gap(fast_obj, min(proven)) == 0.0:
+        report.update(status="optimal", best_bound=min(proven), gap=0.0,
+                      proof="fast meets the relaxation bound")
+        return done(fast_grid)
+
+    model = build_model(scenario)
+    search = _Search(scenario, model, solver, mip_gap, deadline, fast_grid, fast_obj, warnings)
+    if relaxed_starts is not None and model.start_counts:
+        # Place the relaxation's starts (dropping any that do not fit): often at its bound.
+        model.restrict_starts(relaxed_starts)
+        allowed = _keep_starts(scenario, fast_grid, relaxed_starts) if warm_start else None
+        search.attempt(min(left() / 3, 10.0), allowed, target, restricted=True)
+        model.restrict_starts(None)
+    reached = target is not None and search.objective >= target
+    if not reached and left() > 0:
+        result = search.attempt(left(), search.grid if warm_start else None, target)
+        if not result.has_solution and search.objective <= fast_obj:
+            warnings.append(f"the solver stopped ({result.status}) with no solution; "
+                            "returning the fast plan")
+        if result.status == "infeasible":
+            warnings.append("the solver called the model infeasible (a modelling bug)")
+
+    if search.bounds:
+        report["milp_bound"] = min(search.bounds)
+        proven.append(min(search.bounds))
+    best_bound = min(proven) if proven else None
+    gap = relative_gap(search.objective, best_bound)
+    status = search.statuses[-1] if search.statuses else "not_run"
+    if gap is not None and gap <= mip_gap:
+        status = "optimal"
+        report["proof"] = ("the plan meets the block-capacity bound" if reached
+                           else "the MILP's own bound")
+    elif status in ("optimal", "target"):
+        status = "feasible"  # stopped short of our gap (e.g. on the solver's own tolerance)
+    report.update(status=status, objective=search.objective, best_bound=best_bound, gap=gap,
+                  improved_fast=search.objective > fast_obj + REL_TOL * max(1.0, abs(fast_obj)))
+    return done(search.grid)
+
+
+def _keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:
+    """`grid` without the batch jobs whose start is not the allowed one (still legal)."""
+    out = grid.copy()
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and not job.running:
+            rows = np.flatnonzero((grid == i).any(axis=1))
+            if len(rows) and starts.get(i) != int(rows[0]):
+                out[out == i] = gridlib.FREE
+    return out
+
+
+def _checked(scenario: Scenario, model: Model,
+             warnings: list[str]) -> tuple[np.ndarray | None, float]:
+    """The solver's grid and its recomputed objective, or None if the validator refuses it."""
+    grid = model.grid(scenario)
+    problems = violations(scenario, gridlib.to_ids(scenario, grid))
+    if problems:
+        warnings.append(f"the solver's grid is illegal ({problems[0]}); discarded")
+        return None, -math.inf
+    return grid, gridlib.objective(scenario, grid)
