@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,3 +236,38 @@ def test_huge_durations_and_arrivals_are_planned(policy: str) -> None:
     plan = make_plan(scenario, policy)
     assert plan.id_grid() == [["long", "run"]] * 3
     assert plan.metrics.completed == 0
+
+
+_PLAN_IN_A_FRESH_PROCESS = """
+import json, sys
+from allocator.policies import POLICIES
+from allocator.scenario_io import load_scenario
+out = {}
+for path in sys.argv[2:]:
+    s = load_scenario(path)
+    out[path] = {p: POLICIES[p](s).tolist() for p in sys.argv[1].split(",")}
+print(json.dumps(out))
+"""
+
+
+def test_same_grid_in_fresh_processes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """Determinism beyond one process: set and dict order of string ids must not leak in."""
+    paths = sorted((Path(__file__).parents[1] / "data" / "scenarios").glob("*.json"))
+    extra = tmp_path / "ids.json"
+    extra.write_text(json.dumps({
+        "cluster": {"gpus": 8, "horizon_steps": 6},
+        "jobs": [{"id": f"job-{c}", "kind": "training", "priority": 1, "gpus": 2,
+                  "duration_steps": 3} for c in "zyxwvuts"]
+        + [{"id": "rt-b", "kind": "realtime", "priority": 2, "demand": [1, 3, 2, 4, 1, 0],
+            "swap_limit": 1, "current_gpus": [5]},
+           {"id": "rt-a", "kind": "realtime", "priority": 2, "demand": [2, 2, 1, 1, 3, 3],
+            "swap_limit": 2}],
+    }))
+    args = [",".join(QUICK_POLICIES), *map(str, [*paths, extra])]
+    outputs = []
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", _PLAN_IN_A_FRESH_PROCESS, *args],
+                              capture_output=True, text=True, env=env, timeout=300, check=True)
+        outputs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert outputs[0] == outputs[1]

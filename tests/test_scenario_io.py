@@ -405,7 +405,7 @@ def invoke(app, *args: str):
     return CliRunner().invoke(app, list(args))
 
 
-@pytest.mark.parametrize("policy", ["fast", "fifo", "priority"])
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_cli_plan_writes_a_legal_plan(app, tmp_path: Path, policy: str) -> None:
     """Exit 0, and the plan file passes the outside checker: legal grid, metrics agree."""
     src = tmp_path / "s.json"
