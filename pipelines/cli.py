@@ -12,6 +12,7 @@ import typer
 
 COMMAND_MODULES = (
     "pipelines.commands_allocator",
+    "pipelines.commands_profile",
 )
 
 
