@@ -33,6 +33,7 @@ def gpus_needed(requests_per_hour: np.ndarray | Sequence[float],
                          field="requests")
     per_gpu = config.requests_per_gpu_hour * (1.0 - config.headroom)
     need = np.ceil(rate / per_gpu * (1 - _REL)).astype(np.int64)
+    need = np.where(rate > 0, np.maximum(need, 1), need)  # any traffic needs a GPU
     return np.maximum(need, config.min_gpus)
 
 
