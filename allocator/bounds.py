@@ -75,7 +75,7 @@ def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float 
             hits = (cum[end] - cum[s])[: n * k].reshape(n, k).any(axis=1)
             if hits.all():
                 continue  # no aligned block is free of running jobs for the whole run
-            z = pulp.LpVariable(f"start_j{i}_s{s}", cat=pulp.LpBinary)
+            z = prob.add_variable(f"start_j{i}_s{s}", cat=pulp.LpBinary)
             starts.append(z)
             chosen.append((z, i, s))
             objective.append((z, job.priority * k * float(decay[s:end].sum())))
@@ -88,11 +88,11 @@ def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float 
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
-        h = [pulp.LpVariable(f"held_j{i}_t{t}", 0, int(free[t]), cat=pulp.LpInteger)
+        h = [prob.add_variable(f"held_j{i}_t{t}", 0, int(free[t]), cat=pulp.LpInteger)
              for t in range(T)]
         for t in range(T):
             held[t].append(h[t])
-            short = pulp.LpVariable(f"short_j{i}_t{t}", lowBound=0)
+            short = prob.add_variable(f"short_j{i}_t{t}", lowBound=0)
             objective.append((short, -penalty * job.priority))
             prob += short + h[t] >= job.demand[t], f"c2_shortfall_j{i}_t{t}"
         # 4. Swap limit, on counts: |A xor A'| >= | |A| - |A'| |.

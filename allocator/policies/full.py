@@ -13,6 +13,7 @@ import math
 import re
 import tempfile
 import time
+import warnings as pywarnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> Model:
     per_job: dict[int, list[pulp.LpVariable]] = {}
     for st in batch_starts(scenario, pinned):
         job = scenario.jobs[st.job]
-        var = pulp.LpVariable(f"run_j{st.job}_s{st.start}_g{st.first}", cat=pulp.LpBinary)
+        var = prob.add_variable(f"run_j{st.job}_s{st.start}_g{st.first}", cat=pulp.LpBinary)
         model.starts.append((var, st))
         per_job.setdefault(st.job, []).append(var)
         objective.append((var, job.priority * job.gpus * float(decay[st.start : st.end].sum())))
@@ -183,10 +184,10 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> Model:
         for t in range(T):
             for g in range(G):
                 if not pinned[t, g]:
-                    x = pulp.LpVariable(f"rt_j{i}_g{g}_t{t}", cat=pulp.LpBinary)
+                    x = prob.add_variable(f"rt_j{i}_g{g}_t{t}", cat=pulp.LpBinary)
                     model.realtime[i, g, t] = x
                     cover.setdefault((g, t), []).append(x)
-            short = pulp.LpVariable(f"short_j{i}_t{t}", lowBound=0)
+            short = prob.add_variable(f"short_j{i}_t{t}", lowBound=0)
             model.shortfall[i, t] = short
             objective.append((short, -penalty * job.priority))
 
@@ -239,7 +240,7 @@ def _strengthen(model: Model, scenario: Scenario, pinned: np.ndarray,
         ends[st.job, st.start] = st.end
     cells: list[list[tuple[int, Any]]] = [[] for _ in range(T)]
     for (i, s), vars_ in sorted(by_start.items()):
-        z = pulp.LpVariable(f"starts_j{i}_s{s}", 0, 1, cat=pulp.LpInteger)
+        z = prob.add_variable(f"starts_j{i}_s{s}", 0, 1, cat=pulp.LpInteger)
         model.counts[z.name] = ("start", i, s)
         model.start_counts[i, s] = z
         prob += z == pulp.lpSum(vars_), f"c2_start_count_j{i}_s{s}"
@@ -251,7 +252,7 @@ def _strengthen(model: Model, scenario: Scenario, pinned: np.ndarray,
             continue
         for t in range(T):
             xs = [v for (j, _, u), v in model.realtime.items() if j == i and u == t]
-            h = pulp.LpVariable(f"held_j{i}_t{t}", 0, len(xs), cat=pulp.LpInteger)
+            h = prob.add_variable(f"held_j{i}_t{t}", 0, len(xs), cat=pulp.LpInteger)
             model.counts[h.name] = ("held", i, t)
             prob += h == pulp.lpSum(xs), f"c2_held_count_j{i}_t{t}"
             held[t].append(h)
@@ -277,7 +278,7 @@ def _swap_rows(model: Model, scenario: Scenario, i: int, job: RealtimeJob) -> No
             if now is None and isinstance(before, float):
                 changes.append(before)  # a constant change (or none)
                 continue
-            y = pulp.LpVariable(f"swap_j{i}_g{g}_t{t}", lowBound=0, upBound=1)
+            y = prob.add_variable(f"swap_j{i}_g{g}_t{t}", lowBound=0, upBound=1)
             model.swaps[i, g, t] = y
             now_expr = now if now is not None else 0.0
             prob += y >= now_expr - before, f"c4_gain_j{i}_g{g}_t{t}"
@@ -319,7 +320,7 @@ def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
             if not small:
                 prob += pulp.LpAffineExpression(big) <= cap, f"c1_blocks{tag}_k{k}_t{t}"
                 continue
-            touched = pulp.LpVariable(f"touched{tag}_k{k}_t{t}", 0, int(blocks[t]),
+            touched = prob.add_variable(f"touched{tag}_k{k}_t{t}", 0, int(blocks[t]),
                                       cat=pulp.LpInteger)
             outside = int(free[t]) - cap  # free cells in partly pinned blocks
             prob += (k * touched >= pulp.LpAffineExpression(small) - outside,
@@ -347,8 +348,15 @@ def solver_available(name: str) -> bool:
     if name == "highs":
         return bool(pulp.HiGHS(msg=False).available())
     if name == "cbc":
-        return bool(pulp.PULP_CBC_CMD(msg=False).available())
+        return bool(_cbc(msg=False).available())
     return False
+
+
+def _cbc(**kwargs: Any) -> pulp.LpSolver:
+    """PuLP 3's bundled CBC (deprecated for PuLP 4, which pyproject excludes)."""
+    with pywarnings.catch_warnings():
+        pywarnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(**kwargs)
 
 
 class _HiGHS(pulp.HiGHS):
@@ -431,9 +439,9 @@ def solve_cbc(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(math.ceil(time_limit), 1),
-                                   gapRel=mip_gap, warmStart=start is not None,
-                                   logPath=str(log))
+        solver = _cbc(msg=False, timeLimit=max(math.ceil(time_limit), 1),
+                      gapRel=mip_gap, warmStart=start is not None,
+                      logPath=str(log))
         try:
             prob.solve(solver)
         except Exception as err:  # a solver failure must never crash a plan
@@ -600,13 +608,16 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
         proven.append(min(search.bounds))
     best_bound = min(proven) if proven else None
     gap = relative_gap(search.objective, best_bound)
-    status = search.statuses[-1] if search.statuses else "not_run"
+    status = search.statuses[-1] if search.statuses else "time_limit"
     if gap is not None and gap <= mip_gap:
         status = "optimal"
         report["proof"] = ("the plan meets the block-capacity bound" if reached
                            else "the MILP's own bound")
     elif status in ("optimal", "target"):
         status = "feasible"  # stopped short of our gap (e.g. on the solver's own tolerance)
+    else:
+        shown = "unknown" if gap is None else f"{100 * gap:.2f}%"
+        warnings.append(f"stopped ({status}) before optimality was proven: gap {shown}")
     report.update(status=status, objective=search.objective, best_bound=best_bound, gap=gap,
                   improved_fast=search.objective > fast_obj + REL_TOL * max(1.0, abs(fast_obj)))
     return done(search.grid)

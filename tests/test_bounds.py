@@ -1,0 +1,58 @@
+"""The relaxations are ceilings: never below the brute-force optimum or any legal plan."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from hypothesis import given, settings
+
+from allocator import bounds
+from allocator import grid as gridlib
+from allocator.scenario_io import scenario_from_dict
+from allocator.scenarios import generate
+from tests.brute_force import brute_force
+from tests.strategies import examples, scenarios, tiny_scenarios
+
+full = importlib.import_module("allocator.policies.full").full
+
+
+def above(bound: float | None, value: float) -> bool:
+    return bound is not None and bound >= value - 1e-6 * max(1.0, abs(value))
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=tiny_scenarios())
+def test_both_bounds_are_above_the_brute_force_optimum(scenario) -> None:
+    best, _ = brute_force(scenario)
+    assert above(bounds.block_capacity(scenario, time_limit=5.0).value, best)
+    assert above(bounds.lp_relaxation(scenario, time_limit=5.0).value, best)
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
+def test_block_bound_is_above_fast_and_the_milp(scenario) -> None:
+    block = bounds.block_capacity(scenario, time_limit=5.0)
+    grid, _ = full(scenario, time_limit=2.0, block_bound=False)
+    assert above(block.value, gridlib.objective(scenario, grid))
+
+
+def test_block_bound_is_tighter_than_the_lp_on_a_benchmark_scenario() -> None:
+    scenario = generate("mixed-control")
+    block = bounds.block_capacity(scenario, time_limit=10.0)
+    lp = bounds.lp_relaxation(scenario, time_limit=10.0)
+    grid, _ = full(scenario, time_limit=20.0)
+    got = gridlib.objective(scenario, grid)
+    assert above(block.value, got) and above(lp.value, got)
+    assert block.value <= lp.value + 1e-9
+    assert block.status == "optimal" and lp.status == "optimal"
+
+
+def test_nothing_to_place_bounds_the_running_jobs_alone() -> None:
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 4, "horizon_steps": 3},
+        "weights": {"decay": 0.5, "realtime_penalty": 8.0},
+        "jobs": [{"id": "r", "kind": "training", "priority": 2, "gpus": 2,
+                  "duration_steps": 5, "running": {"first_gpu": 0, "remaining_steps": 2}}],
+    })
+    assert bounds.block_capacity(scenario).value == pytest.approx(2 * 2 * (1 + 0.5))

@@ -1,0 +1,228 @@
+"""Full mode: the MILP's optimum is the brute-force optimum, never below fast, never illegal.
+
+One abstract case per solver (STYLE.md): CBC's copies skip only where PuLP cannot run it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from allocator import grid as gridlib
+from allocator.plan import make_plan
+from allocator.policies import POLICIES
+from allocator.policies.fast import fast
+from allocator.scenario_io import scenario_from_dict
+from allocator.scenarios import generate
+from allocator.validator import compute_metrics, violations
+from tests.brute_force import brute_force
+from tests.strategies import examples, scenarios, tiny_scenarios
+
+# `allocator.policies.full` is also the name of the policy function: take the module.
+full_module = importlib.import_module("allocator.policies.full")
+full = full_module.full
+
+
+def close(a: float, b: float, rel: float = 1e-6) -> bool:
+    return abs(a - b) <= rel * max(1.0, abs(a), abs(b))
+
+
+def objective(scenario, grid: np.ndarray) -> float:
+    return compute_metrics(scenario, gridlib.to_ids(scenario, grid)).objective
+
+
+def legal(scenario, grid: np.ndarray) -> bool:
+    return violations(scenario, gridlib.to_ids(scenario, grid)) == []
+
+
+# Hand-made tiny cases where fast's greedy choices are not optimal or the rules bite:
+# an aligned pair blocked by a single, a realtime job whose swap limit forces holding
+# extra GPUs, a running job, a late arrival and a job that runs past the horizon.
+TINY = {
+    "pair-vs-singles": {
+        "cluster": {"gpus": 2, "horizon_steps": 3},
+        "weights": {"decay": 0.9, "realtime_penalty": 8.0},
+        "jobs": [
+            {"id": "s1", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 2},
+            {"id": "pair", "kind": "training", "priority": 3, "gpus": 2, "duration_steps": 3},
+            {"id": "s2", "kind": "quantization", "priority": 2, "gpus": 1,
+             "duration_steps": 1, "arrival_step": 1},
+        ],
+    },
+    "swap-limited-realtime": {
+        "cluster": {"gpus": 4, "horizon_steps": 4},
+        "weights": {"decay": 0.97, "realtime_penalty": 8.0},
+        "jobs": [
+            {"id": "chat", "kind": "realtime", "priority": 2, "demand": [1, 3, 1, 3],
+             "swap_limit": 1, "current_gpus": [3]},
+            {"id": "sft", "kind": "training", "priority": 5, "gpus": 2, "duration_steps": 4},
+        ],
+    },
+    "running-and-late": {
+        "cluster": {"gpus": 4, "horizon_steps": 4},
+        "weights": {"decay": 1.0, "realtime_penalty": 5.0},
+        "jobs": [
+            {"id": "old", "kind": "training", "priority": 1, "gpus": 2, "duration_steps": 4,
+             "running": {"first_gpu": 2, "remaining_steps": 2}},
+            {"id": "big", "kind": "training", "priority": 4, "gpus": 4, "duration_steps": 3,
+             "arrival_step": 1},
+            {"id": "q", "kind": "quantization", "priority": 2, "gpus": 1, "duration_steps": 6},
+        ],
+    },
+}
+
+
+class SolverCase:
+    """Every check, once per solver; subclasses name the solver and say if it is here."""
+
+    solver = ""
+
+    @pytest.fixture(autouse=True)
+    def _needs_solver(self) -> None:
+        if not full_module.solver_available(self.solver):
+            pytest.skip(f"{self.solver} is not available to PuLP here")
+
+    @pytest.mark.parametrize("name", sorted(TINY))
+    def test_tiny_optimum_is_the_brute_force_optimum(self, name: str) -> None:
+        scenario = scenario_from_dict(TINY[name])
+        best, _ = brute_force(scenario)
+        grid, extras = full(scenario, solver=self.solver, time_limit=10.0, mip_gap=1e-9)
+        assert legal(scenario, grid)
+        assert extras["solve"]["status"] == "optimal", extras
+        assert close(objective(scenario, grid), best)
+        assert extras["solve"]["best_bound"] >= best - 1e-6 * max(1.0, abs(best))
+
+    def test_benchmark_scenario_is_solved_and_never_below_fast(self) -> None:
+        scenario = generate("mixed-control")
+        grid, extras = full(scenario, solver=self.solver, time_limit=20.0)
+        report = extras["solve"]
+        assert legal(scenario, grid)
+        assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
+        assert close(report["objective"], objective(scenario, grid))
+        assert report["status"] == "optimal" and report["gap"] <= 1e-4, report
+
+
+class TestHiGHS(SolverCase):
+    solver = "highs"
+
+    @pytest.mark.parametrize("name", sorted(TINY))
+    def test_the_milp_alone_proves_the_optimum(self, name: str) -> None:
+        """Without the block-capacity shortcut the MILP must reach and prove it itself."""
+        scenario = scenario_from_dict(TINY[name])
+        best, _ = brute_force(scenario)
+        grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
+        assert extras["solve"]["status"] == "optimal"
+        assert close(objective(scenario, grid), best)
+
+
+class TestCBC(SolverCase):
+    solver = "cbc"
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(0.25))
+@given(scenario=tiny_scenarios())
+def test_random_tiny_optimum_is_the_brute_force_optimum(scenario) -> None:
+    best, _ = brute_force(scenario)
+    for block_bound in (True, False):
+        grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=block_bound)
+        assert legal(scenario, grid)
+        assert extras["solve"]["status"] == "optimal", extras
+        assert close(objective(scenario, grid), best), (block_bound, extras)
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=8, max_steps=8, max_batch=5, max_realtime=2))
+def test_random_small_full_is_legal_and_never_below_fast(scenario) -> None:
+    grid, extras = full(scenario, time_limit=3.0)
+    report = extras["solve"]
+    assert legal(scenario, grid)
+    got = objective(scenario, grid)
+    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    assert close(report["objective"], got)
+    if report["best_bound"] is not None:
+        assert report["best_bound"] >= got - 1e-6 * max(1.0, abs(got))
+
+
+def test_registered_and_reported_in_the_plan() -> None:
+    assert POLICIES["full"] is full
+    scenario = scenario_from_dict(TINY["pair-vs-singles"])
+    body = make_plan(scenario, "full", time_limit=5.0, lp_bound=True).to_dict()
+    report = body["solve"]
+    for key in ("status", "objective", "best_bound", "gap", "solve_seconds", "improved_fast",
+                "lp_bound", "solver", "warnings"):
+        assert key in report
+    assert close(report["objective"], body["metrics"]["objective"])
+    assert report["lp_bound"] >= report["objective"] - 1e-6
+
+
+# -- a solver that is missing, fails or runs out of time: the fast plan, with a warning --
+
+@pytest.fixture
+def scenario():
+    return generate("training-heavy")
+
+
+def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
+    monkeypatch.setattr(full_module.pulp.HiGHS, "available", lambda self: False)
+    grid, extras = full(scenario)
+    assert np.array_equal(grid, fast(scenario))
+    assert extras["solve"]["status"] == "no_solver"
+    assert "not available" in extras["solve"]["warnings"][0]
+
+
+def test_unknown_solver_gives_fast_with_a_warning(scenario) -> None:
+    grid, extras = full(scenario, solver="gurobi-please")
+    assert np.array_equal(grid, fast(scenario))
+    assert "unknown solver" in extras["solve"]["warnings"][0]
+
+
+def test_timeout_without_incumbent_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
+    def nothing(*args, **kwargs):
+        return full_module.Solve("time_limit", False, None, None, 0.0)
+
+    monkeypatch.setattr(full_module, "run_solver", nothing)
+    grid, extras = full(scenario, time_limit=1.0)
+    assert np.array_equal(grid, fast(scenario))
+    assert any("no solution" in w for w in extras["solve"]["warnings"])
+
+
+def test_solver_crash_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
+    def boom(self, lp):
+        raise RuntimeError("solver exploded")
+
+    monkeypatch.setattr(full_module._HiGHS, "actualSolve", boom)
+    grid, extras = full(scenario, time_limit=2.0, block_bound=False)
+    assert np.array_equal(grid, fast(scenario))
+    assert extras["solve"]["warnings"]
+
+
+def test_real_zero_time_limit_gives_fast_with_a_warning(scenario) -> None:
+    grid, extras = full(scenario, time_limit=0.0, block_bound=False, warm_start=False)
+    assert legal(scenario, grid)
+    assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
+    assert extras["solve"]["warnings"]
+
+
+def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> None:
+    """FACTS.md's pitfall: a warm-started solve claims more than the solution it returns."""
+    scenario = scenario_from_dict(TINY["swap-limited-realtime"])
+    real = full_module.run_solver
+    calls = []
+
+    def inflated(name, prob, **kwargs):
+        result = real(name, prob, **kwargs)
+        calls.append(kwargs["start"] is not None)
+        if kwargs["start"] is not None and result.objective is not None:
+            result.objective += 100.0  # a claim the returned solution cannot back
+        return result
+
+    monkeypatch.setattr(full_module, "run_solver", inflated)
+    best, _ = brute_force(scenario)
+    grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
+    assert calls[:2] == [True, False]
+    assert any("re-solved without the warm start" in w for w in extras["solve"]["warnings"])
+    assert legal(scenario, grid) and close(objective(scenario, grid), best)
