@@ -177,7 +177,8 @@ BAD: list[tuple[str, Callable[[dict[str, Any]], Any], str | None, str]] = [
      "running.first_gpu"),
     ("running not an object", setter("awq", "running", [4, 1]), "awq", "running"),
     ("running blocks overlap",
-     lambda d: job(d, "sft").update(running={"first_gpu": 4, "remaining_steps": 1}),
+     lambda d: (job(d, "sft").update(running={"first_gpu": 4, "remaining_steps": 1}),
+                job(d, "chat").update(current_gpus=[0])),
      "awq", "running.first_gpu"),
     # current_gpus
     ("current_gpus repeated", setter("chat", "current_gpus", [7, 6, 7]), "chat",
