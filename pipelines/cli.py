@@ -13,6 +13,7 @@ import typer
 COMMAND_MODULES = (
     "pipelines.commands_allocator",
     "pipelines.commands_profile",
+    "pipelines.commands_day",
 )
 
 

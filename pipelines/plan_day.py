@@ -184,6 +184,78 @@ def is_scored(frame: pd.DataFrame) -> bool:
     return {"gpus", "duration_steps"}.issubset(frame.columns)
 
 
+@dataclass
+class Realtime:
+    """Per service: GPU demand for the plan's steps, priority and swap limit."""
+
+    demand: dict[str, list[int]]
+    priority: dict[str, float]
+    swap_limit: dict[str, int]
+    source: str
+
+
+def realtime_from_traffic(traffic: str | Path, services: str | Path, start: str | None,
+                          steps: int, step_minutes: int, current: dict[str, list[int]],
+                          quantile: float = 0.95) -> tuple[Realtime, pd.Timestamp]:
+    """Fit the weekly profile on the traffic history (forecasting.profile) and map it to GPUs.
+
+    Without a start, the plan begins at the hour after the history ends: same files, same day.
+    """
+    from forecasting.demand import demand_for_services
+    from forecasting.profile import DemandProfile
+    from forecasting.traffic import hourly, load_services, load_traffic
+
+    configs = load_services(services)
+    rows = load_traffic(traffic)
+    rows = rows[rows["service"].isin(list(configs))]
+    missing = [name for name in configs if name not in set(rows["service"])]
+    if missing:
+        raise InputError("no traffic rows for this service", file=str(traffic),
+                         job=missing[0], field="service")
+    model = DemandProfile(quantile=quantile)
+    try:
+        model.fit_hourly(hourly(rows, model.gap_fraction))
+    except InputError as err:
+        raise err.located(str(traffic)) from None
+    when = parse_start(start, model.last_hour_ + pd.Timedelta(hours=1))
+    demand = demand_for_services(model, configs, when, steps, step_minutes,
+                                 current={k: len(v) for k, v in current.items()})
+    source = (f"weekly profile fitted on {Path(traffic).name} through "
+              f"{model.last_hour_.strftime('%Y-%m-%d %H:%M')} UTC, {quantile:g} quantile, "
+              f"services from {Path(services).name}")
+    return Realtime(demand, {k: c.priority for k, c in configs.items()},
+                    {k: c.swap_limit for k, c in configs.items()}, source), when
+
+
+def realtime_from_profile(path: str | Path, start: str | None, steps: int,
+                          step_minutes: int) -> tuple[Realtime, pd.Timestamp]:
+    """Demand from a PROFILE.json written by `gpuplan profile` for this very plan window."""
+    doc = read_json(path)
+    try:
+        if not isinstance(doc, dict) or not isinstance(doc.get("services"), list):
+            raise InputError('expected {"start": ..., "services": [...]}', field="services")
+        begins = parse_start(str(doc.get("start", "")), None)
+        when = parse_start(start, begins)
+        if when != begins:
+            raise InputError(f"is for a plan starting {begins}, not {when}", field="start")
+        if doc.get("step_minutes", 60) != step_minutes:
+            raise InputError(f"has {doc.get('step_minutes')}-minute steps; the plan has "
+                             f"{step_minutes}", field="step_minutes")
+        demand, priority, swap = {}, {}, {}
+        for entry in doc["services"]:
+            name = str(entry.get("service"))
+            curve = entry.get("demand")
+            if not isinstance(curve, list) or len(curve) < steps:
+                raise InputError(f"needs at least {steps} demand values", job=name,
+                                 field="demand")
+            demand[name] = [int(x) for x in curve[:steps]]
+            priority[name] = entry.get("priority", 1.0)
+            swap[name] = entry.get("swap_limit", 2)
+        return Realtime(demand, priority, swap, f"demand from {Path(path).name}"), when
+    except InputError as err:
+        raise err.located(str(path)) from None
+
+
 # ---------------------------------------------------------------- building the scenario
 
 
@@ -263,25 +335,24 @@ def realtime_jobs(demand: dict[str, list[int]], priorities: dict[str, float],
     return out
 
 
-def build_day(cluster: dict, start: pd.Timestamp, queue: pd.DataFrame,
-              demand: dict[str, list[int]], priorities: dict[str, float],
-              swap_limits: dict[str, int], running: list[dict],
-              current: dict[str, list[int]], problems: dict[str, str] | None = None,
+def build_day(cluster: dict, start: pd.Timestamp, queue: pd.DataFrame, realtime: Realtime,
+              running: list[dict], current: dict[str, list[int]],
+              problems: dict[str, str] | None = None,
               sources: dict[str, str] | None = None) -> Day:
     """The day's scenario: realtime first (file order), then running jobs, then the queue."""
     G = cluster["cluster"]["gpus"]
-    unknown = sorted(set(current) - set(demand))
+    unknown = sorted(set(current) - set(realtime.demand))
     if unknown:
         raise InputError("holds GPUs but has no demand (not in the services)",
                          job=unknown[0], field="realtime")
-    rt = realtime_jobs(demand, priorities, swap_limits, current)
+    rt = realtime_jobs(realtime.demand, realtime.priority, realtime.swap_limit, current)
     taken = {j["id"] for j in rt} | {str(j["id"]) for j in running}
     queued, rejected = queue_jobs(queue, G, taken, problems)
     body = dict(cluster, jobs=[*rt, *running, *queued])
     scenario = scenario_from_dict(body)
     return Day(scenario=scenario, start=start, rejected=rejected,
                queued=[j["id"] for j in queued], running=[str(j["id"]) for j in running],
-               sources=dict(sources or {}))
+               sources={"realtime demand": realtime.source, **(sources or {})})
 
 
 # ---------------------------------------------------------------- planning and outputs
@@ -381,3 +452,114 @@ def plan_params(plans: DayPlans, cluster_file: str = "") -> dict[str, Any]:
             "queued_jobs": len(plans.day.queued), "rejected_jobs": len(plans.day.rejected),
             "running_jobs": len(plans.day.running),
             "realtime_services": len(s.realtime_jobs)}
+
+
+# ---------------------------------------------------------------- the whole pipeline
+
+
+@dataclass
+class DayArgs:
+    """What `gpuplan plan-day` reads; the demo and the tests build it directly."""
+
+    queue: Path
+    cluster: Path = Path("data/cluster.json")
+    traffic: Path | None = None
+    services: Path | None = Path("data/traffic/services.json")
+    profile: Path | None = None
+    running: Path | None = None
+    models: Path = Path("models")
+    start: str | None = None
+    step_minutes: int | None = None
+    steps: int | None = None
+    full: bool = False
+    time_limit: float = 60.0
+    out_dir: Path = Path("out/day")
+    duration_from: str = "p90"
+
+
+@dataclass
+class DayResult:
+    plans: DayPlans
+    outputs: DayOutputs
+    run_id: str | None
+
+
+def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, tracker
+                     ) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Score an unscored queue with the registry's champions (else models/); logged as a
+    scoring run, the scored file kept beside the plan."""
+    import time
+
+    from forecasting.scoring import score_queue
+    from pipelines import tracking
+
+    began = time.perf_counter()
+    estimators, refs = tracking.load_estimators(args.models, tracker)
+    scored, rejects = score_queue(frame, estimators, step_minutes=step_minutes,
+                                  duration_from=args.duration_from)
+    seconds = time.perf_counter() - began
+    scored_path = Path(args.out_dir) / "queue_scored.csv"
+    rejects_path = Path(args.out_dir) / "queue_rejects.csv"
+    with atomic.atomic_path(scored_path) as tmp:
+        scored.to_csv(tmp, index=False)
+    with atomic.atomic_path(rejects_path) as tmp:
+        rejects.to_csv(tmp, index=False)
+    tracking.log_scoring(
+        params={"queue": str(args.queue), "step_minutes": step_minutes,
+                "duration_from": args.duration_from, "models_dir": str(args.models),
+                "caller": "plan-day"},
+        metrics={"jobs": len(frame), "scored": len(scored), "rejected": len(rejects),
+                 "seconds": seconds},
+        refs=refs, artifacts=[scored_path, rejects_path], tracker=tracker)
+    problems = {str(r.id): f"{r.field}: {r.reason}"
+                for r in rejects.itertuples(index=False) if str(r.id)}
+    sources = {f"{kind} estimator": (f"{ref.uri} (registry alias {tracking.CHAMPION})"
+                                     if ref.source == "registry" else f"{ref.uri} (local file)")
+               for kind, ref in refs.items()}
+    sources["batch inference estimate"] = "throughput formula (forecasting.batch_inference)"
+    sources["durations"] = f"{args.duration_from} GPU-hours / GPUs, rounded up to whole steps"
+    return scored, problems, sources
+
+
+def run_day(args: DayArgs, tracker=None) -> DayResult:
+    """Build, plan, write (atomically, always), then log to MLflow (when it answers)."""
+    from pipelines import tracking
+
+    tracker = tracker or tracking.get_tracker()
+    cluster = load_cluster(args.cluster, args.step_minutes, args.steps)
+    G = cluster["cluster"]["gpus"]
+    steps = cluster["cluster"]["horizon_steps"]
+    minutes = cluster["cluster"].get("step_minutes", 60)
+    running, current = load_running(args.running, G)
+    if args.profile is not None:
+        realtime, start = realtime_from_profile(args.profile, args.start, steps, minutes)
+    elif args.traffic is not None:
+        if args.services is None:
+            raise InputError("--traffic needs --services (SERVICES.json)", field="--services")
+        realtime, start = realtime_from_traffic(args.traffic, args.services, args.start,
+                                                steps, minutes, current)
+    else:
+        raise InputError("give --traffic (with --services) or --profile", field="--traffic")
+    frame = read_queue(args.queue)
+    if is_scored(frame):
+        problems: dict[str, str] = {}
+        sources = {"queue estimates": f"scored beforehand ({Path(args.queue).name})"}
+    else:
+        try:
+            frame, problems, sources = score_on_the_fly(args, frame, minutes, tracker)
+        except InputError as err:
+            raise err.located(str(args.queue)) from None
+    try:
+        day = build_day(cluster, start, frame, realtime, running, current, problems, sources)
+    except InputError as err:
+        raise err.located(str(args.cluster)) from None
+    plans = plan_day(day, full=args.full, time_limit=args.time_limit)
+    with tracker.run("plans", f"plan-day {start.strftime('%Y-%m-%d %H:%M')}",
+                     tags={"policy": plans.plan.policy}) as run:
+        note = (f"MLflow run {run.run_id} in experiment {tracking.EXPERIMENTS['plans']} "
+                f"at {tracker.uri}" if run.run_id else "MLflow tracking off for this run")
+        outputs = write_outputs(plans, args.out_dir, tracking_note=note)
+        run.params(plan_params(plans, str(args.cluster)))
+        run.metrics(plan_metrics(plans))
+        run.artifacts(outputs.all(), "plan")
+        return DayResult(plans=plans, outputs=outputs, run_id=run.run_id)

@@ -81,16 +81,19 @@ def idle_windows(plan: Plan) -> list[Window]:
     return found
 
 
-def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob) -> str:
+def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob, at=str) -> str:
     """Plain words for a job the plan leaves out, judged against the final grid."""
     T = scenario.T
+    after = "after it arrives"
+    if job.arrival_step:
+        after += f" ({at(job.arrival_step)})"
     if job.arrival_step >= T:
         return "it arrives after the end of this plan"
     free = free_blocks(grid < 0, job.gpus)[job.arrival_step:]
     for s in range(free.shape[0]):
         need = min(job.duration_steps, free.shape[0] - s)
         if free[s: s + need].all(axis=0).any():
-            return (f"a {job.gpus}-GPU block is free from step {s + job.arrival_step}, but "
+            return (f"a {job.gpus}-GPU block is free from {at(s + job.arrival_step)}, but "
                     "the planner kept it for more valuable work")
     best = 0
     for b in range(free.shape[1]):
@@ -99,10 +102,10 @@ def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob) -> str:
             run = run + 1 if ok else 0
             best = max(best, run)
     if best == 0:
-        return (f"no aligned block of {job.gpus} GPUs is free at any step after it arrives; "
+        return (f"no aligned block of {job.gpus} GPUs is free at any step {after}; "
                 "higher-priority work and realtime serving hold the cluster")
-    return (f"the longest free aligned {job.gpus}-GPU window lasts {best} step(s) and it needs "
-            f"{job.duration_steps}; it stays queued for the next plan")
+    return (f"the longest free aligned {job.gpus}-GPU window {after} lasts {best} step(s) "
+            f"and it needs {job.duration_steps}")
 
 
 def waits(plan: Plan, ids: list[str]) -> list[int]:
@@ -268,7 +271,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
 
     # -- 6. expected starts, 7. not placed
     lines += _expected(plans, at, step)
-    lines += _unplaced(plans)
+    lines += _unplaced(plans, at)
 
     # -- 8. provenance
     lines += ["## Where the numbers come from", ""]
@@ -309,11 +312,11 @@ def _comparison(plans) -> list[str]:
         ["realtime shortfall, GPU-steps", pm.rt_shortfall, fm.rt_shortfall],
         ["objective", f"{pm.objective:.1f}", f"{fm.objective:.1f}"],
     ]
-    diff = batch_hours(plan) - batch_hours(fifo)
-    verdict = (f"This plan runs {abs(diff):g} GPU-hours {'more' if diff >= 0 else 'less'} "
-               f"batch work than fifo and starts {started(plan)} queued job(s) against "
-               f"{started(fifo)}, with a realtime shortfall of {pm.rt_shortfall} GPU-step(s) "
-               f"against {fm.rt_shortfall}.")
+    verdict = (f"Against fifo on the same day: realtime shortfall {pm.rt_shortfall} GPU-steps "
+               f"against {fm.rt_shortfall}, utilization {100 * pm.utilization:.1f}% against "
+               f"{100 * fm.utilization:.1f}%, {batch_hours(plan):g} batch GPU-hours against "
+               f"{batch_hours(fifo):g}, {started(plan)} queued jobs started against "
+               f"{started(fifo)}, mean wait {mean_wait(plan)} against {mean_wait(fifo)}.")
     return ["## Compared with first-come-first-served", "", verdict, "",
             _table(["", f"this plan ({plan.policy})", "fifo"], rows), ""]
 
@@ -400,7 +403,7 @@ def _expected(plans, at, step: int) -> list[str]:
     return lines
 
 
-def _unplaced(plans) -> list[str]:
+def _unplaced(plans, at) -> list[str]:
     day, plan = plans.day, plans.plan
     s = day.scenario
     starts = plan.starts()
@@ -408,7 +411,7 @@ def _unplaced(plans) -> list[str]:
     for j in day.queued:
         if j not in starts:
             job = s.job(j)
-            rows.append([j, job.kind, job.gpus, why_unplaced(s, plan.grid, job)])
+            rows.append([j, job.kind, job.gpus, why_unplaced(s, plan.grid, job, at)])
     for r in day.rejected:
         rows.append([r.id, r.kind or "-", "-", r.reason])
     lines = ["## Not placed today", ""]

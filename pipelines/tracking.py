@@ -11,6 +11,7 @@ artifacts under `mlruns/artifacts/` (what `make ui` opens).
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -61,6 +62,8 @@ def _sqlite_path(uri: str) -> Path | None:
 
 def _quiet_mlflow() -> None:
     """MLflow's INFO chatter (migrations, 'Created version') drowns the pipeline's output."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
     for name in ("mlflow", "alembic", "urllib3"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"mlflow(\..*)?")
@@ -92,7 +95,8 @@ class Tracker:
     def __init__(self, uri: str | None = None, *, enabled: bool = True,
                  warn: Callable[[str], None] | None = None) -> None:
         self.uri = uri or tracking_uri()
-        self._enabled = enabled
+        # GPUPLAN_TRACKING=off: a parent (the demo) has already warned, stay silent
+        self._enabled = enabled and os.environ.get("GPUPLAN_TRACKING", "").lower() != "off"
         self._ready: bool | None = None
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self.warnings: list[str] = []
@@ -131,6 +135,7 @@ class Tracker:
                 db.parent.mkdir(parents=True, exist_ok=True)
             import mlflow
 
+            _quiet_mlflow()  # again: importing mlflow resets its loggers
             mlflow.set_tracking_uri(self.uri)
             mlflow.set_registry_uri(self.uri)
             self._ready = True
@@ -296,8 +301,10 @@ class Run:
         def call() -> ModelRef:
             import mlflow.sklearn
 
+            # cloudpickle: skops refuses the project's own estimator classes
             info = mlflow.sklearn.log_model(estimator, name=f"{kind}-cost",
                                             registered_model_name=name,
+                                            serialization_format="cloudpickle",
                                             pip_requirements=_PIP)
             version = str(info.registered_model_version)
             self.tracker.client().set_registered_model_alias(name, alias, version)
@@ -308,7 +315,8 @@ class Run:
                                           pip_requirements=["lightgbm"])
             return ModelRef("registry", f"models:/{name}/{version}", name, version)
 
-        ref = self._guard(f"register {name}", call)
+        with contextlib.redirect_stderr(io.StringIO()):  # "Created version 3 of ..." chatter
+            ref = self._guard(f"register {name}", call)
         if ref is not None:
             self.models[kind] = ref
         return ref
@@ -329,3 +337,100 @@ def reset() -> None:
     """Forget the process tracker (tests switch stores between cases)."""
     global _DEFAULT
     _DEFAULT = None
+
+
+# -- the estimators: registry first, models/ second ------------------------------------------
+
+ESTIMATOR_KINDS = ("training", "quantization")
+
+
+def lightgbm_parts(estimator: Any) -> dict[str, Any]:
+    """The LightGBM models a fitted estimator holds (attributes ending in `_`), by name."""
+    try:
+        import lightgbm
+    except ImportError:  # pragma: no cover - lightgbm is a dependency
+        return {}
+    parts = {}
+    for attr, value in sorted(vars(estimator).items()):
+        if attr.endswith("_") and isinstance(value, lightgbm.LGBMModel):
+            parts[attr.rstrip("_")] = value
+    return parts
+
+
+def load_estimators(models_dir: str | os.PathLike[str],
+                    tracker: Tracker | None = None) -> tuple[dict[str, Any], dict[str, ModelRef]]:
+    """Each estimator from the registry's champion, else from `models_dir` (gpuplan train).
+
+    InputError (from forecasting.store) only when neither holds any estimator.
+    """
+    from forecasting.store import FILES
+    from forecasting.store import load_estimators as load_local
+
+    tracker = tracker or get_tracker()
+    local: dict[str, Any] | None = None
+    problem: Exception | None = None
+
+    def from_disk(kind: str) -> Any:
+        nonlocal local, problem
+        if local is None and problem is None:
+            try:
+                local = load_local(models_dir)
+            except Exception as err:  # reported below only if nothing else is found
+                problem, local = err, {}
+        return (local or {}).get(kind)
+
+    found: dict[str, Any] = {}
+    refs: dict[str, ModelRef] = {}
+    for kind in ESTIMATOR_KINDS:
+        path = Path(models_dir) / FILES[kind]
+        model, ref = tracker.load_champion(kind, lambda k=kind: from_disk(k), str(path))
+        if model is not None:
+            found[kind], refs[kind] = model, ref
+    if not found and problem is not None:
+        raise problem
+    return found, refs
+
+
+def table_metrics(frame: Any, key: str, prefix: str) -> dict[str, float]:
+    """A report table (one row per group) flattened to metrics `prefix.group.column`."""
+    out: dict[str, float] = {}
+    if frame is None:
+        return out
+    for row in frame.to_dict("records"):
+        group = str(row.get(key, "")).replace(" ", "_")
+        for col, value in row.items():
+            if col == key or isinstance(value, bool | str):
+                continue
+            out[f"{prefix}.{group}.{col}"] = value
+    return out
+
+
+def log_training(estimators: Mapping[str, Any], *, params: Mapping[str, Any],
+                 metrics: Mapping[str, Any], artifacts: list[Path],
+                 tracker: Tracker | None = None) -> dict[str, ModelRef]:
+    """One run in gpuplan-estimators: parameters, evaluation metrics, reports, and each
+    estimator registered with `champion` pointing at the new version."""
+    tracker = tracker or get_tracker()
+    with tracker.run("estimators", "train") as run:
+        run.params(params)
+        run.metrics(metrics)
+        run.artifacts([p for p in artifacts if p], "reports")
+        for kind in ESTIMATOR_KINDS:
+            if kind in estimators:
+                run.register(kind, estimators[kind],
+                             lightgbm_parts=lightgbm_parts(estimators[kind]))
+        return dict(run.models)
+
+
+def log_scoring(*, params: Mapping[str, Any], metrics: Mapping[str, Any],
+                refs: Mapping[str, ModelRef], artifacts: list[Path],
+                tracker: Tracker | None = None) -> None:
+    """One run in gpuplan-scoring: which model versions scored the queue, and the result."""
+    tracker = tracker or get_tracker()
+    with tracker.run("scoring", "score") as run:
+        merged = dict(params)
+        for kind, ref in refs.items():
+            merged.update(ref.as_params(f"{kind}_model"))
+        run.params(merged)
+        run.metrics(metrics)
+        run.artifacts([p for p in artifacts if p], "queue")
