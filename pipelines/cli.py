@@ -12,6 +12,7 @@ import typer
 
 COMMAND_MODULES = (
     "pipelines.commands_allocator",
+    "pipelines.commands_simulate",
     "pipelines.commands_profile",
     "pipelines.commands_day",
 )

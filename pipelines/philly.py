@@ -1,0 +1,137 @@
+"""A real week: Philly jobs and ServeGen traffic mapped onto gpuplan's model, reproducibly.
+
+Mapping (docs/simulate.md states it in full):
+- one Philly virtual cluster, one week from `start`; arrival = hours since `start`, floored;
+- gpus = num_gpus rounded up to a power of two; jobs larger than the cluster are dropped;
+- true duration = ceil(duration / 1 h) steps (a 1-minute job holds its block for the hour);
+- kind by shape (Philly holds only training; the allocator never reads the kind):
+  >= 8 GPUs or >= 6 h is training, <= 2 GPUs and <= 1 h is quantization, else batch_inference;
+- priority: Philly records none, so each job draws one from (1, 2, 3, 5, 8), seeded;
+- predicted duration = true x log-normal(0, duration_sigma), median-unbiased, >= 1 step.
+Realtime demand: the three ServeGen language pools, hourly; the first `history_days` fit an
+hour-of-day profile (the median), the next seven are the replayed actual traffic; each
+pool's 14-day hourly peak is scaled to `realtime_share / 3` of the cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from allocator.errors import InputError
+from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
+
+PHILLY_CSV = Path("data/philly/philly_6c71a0_2017-10-30_3w.csv")
+SERVEGEN_CSV = Path("data/traffic/servegen_language_14d_10min_rate.csv")
+POOLS: tuple[tuple[str, float, int], ...] = (
+    # ServeGen pool, priority, swap limit (GPUs changed per hour)
+    ("m-large", 10.0, 2),
+    ("m-mid", 8.0, 2),
+    ("m-small", 6.0, 1),
+)
+
+
+@dataclass(frozen=True)
+class PhillyConfig:
+    """Which slice of the trace, on which cluster, with how much prediction error."""
+
+    vc: str = "6c71a0"
+    start: str = "2017-11-06"  # a Monday
+    days: int = 7
+    gpus: int = 32
+    realtime_share: float = 0.3  # summed pool peaks as a share of the cluster
+    history_days: int = 7
+    duration_sigma: float = 0.5
+    seed: int = 7
+    lookahead: int = 96
+    philly_csv: Path = PHILLY_CSV
+    servegen_csv: Path = SERVEGEN_CSV
+
+
+def read_philly(path: Path) -> pd.DataFrame:
+    """The Pollux copy of the Philly trace (or an extract of it), columns checked."""
+    try:
+        frame = pd.read_csv(path, dtype={"cluster": str})
+    except FileNotFoundError:
+        raise InputError("Philly trace not found", file=str(path)) from None
+    need = {"timestamp", "duration", "num_gpus", "cluster"}
+    if not need <= set(frame.columns):
+        raise InputError(f"expected columns {sorted(need)}", file=str(path))
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"])
+    return frame
+
+
+def kind_of(gpus: int, steps: int) -> str:
+    if gpus >= 8 or steps >= 6:
+        return "training"
+    if gpus <= 2 and steps <= 1:
+        return "quantization"
+    return "batch_inference"
+
+
+def map_jobs(frame: pd.DataFrame, config: PhillyConfig) -> list[SimJob]:
+    """The week's jobs of one virtual cluster as gpuplan batch jobs (rules above)."""
+    start = pd.Timestamp(config.start)
+    end = start + pd.Timedelta(days=config.days)
+    week = frame[(frame["cluster"] == config.vc) & (frame["timestamp"] >= start)
+                 & (frame["timestamp"] < end)]
+    week = week.sort_values(["timestamp", "duration", "num_gpus"], kind="stable")
+    rng = np.random.default_rng([config.seed, *config.vc.encode()])
+    jobs = []
+    for k, row in enumerate(week.itertuples(index=False)):
+        gpus = 1 << int(np.ceil(np.log2(max(int(row.num_gpus), 1))))
+        steps = max(1, int(np.ceil(float(row.duration) / 3600.0)))
+        priority = float(rng.choice(PRIORITIES))
+        guess = predicted(rng, steps, config.duration_sigma)
+        if gpus > config.gpus:
+            continue
+        arrival = int((row.timestamp - start) // pd.Timedelta(hours=1))
+        jobs.append(SimJob(id=f"philly-{k:04d}", kind=kind_of(gpus, steps), priority=priority,
+                           gpus=gpus, arrival=arrival, true_steps=steps,
+                           predicted_steps=guess))
+    return jobs
+
+
+def hourly_traffic(path: Path) -> pd.DataFrame:
+    """ServeGen's 10-minute pool rates -> hourly means, one column per pool, hour index."""
+    try:
+        raw = pd.read_csv(path)
+    except FileNotFoundError:
+        raise InputError("ServeGen traffic not found", file=str(path)) from None
+    cols = {f"{pool}_rate_rps": pool for pool, _, _ in POOLS}
+    if not set(cols) <= set(raw.columns):
+        raise InputError(f"expected columns {sorted(cols)}", file=str(path))
+    hour = (raw["window_start_s"] // 3600).astype(int)
+    return raw[list(cols)].rename(columns=cols).groupby(hour).mean()
+
+
+def services(traffic: pd.DataFrame, config: PhillyConfig, steps: int) -> list[Service]:
+    """Replayed pools: actual = the week after the history; expected = the history's
+    hour-of-day median (a seasonal-naive profile), repeated past the end for look-ahead."""
+    first = 24 * config.history_days
+    if len(traffic) < first + steps:
+        raise InputError(f"ServeGen traffic has {len(traffic)} hours; the replay needs "
+                         f"{first + steps}", field="history_days")
+    out = []
+    per_pool = config.realtime_share * config.gpus / len(POOLS)
+    for pool, priority, swap in POOLS:
+        rate = traffic[pool].to_numpy(dtype=float)
+        per_gpu = rate.max() / per_pool  # requests/s one GPU serves at this scale
+        history = rate[:first].reshape(config.history_days, 24)
+        profile = np.median(history, axis=0) / per_gpu
+        hours = np.arange(steps + config.lookahead) % 24
+        out.append(Service(id=pool, priority=priority, swap_limit=swap,
+                           actual=rate[first : first + steps] / per_gpu,
+                           expected=profile[hours]))
+    return out
+
+
+def philly_world(config: PhillyConfig = PhillyConfig()) -> World:
+    steps = 24 * config.days
+    jobs = map_jobs(read_philly(config.philly_csv), config)
+    pools = services(hourly_traffic(config.servegen_csv), config, steps)
+    return World(name=f"philly-{config.vc}-{config.start}-g{config.gpus}", gpus=config.gpus,
+                 steps=steps, jobs=tuple(jobs), services=tuple(pools), meta={"config": config})
