@@ -1,9 +1,9 @@
 """`fast`: the hot-path heuristic. Legal by construction, whole queue and horizon in view.
 
 1. Running jobs are pinned.
-2. Realtime demand is placed as a curve, not a peak: the fewest GPUs that meet demand
-   while changing by at most `swap_limit` per step (rising ahead of a peak), held on
-   the highest-numbered GPUs so that low aligned blocks stay whole for batch work.
+2. Realtime demand is placed as a curve, not a peak (allocator/policies/realtime.py):
+   the fewest GPUs that meet demand while changing by at most `swap_limit` per step,
+   rising ahead of a peak, on the GPUs batch work can use least.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -19,10 +19,11 @@ from collections.abc import Callable
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, place, run_length
+from allocator.policies.realtime import place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
 
@@ -37,7 +38,14 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-def fast(scenario: Scenario) -> np.ndarray:
+SEARCH_PLACEMENTS = 800  # job placements the order search may spend (about 1-3 ms here)
+
+
+def fast(scenario: Scenario, *, search: int = SEARCH_PLACEMENTS) -> np.ndarray:
+    """The heuristic's grid; `search` bounds the order search in job placements (0: none).
+
+    The bound is a count, not a time, so the same input always gives the same grid.
+    """
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     place_realtime(scenario, base)
@@ -45,7 +53,7 @@ def fast(scenario: Scenario) -> np.ndarray:
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running]
     decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
-    best_value, best_spots = -1.0, {}
+    best_value, best_order, best_spots = -1.0, (), {}
     seen: set[tuple[int, ...]] = set()
     for key in ORDERS:
         order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
@@ -54,13 +62,44 @@ def fast(scenario: Scenario) -> np.ndarray:
         seen.add(order)
         value, spots = pack(scenario, index.copy(), order, decay)
         if value > best_value:
-            best_value, best_spots = value, spots
+            best_value, best_order, best_spots = value, order, spots
+    if queued and search >= len(queued):
+        best_value, best_spots = improve_order(scenario, index, best_order, best_value,
+                                               best_spots, decay, search // len(queued))
     grid = base
     for i, (start, first) in best_spots.items():
         place(grid, index, i, scenario.jobs[i], start, first)
     candidates = [grid, baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     return candidates[int(np.argmax(scores))]  # ties keep fast's own grid
+
+
+def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...], value: float,
+                  spots: dict[int, tuple[int, int]], decay: np.ndarray,
+                  packs: int) -> tuple[float, dict[int, tuple[int, int]]]:
+    """First-improvement search over orders: move one job ahead of others, keep any gain.
+
+    The greedy decoder puts each job at its earliest start, so the order alone decides
+    who is delayed; moving a later job forward is the one change that can help it.
+    """
+    current = list(order)
+    while packs > 0:
+        improved = False
+        for a in range(1, len(current)):
+            for b in range(a):
+                if packs <= 0:
+                    break
+                trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
+                packs -= 1
+                trial_value, trial_spots = pack(scenario, index.copy(), tuple(trial), decay)
+                if trial_value > value + 1e-9:
+                    current, value, spots, improved = trial, trial_value, trial_spots, True
+                    break
+            if improved or packs <= 0:
+                break
+        if not improved:
+            break
+    return value, spots
 
 
 def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
@@ -83,81 +122,3 @@ def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
         value += job.priority * job.gpus * (decay[end] - decay[start])
         spots[i] = spot
     return value, spots
-
-
-# -- realtime ----------------------------------------------------------------------------
-
-def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
-                 capacity: np.ndarray) -> np.ndarray:
-    """The fewest GPUs per step that cover demand with steps of at most `swap_limit`.
-
-    Backward pass: rise early enough to meet each peak; forward pass: never drop faster
-    than the limit allows (from `start`, the count held before step 0, when known).
-    """
-    need = np.minimum(demand.astype(np.int64), capacity)
-    T = len(need)
-    for t in range(T - 2, -1, -1):
-        need[t] = max(need[t], need[t + 1] - swap_limit)
-    previous = start
-    for t in range(T):
-        if previous is not None:
-            need[t] = max(need[t], previous - swap_limit)
-        need[t] = min(need[t], capacity[t])
-        previous = need[t]
-    return need
-
-
-def place_realtime(scenario: Scenario, grid: np.ndarray) -> None:
-    """Constraint 4 by construction: each step changes at most `swap_limit` GPUs.
-
-    Realtime jobs go in priority order, each on GPUs free from now to the horizon's end
-    (so a GPU once taken is never lost to anyone), preferring the highest-numbered.
-    """
-    G = scenario.G
-    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-    realtime.sort(key=lambda p: (-p[1].priority, p[0]))
-    others_current = np.zeros(G, dtype=bool)
-    for _, job in realtime:
-        if job.current_gpus:
-            others_current[list(job.current_gpus)] = True
-    for index, job in realtime:
-        own = np.zeros(G, dtype=bool)
-        if job.current_gpus:
-            own[list(job.current_gpus)] = True
-        free = (grid == gridlib.FREE) & ~(others_current & ~own)
-        usable = np.flip(np.logical_and.accumulate(np.flip(free, 0), axis=0), 0)
-        start = len(job.current_gpus) if job.current_gpus is not None else None
-        target = target_curve(np.asarray(job.demand), job.swap_limit, start,
-                              usable.sum(axis=1))
-        held = own.copy() if job.current_gpus is not None else None
-        for t in range(scenario.T):
-            held = _step(held, usable[t], int(target[t]), job.swap_limit)
-            grid[t, held] = index
-        others_current &= ~own
-
-
-def _step(held: np.ndarray | None, usable: np.ndarray, target: int, limit: int) -> np.ndarray:
-    """The next held set: toward `target` GPUs, then toward higher GPUs, within `limit`."""
-    if held is None:  # step 0 with no current GPUs: unconstrained
-        held = np.zeros(len(usable), dtype=bool)
-        held[np.flatnonzero(usable)[::-1][:target]] = True
-        return held
-    held = held.copy()
-    count = int(held.sum())
-    budget = limit
-    if count < target:
-        add = np.flatnonzero(usable & ~held)[::-1][: min(target - count, budget)]
-        held[add] = True
-        budget -= len(add)
-    elif count > target:
-        drop = np.flatnonzero(held)[: min(count - target, budget)]  # lowest first
-        held[drop] = False
-        budget -= len(drop)
-    moves = budget // 2
-    if moves:  # swap the lowest held GPUs for the highest free ones, while that climbs
-        up = np.flatnonzero(usable & ~held)[::-1][:moves]
-        down = np.flatnonzero(held)[: len(up)]
-        n = int((up[: len(down)] > down).sum())
-        held[down[:n]] = False
-        held[up[:n]] = True
-    return held

@@ -1,0 +1,209 @@
+"""fast's realtime placement: demand as a curve of layers, each layer on one GPU.
+
+A realtime job's target curve (the fewest GPUs that cover demand while changing by at
+most `swap_limit` per step, rising ahead of a peak) is cut into layers: layer l is held
+wherever the curve is >= l. Each maximal run of a layer is one interval that wants one
+GPU for its whole length, so a held GPU never moves, and each step changes exactly as
+many GPUs as the curve moves. Intervals of every realtime job are placed together, the
+highest priority and then the longest first, so the flat base of each curve takes the
+GPUs batch work can use least, and short peaks fill in below.
+
+Legal by construction: an interval only takes a GPU free for all of it, and every
+acquire and release is charged to the job's per-step swap budget before it is made; an
+interval that does not fit whole is split once at the point a GPU frees up, or left
+out (a shortfall, priced by the objective, never an illegal plan).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from allocator import grid as gridlib
+from allocator.model import RealtimeJob, Scenario
+
+
+def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
+                 capacity: np.ndarray) -> np.ndarray:
+    """The fewest GPUs per step that cover demand with steps of at most `swap_limit`.
+
+    Backward pass: rise early enough to meet each peak; forward pass: never drop faster
+    than the limit allows (from `start`, the count held before step 0, when known).
+    """
+    need = np.minimum(demand.astype(np.int64), capacity)
+    T = len(need)
+    for t in range(T - 2, -1, -1):
+        need[t] = max(need[t], need[t + 1] - swap_limit)
+    previous = start
+    for t in range(T):
+        if previous is not None:
+            need[t] = max(need[t], previous - swap_limit)
+        need[t] = min(need[t], capacity[t])
+        previous = need[t]
+    return need
+
+
+def layer_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
+    """Maximal runs [a, b) of every layer l = 1..max(curve) of a held-count curve."""
+    out = []
+    for level in range(1, int(curve.max(initial=0)) + 1):
+        on = np.concatenate(([False], curve >= level, [False]))
+        edges = np.flatnonzero(on[1:] != on[:-1])
+        out.extend(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
+    return out
+
+
+def preference(G: int, largest_block: int) -> np.ndarray:
+    """A rank per GPU (higher: better for realtime): what batch blocks can use least first.
+
+    GPUs that fit in no aligned block of the queued sizes (the tail of a cluster whose
+    size is not a power of two) come first, then the highest-numbered, so realtime stacks
+    at the top and leaves the low aligned blocks whole.
+    """
+    gpus = np.arange(G)
+    outside = np.zeros(G, dtype=np.int64)
+    k = 2
+    while k <= largest_block:
+        outside += gpus >= (G // k) * k
+        k *= 2
+    return np.lexsort((gpus, outside)).argsort().astype(np.float64)
+
+
+@dataclass
+class _Job:
+    index: int
+    job: RealtimeJob
+    changes: np.ndarray  # swap budget used per step
+    current: set[int] = field(default_factory=set)
+    unused_current: set[int] = field(default_factory=set)
+
+
+def place_realtime(scenario: Scenario, grid: np.ndarray) -> None:
+    """Fill `grid` (running jobs already pinned) with every realtime job's GPUs."""
+    T, G = scenario.T, scenario.G
+    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    if not realtime:
+        return
+    largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
+    rank = preference(G, largest)
+    owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
+    for i, job in realtime:
+        if job.current_gpus:
+            owner[list(job.current_gpus)] = i
+    free = grid == gridlib.FREE
+    queue: list[tuple] = []
+    jobs = {}
+    for i, job in realtime:
+        current = set(job.current_gpus) if job.current_gpus is not None else None
+        available = (free & ((owner == -1) | (owner == i))).sum(axis=1)
+        curve = target_curve(np.asarray(job.demand), job.swap_limit,
+                             None if current is None else len(current), available)
+        state = _Job(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
+                     set(current or ()))
+        jobs[i] = state
+        for a, b in layer_intervals(curve):
+            heapq.heappush(queue, (-job.priority, -(b - a), a, i, b))
+    placed: list[tuple[int, int, int, int]] = []  # (job index, gpu, a, b)
+    while queue:
+        _, _, a, i, b = heapq.heappop(queue)
+        state = jobs[i]
+        mine = (owner == -1) | (owner == i)
+        spot = _choose(free, mine, rank, state, a, b, largest)
+        if spot is None:
+            continue  # left out: a shortfall the objective prices
+        gpu, start = spot
+        if not _charge(state, gpu, start, b, T):
+            continue
+        free[start:b, gpu] = False
+        if start == 0:
+            state.unused_current.discard(gpu)
+        placed.append((i, gpu, start, b))
+        if start > a:  # the head of the interval waits for another GPU
+            heapq.heappush(queue, (-state.job.priority, -(start - a), a, i, start))
+    for i, gpu, a, b in placed:
+        grid[a:b, gpu] = i
+    _keep_current_at_step_zero(grid, jobs)
+
+
+def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
+    """What batch work loses if a GPU is taken for this window: per block size up to the
+    largest queued job, the free share of the rest of the GPU's aligned block (0 where the
+    GPU is in no such block, or the block is busy anyway)."""
+    steps, G = window.shape
+    free_steps = window.sum(axis=0).astype(np.float64)
+    cost = np.zeros(G)
+    k = 2
+    while k <= min(largest, G):
+        whole = (G // k) * k
+        sums = free_steps[:whole].reshape(-1, k).sum(axis=1)
+        share = (np.repeat(sums, k) - free_steps[:whole]) / ((k - 1) * steps)
+        cost[:whole] += np.round(share, 1)  # a block busy for a moment is not broken
+        k *= 2
+    return cost
+
+
+def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: _Job,
+            a: int, b: int, largest: int) -> tuple[int, int] | None:
+    """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
+    else the one whose taking costs batch blocks least (ties: the preferred); failing
+    that, the GPU free from the earliest step on to b."""
+    window = free[a:b] & mine
+    whole = window.all(axis=0)
+    if a == 0 and state.unused_current:
+        own = [g for g in state.unused_current if whole[g]]
+        if own:
+            return max(own, key=lambda g: rank[g]), 0
+    if whole.any():
+        candidates = np.flatnonzero(whole)
+        cost = block_cost(free[a:b], largest)[candidates]
+        best = candidates[cost <= cost.min() + 1e-9]
+        return int(best[np.argmax(rank[best])]), a
+    # Free from some step m on: the GPU whose free tail starts earliest takes [m, b).
+    busy_rows = ~window
+    last_busy = np.where(busy_rows.any(axis=0),
+                         (b - a) - 1 - np.argmax(busy_rows[::-1], axis=0), -1)
+    start = last_busy + 1  # relative to a; == b - a means never free at the end
+    best = int(start.min())
+    if best >= b - a:
+        return None
+    candidates = np.flatnonzero(start == best)
+    return int(candidates[np.argmax(rank[candidates])]), a + best
+
+
+def _charge(state: _Job, gpu: int, a: int, b: int, T: int) -> bool:
+    """Charge the acquire at a and the release at b to the swap budget, if both fit."""
+    limit = state.job.swap_limit
+    acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
+    release = b < T
+    need = {}
+    if acquire:
+        need[a] = need.get(a, 0) + 1
+    if release:
+        need[b] = need.get(b, 0) + 1
+    if any(state.changes[t] + n > limit for t, n in need.items()):
+        return False
+    for t, n in need.items():
+        state.changes[t] += n
+    return True
+
+
+def _keep_current_at_step_zero(grid: np.ndarray, jobs: dict[int, _Job]) -> None:
+    """Releasing a current GPU at step 0 is a change too: charge it, or keep holding it.
+
+    A current GPU the job did not use at step 0 is released there; where that would
+    exceed the swap limit, the job keeps holding it until the budget allows a release.
+    """
+    T = grid.shape[0]
+    for state in jobs.values():
+        limit = state.job.swap_limit
+        for gpu in sorted(state.unused_current):
+            t = 0
+            while t < T and state.changes[t] + 1 > limit:
+                if grid[t, gpu] != gridlib.FREE:
+                    break
+                grid[t, gpu] = state.index  # hold it one more step
+                t += 1
+            if t < T and grid[t, gpu] == gridlib.FREE:
+                state.changes[t] += 1
