@@ -38,14 +38,18 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-SEARCH_PLACEMENTS = 800  # job placements the order search may spend (about 1-3 ms here)
+# What the order search may spend, in job placements x GPUs/8: 800 placements at 8 GPUs,
+# 100 at 64 (a placement's cost grows with the GPUs it scans). See BENCHMARKS.md.
+SEARCH_WORK = 6400
 
 
-def fast(scenario: Scenario, *, search: int = SEARCH_PLACEMENTS) -> np.ndarray:
+def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
     """
+    if search is None:
+        search = SEARCH_WORK * 8 // max(8, scenario.G)
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     place_realtime(scenario, base)
