@@ -19,7 +19,7 @@ Training (GPU-hours = model FLOPs / (peak FLOP/s x MFU), plus start-up):
   lower still, FACTS); where a job falls in its range is a deterministic function
   of its size and sequence length, scaled by GPU type, flash attention,
   optimizer, ZeRO stage, scale-out over its GPUs, fp8 (x1.35 where the GPU has
-  it) and a 4-bit base (x0.5: ms-swift's int4 LoRA runs at 0.48-0.56 of bf16,
+  it) and a 4-bit base (x0.5: ms-swift's int4 LoRA runs at 0.44-0.56 of bf16,
   data/finetune_quant/). Check: a 7B SFT of 87.5k samples on one A100 costs
   16-48 GPU-hours, as ms-swift's benchmark reports (tests/test_forecast_synth.py).
 - GPUs: the smallest power of two that holds the job (forecasting.memory) with
