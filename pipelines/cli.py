@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "pipelines.commands_simulate",
     "pipelines.commands_profile",
     "pipelines.commands_day",
+    "pipelines.commands_forecast",
 )
 
 
