@@ -70,11 +70,13 @@ def load_scenario(path: str | Path) -> Scenario:
 def parse_scenario(text: str) -> Scenario:
     try:
         raw = json.loads(text, parse_constant=_NonFinite, parse_float=_parse_float)
-    except (json.JSONDecodeError, RecursionError) as err:
-        msg = err.msg if isinstance(err, json.JSONDecodeError) else "nesting too deep"
-        where = f" at line {err.lineno} column {err.colno}" if isinstance(
-            err, json.JSONDecodeError) else ""
-        raise InputError(f"not valid JSON: {msg}{where}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+                         ) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nesting too deep") from None
+    except ValueError as err:  # e.g. an integer beyond Python's digit limit
+        raise InputError(f"not valid JSON: {err}") from None
     return scenario_from_dict(raw)
 
 
@@ -84,7 +86,8 @@ def scenario_from_dict(raw: Any) -> Scenario:
         job = None
         if len(bad) >= 2 and bad[0] == "jobs" and isinstance(raw.get("jobs"), list):
             entry = raw["jobs"][bad[1]]
-            job = entry.get("id") if isinstance(entry.get("id"), str) else f"#{bad[1]}"
+            named = isinstance(entry, dict) and isinstance(entry.get("id"), str)
+            job = entry["id"] if named else f"#{bad[1]}"
         raise InputError("NaN and Infinity are not allowed", job=job,
                          field=".".join(str(p) for p in bad))
     if not isinstance(raw, dict):
@@ -138,9 +141,13 @@ def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = 
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"must be a number, got {json.dumps(value)}", job=job, field=name)
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float overflows, like 1e400
+        number = math.inf
+    if not math.isfinite(number):
         raise InputError("must be finite", job=job, field=name)
-    return float(value)
+    return number
 
 
 def _cluster(raw: Any) -> Cluster:

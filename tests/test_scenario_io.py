@@ -255,8 +255,6 @@ def test_nan_and_infinity_are_rejected_everywhere(token: str, where: str) -> Non
     assert caught.value.field
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="bug: scenario_io._find_non_finite assumes a job entry is a dict")
 @pytest.mark.parametrize("jobs", ["[NaN]", "[[NaN]]", "[[1, Infinity]]"])
 def test_nan_as_a_job_entry_is_bad_input(jobs: str) -> None:
     """A NaN where a job object belongs must be an InputError, not a crash."""
@@ -264,8 +262,6 @@ def test_nan_as_a_job_entry_is_bad_input(jobs: str) -> None:
         parse_scenario('{"cluster": {"gpus": 2, "horizon_steps": 2}, "jobs": ' + jobs + "}")
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="bug: _number calls math.isfinite on a huge JSON integer")
 @pytest.mark.parametrize("field", ["priority", "realtime_penalty"])
 def test_an_integer_too_large_for_a_float_is_bad_input(field: str) -> None:
     """A 400-digit integer overflows to Infinity as a float: refused like 1e400."""
@@ -281,8 +277,6 @@ def test_an_integer_too_large_for_a_float_is_bad_input(field: str) -> None:
         parse_scenario(text)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="bug: json's 4300-digit int limit escapes as a bare ValueError")
 def test_an_integer_with_too_many_digits_is_bad_input() -> None:
     """Python refuses ints over 4300 digits; that must surface as InputError, not a crash."""
     text = '{"cluster": {"gpus": 1' + "0" * 5000 + ', "horizon_steps": 2}}'
@@ -474,8 +468,6 @@ def test_cli_missing_file_exits_2(app, tmp_path: Path) -> None:
     assert not (tmp_path / "p.json").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: NaN as a job entry crashes the loader "
-                                       "(AttributeError) instead of exit 2")
 def test_cli_nan_job_entry_exits_2(app, tmp_path: Path) -> None:
     """The same loader bug seen from the command line: a traceback instead of one line."""
     src = tmp_path / "s.json"
