@@ -71,7 +71,9 @@ def scenario_dicts(
             "priority": draw(priorities),
             "gpus": draw(st.sampled_from(sizes)),
             "duration_steps": draw(st.integers(min_value=1, max_value=T + 3)),
-            "arrival_step": draw(st.integers(min_value=0, max_value=T + 1)),
+            # Mostly early arrivals, so jobs queue behind each other; some at or past T.
+            "arrival_step": draw(st.one_of(st.just(0), st.integers(0, T // 4),
+                                           st.integers(0, T + 1))),
         })
     if allow_contention and draw(st.booleans()):
         # Two full-horizon jobs of the largest block: more batch work than the grid holds.
