@@ -469,11 +469,13 @@ def test_cli_missing_file_exits_2(app, tmp_path: Path) -> None:
 
 
 def test_cli_nan_job_entry_exits_2(app, tmp_path: Path) -> None:
-    """The same loader bug seen from the command line: a traceback instead of one line."""
+    """NaN where a job object belongs: one line and exit 2 (it once crashed the loader)."""
     src = tmp_path / "s.json"
     src.write_text('{"cluster": {"gpus": 2, "horizon_steps": 2}, "jobs": [NaN]}')
     result = invoke(app, "plan", str(src), "--out", str(tmp_path / "p.json"))
     assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and str(src) in result.stderr
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_cli_unknown_policy_exits_2(app, tmp_path: Path) -> None:
