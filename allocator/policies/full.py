@@ -10,7 +10,9 @@ fast grid, checked by the validator; a missing solver or an empty timeout yields
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
 import tempfile
 import time
 import warnings as pywarnings
@@ -372,6 +374,10 @@ class _HiGHS(pulp.HiGHS):
         self.target = target
         self.result: Solve | None = None
 
+    def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
+        _quiet_banner()
+        super().createAndConfigureSolver(lp)
+
     def actualSolve(self, lp: pulp.LpProblem) -> int:  # PuLP names it so
         import highspy
 
@@ -384,6 +390,9 @@ class _HiGHS(pulp.HiGHS):
             index = np.array([v.index for v in variables], dtype=np.int32)
             value = np.array([self.start.get(v.name, 0.0) for v in variables], dtype=np.float64)
             h.setSolution(len(index), index, value)
+        if self.timeLimit is not None:  # the limit covers building the model too
+            spent = time.perf_counter() - began
+            h.setOptionValue("time_limit", max(float(self.timeLimit) - spent, 0.01))
         if self.target is not None:  # stop as soon as an incumbent reaches the target
             h.setOptionValue("objective_target", -self.target)  # HiGHS minimises -objective
         self.callSolver(lp)
@@ -411,6 +420,29 @@ class _HiGHS(pulp.HiGHS):
         self.result = Solve(name, has_solution, objective, bound, time.perf_counter() - began)
         lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
         return lp.status
+
+
+_BANNER = {"quiet": False}
+
+
+def _quiet_banner() -> None:
+    """HiGHS prints a banner on stdout when a process makes its first solver, whatever
+    output_flag says; swallow it once, so a CLI's stdout stays the CLI's."""
+    if _BANNER["quiet"]:
+        return
+    _BANNER["quiet"] = True
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def solve_highs(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
@@ -545,8 +577,15 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
         "solver": solver, "status": "not_run", "objective": fast_obj, "fast_objective": fast_obj,
         "best_bound": None, "gap": None, "solve_seconds": 0.0, "improved_fast": False,
         "milp_bound": None, "block_bound": None, "lp_bound": None, "time_limit": time_limit,
-        "proof": None, "warnings": warnings,
+        "proof": None, "warnings": warnings, "phases": {},
     }
+    mark = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        """Seconds spent since the last phase ended, so a slow solve shows where it went."""
+        now = time.perf_counter()
+        report["phases"][name] = round(now - mark[0], 3)
+        mark[0] = now
 
     def left() -> float:
         return max(deadline - time.perf_counter(), 0.0)
@@ -581,12 +620,14 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
             # Stop the MILP once an incumbent is within the gap of this bound.
             target = blk.value - mip_gap * max(abs(blk.value), 1.0)
             relaxed_starts = blk.starts
+    phase("bounds")
     if proven and relative_gap(fast_obj, min(proven)) == 0.0:
         report.update(status="optimal", best_bound=min(proven), gap=0.0,
                       proof="fast meets the relaxation bound")
         return done(fast_grid)
 
     model = build_model(scenario)
+    phase("build")
     search = _Search(scenario, model, solver, mip_gap, deadline, fast_grid, fast_obj, warnings)
     if relaxed_starts is not None and model.start_counts:
         # Place the relaxation's starts (dropping any that do not fit): often at its bound.
@@ -594,7 +635,14 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
         allowed = _keep_starts(scenario, fast_grid, relaxed_starts) if warm_start else None
         search.attempt(min(left() / 3, 10.0), allowed, target, restricted=True)
         model.restrict_starts(None)
+        phase("place_relaxed_starts")
     reached = target is not None and search.objective >= target
+    if not reached and scenario.G >= LNS_MIN_GPUS and left() > 0:
+        # Too big to solve whole in time: improve the incumbent one GPU window at a time.
+        rounds = _neighbourhoods(search, left() * LNS_SHARE, target)
+        report["phases"]["windows_solved"] = rounds
+        reached = target is not None and search.objective >= target
+        phase("windows")
     if not reached and left() > 0:
         result = search.attempt(left(), search.grid if warm_start else None, target)
         if not result.has_solution and search.objective <= fast_obj:
@@ -602,6 +650,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
                             "returning the fast plan")
         if result.status == "infeasible":
             warnings.append("the solver called the model infeasible (a modelling bug)")
+        phase("milp")
 
     if search.bounds:
         report["milp_bound"] = min(search.bounds)
@@ -621,6 +670,71 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     report.update(status=status, objective=search.objective, best_bound=best_bound, gap=gap,
                   improved_fast=search.objective > fast_obj + REL_TOL * max(1.0, abs(fast_obj)))
     return done(search.grid)
+
+
+# From this many GPUs the whole MILP rarely closes in a minute (FACTS.md), so most of the
+# time goes to solving windows of the cluster with everything outside held fixed.
+LNS_MIN_GPUS = 32
+LNS_SHARE = 0.75
+
+
+def windows(G: int) -> list[tuple[int, int]]:
+    """GPU ranges to re-solve: halves then quarters, overlapping, top (realtime side) first."""
+    out: list[tuple[int, int]] = []
+    size = G // 2
+    while size >= 8:
+        stride = size // 2
+        for lo in range(G - size, -1, -stride):
+            if (lo, lo + size) not in out:
+                out.append((lo, lo + size))
+        size //= 2
+    return out
+
+
+def _neighbourhoods(search: _Search, seconds: float, target: float | None) -> int:
+    """Large neighbourhood search: free one GPU window, fix the rest to the incumbent.
+
+    Each sub-MILP keeps every constraint, so its solutions are legal plans; the warm start
+    (the incumbent) is feasible in it, so no window can make the plan worse.
+    """
+    model, scenario = search.model, search.scenario
+    end = time.perf_counter() + seconds
+    saved = {v.name: (v.lowBound, v.upBound) for v in model.prob.variables()}
+    solved = 0
+    try:
+        idle_rounds = 0
+        while time.perf_counter() < end and idle_rounds < 1:
+            before = search.objective
+            for lo, hi in windows(scenario.G):
+                left = end - time.perf_counter()
+                if left <= 0.5 or (target is not None and search.objective >= target):
+                    break
+                _free_window(model, scenario, search.grid, lo, hi)
+                search.attempt(min(left, max(5.0, seconds / 6)), search.grid, None,
+                               restricted=True)
+                solved += 1
+            idle_rounds = idle_rounds + 1 if search.objective <= before else 0
+    finally:
+        for v in model.prob.variables():
+            v.lowBound, v.upBound = saved[v.name]
+    return solved
+
+
+def _free_window(model: Model, scenario: Scenario, grid: np.ndarray, lo: int, hi: int) -> None:
+    """Bounds for one neighbourhood: inside [lo, hi) free, outside as in `grid`."""
+    for var, st in model.starts:
+        k = scenario.jobs[st.job].gpus
+        if lo <= st.first and st.first + k <= hi:
+            var.lowBound, var.upBound = 0, 1
+        else:
+            on = bool(grid[st.start, st.first] == st.job and
+                      (st.start == 0 or grid[st.start - 1, st.first] != st.job))
+            var.lowBound = var.upBound = int(on)
+    for (i, g, t), x in model.realtime.items():
+        if lo <= g < hi:
+            x.lowBound, x.upBound = 0, 1
+        else:
+            x.lowBound = x.upBound = int(grid[t, g] == i)
 
 
 def _keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:

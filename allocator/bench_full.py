@@ -1,0 +1,127 @@
+"""Full mode on the benchmark scenarios: how far `fast` is from the optimum, per scenario.
+
+fast / optimum is the principal measure of the heuristic; where the MILP does not prove
+optimality in time, the ratio is bracketed by fast / best plan found (an upper estimate)
+and fast / best bound (a lower one). `gpuplan bench --full` calls `full_rows`, and
+`python -m allocator.bench_full` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from allocator import grid as gridlib
+from allocator.model import Scenario
+from allocator.policies.fast import fast
+
+
+def _ratio(a: float, b: float | None) -> float | None:
+    """a / b for positive objectives; a ratio of mixed-sign objectives means nothing."""
+    if b is None or a <= 0 or b <= 0:
+        return None
+    return a / b
+
+
+def full_rows(scenarios: list[Scenario], time_limit: float = 30.0,
+              solver: str = "highs") -> list[dict[str, Any]]:
+    """One row per scenario: fast, the optimum (or best plan and bound), ratio, gap, time."""
+    full = importlib.import_module("allocator.policies.full").full
+    rows = []
+    for scenario in scenarios:
+        fast_obj = gridlib.objective(scenario, fast(scenario))
+        began, cpu = time.perf_counter(), time.process_time()
+        grid, extras = full(scenario, solver=solver, time_limit=time_limit)
+        seconds = time.perf_counter() - began
+        cpu = time.process_time() - cpu  # all threads: a check on a shared, loaded machine
+        report = extras["solve"]
+        best = gridlib.objective(scenario, grid)
+        optimal = report["status"] == "optimal"
+        rows.append({
+            "scenario": scenario.name,
+            "gpus": scenario.G,
+            "jobs": len(scenario.jobs),
+            "fast": round(fast_obj, 3),
+            "full": round(best, 3),
+            "optimum": round(best, 3) if optimal else None,
+            "best_bound": None if report["best_bound"] is None else round(report["best_bound"], 3),
+            "fast_over_optimum": _round(_ratio(fast_obj, best)) if optimal else None,
+            "fast_over_best": _round(_ratio(fast_obj, best)),
+            "fast_over_bound": _round(_ratio(fast_obj, report["best_bound"])),
+            "gap": _round(report["gap"], 6),
+            "status": report["status"],
+            "proof": report.get("proof"),
+            "solve_seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
+            "time_limit": time_limit,
+            "improved_fast": report["improved_fast"],
+        })
+    return rows
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def full_markdown(rows: list[dict[str, Any]]) -> str:
+    """The table for BENCHMARKS/docs: ratio as a percentage, gap to two decimals."""
+    head = ("| scenario | GPUs | jobs | fast | full | best bound | fast / optimum "
+            "| gap | status | seconds | CPU s |")
+    lines = ["### fast against the optimum (full mode, MILP)", "", head,
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        if r["fast_over_optimum"] is not None:
+            ratio = _pct(r["fast_over_optimum"])
+        else:  # not proven: the ratio lies between fast/bound and fast/best found
+            ratio = f"{_pct(r['fast_over_bound'])} .. {_pct(r['fast_over_best'])}"
+        bound = "-" if r["best_bound"] is None else f"{r['best_bound']:.2f}"
+        lines.append(f"| {r['scenario']} | {r['gpus']} | {r['jobs']} | {r['fast']:.2f} "
+                     f"| {r['full']:.2f} | {bound} | {ratio} | {_pct(r['gap'], 2)} "
+                     f"| {r['status']} | {r['solve_seconds']:.1f} | {r['cpu_seconds']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _load(directory: Path) -> list[Scenario]:
+    from allocator.scenario_io import load_scenario
+    from allocator.scenarios import SPECS, generate
+
+    files = sorted(directory.glob("*.json"))
+    if not files:  # the files are generated; the generator is the source of truth
+        return [generate(name) for name in SPECS]
+    order = list(SPECS)
+    loaded = [load_scenario(f) for f in files]
+    return sorted(loaded, key=lambda s: (order.index(s.name) if s.name in order else 99, s.name))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="?", default="data/scenarios", type=Path,
+                        help="directory of scenario JSON (default data/scenarios; when "
+                             "empty, the seven generated benchmark scenarios)")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
+    parser.add_argument("--solver", default="highs", help="highs | cbc")
+    parser.add_argument("--only", nargs="*", default=None, help="scenario names to keep")
+    args = parser.parse_args(argv)
+    scenarios = _load(args.scenarios)
+    if args.only:
+        scenarios = [s for s in scenarios if s.name in args.only]
+    from allocator.bench import machine
+
+    print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
+    print(f"Command: `python -m allocator.bench_full --time-limit {args.time_limit:g}"
+          f" --solver {args.solver}`\n")
+    rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver)
+    print(full_markdown(rows))
+    print(f"Load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""The full-mode benchmark rows: what `gpuplan bench --full` tabulates per scenario."""
+
+from __future__ import annotations
+
+from allocator.bench_full import full_markdown, full_rows
+from allocator.scenario_io import scenario_from_dict
+
+
+def test_rows_and_table_for_two_small_scenarios() -> None:
+    small = [
+        scenario_from_dict({
+            "name": "two-singles",
+            "cluster": {"gpus": 2, "horizon_steps": 3},
+            "jobs": [{"id": f"j{n}", "kind": "training", "priority": 1 + n, "gpus": 1,
+                      "duration_steps": 2} for n in range(3)],
+        }),
+        scenario_from_dict({
+            "name": "realtime-only",
+            "cluster": {"gpus": 2, "horizon_steps": 2},
+            "jobs": [{"id": "r", "kind": "realtime", "priority": 1, "demand": [3, 1],
+                      "swap_limit": 0}],
+        }),
+    ]
+    rows = full_rows(small, time_limit=5.0)
+    assert [r["scenario"] for r in rows] == ["two-singles", "realtime-only"]
+    first, second = rows
+    assert first["status"] == "optimal" and first["optimum"] == first["full"]
+    assert 0 < first["fast_over_optimum"] <= 1.0
+    assert first["full"] >= first["fast"]
+    # A negative objective (unavoidable shortfall) has no meaningful ratio.
+    assert second["full"] < 0 and second["fast_over_optimum"] is None
+    table = full_markdown(rows)
+    assert "| two-singles | 2 | 3 |" in table and "| realtime-only |" in table
