@@ -147,10 +147,22 @@ def _fmt(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def describe_setup(setup: dict) -> str:
+    """One sentence on the split and the noise floor the MdAPE is judged by."""
+    parts = [f"held-out share {setup['test_fraction']:.0%}, split seed {setup['seed']}"]
+    for what in ("training", "quantization"):
+        jobs = setup.get(f"{what}_jobs")
+        if jobs:
+            parts.append(f"{what}: fit on {jobs['fit']} jobs, scored on {jobs['held_out']}")
+    floor = setup.get("noise_floor_mdape")
+    parts.append(f"noise-floor MdAPE {floor:.3f}" if floor else "noise floor unknown")
+    return "Split: " + "; ".join(parts) + "."
+
+
 def to_markdown(report: Report, command: str) -> str:
     """The report as Markdown, headed by the command that reproduces it."""
     parts = ["# Estimator evaluation", "", f"Reproduce with `{command}`.", "",
-             "Held-out split: " + ", ".join(f"{k} {v}" for k, v in report.setup.items()), ""]
+             describe_setup(report.setup), ""]
 
     def table(df: pd.DataFrame) -> list[str]:
         df = _fmt(df).astype(str)
@@ -185,6 +197,7 @@ def print_report(report: Report, console) -> None:
             t.add_row(*r)
         console.print(t)
 
+    console.print(describe_setup(report.setup))
     if report.training is not None:
         show(report.training, "Training cost, held-out (base_ = size-only power law)")
     if report.quantization is not None:

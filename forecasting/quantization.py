@@ -17,7 +17,6 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
@@ -56,6 +55,8 @@ class AlgorithmModel:
         self.gpu_types = [g for g in GPU_TYPES if (frame["gpu_type"] == g).any()][1:]
         calib = np.log(self._tokens(frame))
         self.use_calib = bool(np.ptp(calib) > 0)
+        import statsmodels.api as sm  # fitting only: scoring never pays for the import
+
         design = self.design(frame)
         result = sm.OLS(log_wall, design).fit()
         # Keep the coefficients and fit statistics only: the result object holds the data.

@@ -10,9 +10,6 @@ import json
 from pathlib import Path
 
 import joblib
-import lightgbm
-import sklearn
-import statsmodels
 
 from allocator.errors import InputError
 from pipelines.atomic import atomic_path, write_text
@@ -26,6 +23,11 @@ MANIFEST = "manifest.json"
 
 
 def versions() -> dict[str, str]:
+    """Library versions the estimators were pickled with (unpickling needs the same)."""
+    import lightgbm
+    import sklearn
+    import statsmodels
+
     return {"scikit-learn": sklearn.__version__, "lightgbm": lightgbm.__version__,
             "statsmodels": statsmodels.__version__}
 

@@ -46,6 +46,8 @@ def synth_history(
     sigma: float = typer.Option(0.2, "--sigma", min=0.0, help="Training noise floor (log sd)."),
     quant_sigma: float = typer.Option(0.25, "--quant-sigma", min=0.0,
                                       help="Quantization noise (log sd)."),
+    memory_sigma: float = typer.Option(0.04, "--memory-sigma", min=0.0,
+                                       help="Per-job memory off the formula (log sd)."),
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     queue_out: Path | None = typer.Option(None, "--queue-out",
                                           help="Also write a sample queue to this file."),
@@ -58,7 +60,7 @@ def synth_history(
         if fmt not in ("csv", "parquet"):
             raise InputError("must be csv or parquet", field="format")
         config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
-                             sigma=sigma, quant_sigma=quant_sigma)
+                             sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma)
         train_df, quant_df, meta = synth_history(config)
         queue = synth_queue(queue_jobs, seed=seed) if queue_out else None
     written = []
