@@ -199,6 +199,12 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
         f"{step} minutes. Plan made by the **{plan.policy}** policy in "
         f"{plan.latency_ms:.1f} ms; {len(day.queued) + len(day.rejected)} queued job(s), "
         f"{len(day.running)} running, {len(rt_jobs)} realtime service(s).", ""]
+    solve = plan.extras.get("solve") or {}
+    if solve:
+        gap = solve.get("gap")
+        lines += [f"MILP review: solver status *{solve.get('status')}*"
+                  + (f", gap to the proven bound {100 * gap:.2f}%" if gap is not None else "")
+                  + f", {solve.get('solve_seconds', 0):.1f} s.", ""]
 
     # -- 1. the committed first step
     lines += [f"## Do now: step 0, {at(0)} to {at(1, '%H:%M')}", ""]

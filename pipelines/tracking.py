@@ -249,12 +249,16 @@ class Run:
             return None
 
     def params(self, values: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
         import mlflow
 
         clean = {k: ("" if v is None else str(v))[:500] for k, v in values.items()}
         self._guard("log params", lambda: mlflow.log_params(clean))
 
     def metrics(self, values: Mapping[str, Any], step: int | None = None) -> None:
+        if not self.active:
+            return
         import math
 
         import mlflow
@@ -270,11 +274,15 @@ class Run:
         self._guard("log metrics", lambda: mlflow.log_metrics(clean, step=step))
 
     def tags(self, values: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
         import mlflow
 
         self._guard("set tags", lambda: mlflow.set_tags({k: str(v) for k, v in values.items()}))
 
     def artifact(self, path: str | os.PathLike[str], folder: str | None = None) -> None:
+        if not self.active:
+            return
         import mlflow
 
         if Path(path).exists():
@@ -285,6 +293,8 @@ class Run:
             self.artifact(path, folder)
 
     def text(self, body: str, name: str) -> None:
+        if not self.active:
+            return
         import mlflow
 
         self._guard("log text", lambda: mlflow.log_text(body, name))

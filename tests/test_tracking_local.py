@@ -1,0 +1,74 @@
+"""The embedded store: where it lives, registering and loading by alias, failing quietly once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression
+
+from pipelines import tracking
+
+
+@pytest.fixture
+def embedded(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+    tracking.reset()
+    lines: list[str] = []
+    yield tracking.Tracker(warn=lines.append), lines
+    tracking.reset()
+
+
+def test_store_is_inside_the_project_and_registers_champions(embedded, tmp_path):
+    tracker, lines = embedded
+    assert tracker.uri == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
+    # nothing registered yet: models/ serves, without a warning
+    model, ref = tracker.load_champion("training", lambda: "from models/", "models/t")
+    assert model == "from models/" and ref.source == "local" and ref.uri == "models/t"
+    X = np.arange(8.0).reshape(-1, 1)
+    for slope in (2.0, 3.0):
+        with tracker.run("estimators", "train") as run:
+            run.params({"slope": slope})
+            run.metrics({"mdape": 0.1, "skipped": float("nan"), "text": "not a number"})
+            ref = run.register("training", LinearRegression().fit(X, slope * X[:, 0]))
+    assert ref is not None and ref.version == "2" and ref.source == "registry"
+    model, loaded = tracker.load_champion("training", lambda: None)
+    assert loaded.uri == "models:/gpuplan-training-cost/2"
+    assert model.predict([[1.0]])[0] == pytest.approx(3.0)
+    assert (tmp_path / "mlruns" / "mlflow.db").exists()
+    assert (tmp_path / "mlruns" / "artifacts" / "gpuplan-estimators").is_dir()
+    assert lines == []
+
+
+def test_a_broken_store_warns_once_and_runs_the_body_anyway(tmp_path):
+    lines: list[str] = []
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the store's directory should be")
+    tracker = tracking.Tracker(f"sqlite:///{blocked}/sub/mlflow.db", warn=lines.append)
+    ran = []
+    for _ in range(2):
+        with tracker.run("plans", "plan-day") as run:
+            run.params({"a": 1})
+            run.metrics({"b": 2})
+            assert run.register("training", object()) is None
+            ran.append(run.run_id)
+    model, ref = tracker.load_champion("training", lambda: "local")
+    assert ran == [None, None] and model == "local" and ref.source == "local"
+    assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow tracking")
+
+
+def test_silenced_by_the_environment(monkeypatch):
+    monkeypatch.setenv("GPUPLAN_TRACKING", "off")
+    lines: list[str] = []
+    tracker = tracking.Tracker("http://127.0.0.1:9", warn=lines.append)
+    assert not tracker.enabled and lines == []
+
+
+def test_table_metrics_flattens_report_tables():
+    import pandas as pd
+
+    frame = pd.DataFrame({"variant": ["lora-sft", "overall"], "mdape": [0.1, 0.2],
+                          "met": [True, False]})
+    assert tracking.table_metrics(frame, "variant", "training") == {
+        "training.lora-sft.mdape": 0.1, "training.overall.mdape": 0.2}
