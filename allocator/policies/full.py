@@ -612,7 +612,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
             proven.append(lp.value)
     target = None
     relaxed_starts = None
-    if block_bound and solver == "highs":
+    if block_bound and solver_available("highs"):  # the relaxation is solved by HiGHS
         blk = bounds.block_capacity(scenario, time_limit=max(min(left() / 3, 10.0), 0.1))
         report["block_bound"] = blk.value
         if blk.value is not None:
