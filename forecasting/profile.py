@@ -160,13 +160,23 @@ class DemandProfile(BaseEstimator):
     fit(X) takes traffic rows (timestamp, service, requests) at any resolution; predict(X)
     gives the central requests per hour for rows (timestamp, service), predict_upper(X) the
     `quantile` upper curve; update(new_rows) folds in new hours without refitting.
+
+    Parameters: `quantile` the service level of the upper curve; `alpha` how fast the level
+    follows new hours (0.1 absorbs 92 % of a shift within a day); `trend_days` the daily
+    levels the Theil-Sen trend reads; `phi` damping of the trend's extrapolation per hour;
+    `gamma` how fast an hour-of-week slot learns from what the level did not absorb;
+    `shrink` / `shrink_days` the prior weight (in weeks of evidence) pulling hour-of-week
+    and weekday effects towards none; `clip` the sigmas beyond which an isolated jump is
+    clipped; `window` the one-step errors the quantile is read from; `horizon` the hours
+    over which the band's widening is measured; `adapt` the adaptive-conformal step;
+    `gap_fraction` below this share of the expected rate an hour is a gap.
     """
 
     def __init__(self, quantile: float = 0.95, alpha: float = 0.1, trend_days: int = 14,
                  phi: float = 0.98, gamma: float = 0.05, shrink: float = 2.0,
                  shrink_days: float = 1.0,
                  clip: float = 4.0, window: int = 336, horizon: int = DAY,
-                 adapt: float = 0.05, gap_fraction: float = GAP_FRACTION) -> None:
+                 adapt: float = 0.1, gap_fraction: float = GAP_FRACTION) -> None:
         self.quantile = quantile
         self.alpha = alpha
         self.trend_days = trend_days
@@ -191,6 +201,7 @@ class DemandProfile(BaseEstimator):
         self._check_params()
         if len(wide) == 0:
             raise InputError("no hours to fit", field="requests")
+        wide = _consecutive_hours(wide)
         self.services_ = [str(c) for c in wide.columns]
         self._index = {s: i for i, s in enumerate(self.services_)}
         how = hour_of_week(wide.index)
@@ -316,6 +327,7 @@ class DemandProfile(BaseEstimator):
     def update_hourly(self, wide: pd.DataFrame) -> DemandProfile:
         """Fold in requests per hour (index = UTC hours, columns = services); gaps may be NaN."""
         check_is_fitted(self, "services_")
+        wide = _consecutive_hours(wide)
         wide = wide.loc[wide.index > self.last_hour_]
         if wide.empty:
             return self
@@ -493,6 +505,18 @@ def pinball(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> float
     """Mean pinball (quantile) loss: the proper score for an upper-quantile forecast."""
     diff = np.asarray(actual, float) - np.asarray(predicted, float)
     return float(np.mean(np.maximum(quantile * diff, (quantile - 1) * diff)))
+
+
+def _consecutive_hours(wide: pd.DataFrame) -> pd.DataFrame:
+    """UTC hour index with every hour present (missing ones become all-gap rows)."""
+    index = pd.DatetimeIndex(wide.index)
+    index = index.tz_localize("UTC") if index.tz is None else index.tz_convert("UTC")
+    wide = wide.set_axis(index.floor("h"), axis=0)
+    if wide.index.has_duplicates:
+        wide = wide.groupby(level=0).mean()
+    if len(wide) == 0:
+        return wide
+    return wide.reindex(pd.date_range(wide.index.min(), wide.index.max(), freq="h"))
 
 
 def _utc(value: pd.Timestamp | str) -> pd.Timestamp:

@@ -133,6 +133,9 @@ def profile_eval(
         grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
         _write_table(grid, out_dir / "profile_select")
         typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        chosen = ev.best(grid, quantile)
+        typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
+            f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
     if compare:
         table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
         _write_table(table, out_dir / "profile_methods")
@@ -141,7 +144,7 @@ def profile_eval(
 
 
 def _write_table(table: pd.DataFrame, stem: Path, md: str | None = None) -> None:
-    write_text(stem.with_suffix(".csv"), table.to_csv(index=False, float_format="%.6g"))
+    write_text(stem.with_suffix(".csv"), table.to_csv(index=False, float_format="%.10g"))
     if md is not None:
         write_text(stem.with_suffix(".md"), md)
 
