@@ -140,22 +140,30 @@ def _find_small(words: list[int], T: int, gpus: int, length: int, earliest: int,
     """`BlockIndex.find` for a handful of blocks: the same bit logic, one block at a time."""
     window = min(length, T)
     horizon = (1 << T) - 1
-    valid = horizon & ~((1 << max(earliest, 0)) - 1)
+    first = max(earliest, 0)
+    valid = horizon & ~((1 << first) - 1)
+    shifts = []
+    have = 1
+    while have < window:
+        shifts.append(min(have, window - have))
+        have += shifts[-1]
     best_start, best = T, []
     for i, word in enumerate(words):
-        runs = ~word & horizon
-        have = 1
-        while have < window:
-            step = min(have, window - have)
-            runs &= runs >> step
-            have += step
-        tail_from = max(word.bit_length(), T - window)
-        runs = (runs | (horizon & ~((1 << tail_from) - 1))) & valid
-        if not runs:
-            continue
-        start = (runs & -runs).bit_length() - 1
+        if not word & valid:  # free from `first` on: nothing can start earlier
+            start = first
+        else:
+            runs = ~word & horizon
+            for step in shifts:
+                runs &= runs >> step
+            tail_from = max(word.bit_length(), T - window)
+            runs = (runs | (horizon & ~((1 << tail_from) - 1))) & valid
+            if not runs:
+                continue
+            start = (runs & -runs).bit_length() - 1
         if start < best_start:
             best_start, best = start, [i]
+            if start == first and not best_fit:
+                break  # the lowest block at the earliest possible start
         elif start == best_start:
             best.append(i)
     if not best:
