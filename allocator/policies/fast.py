@@ -81,29 +81,55 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
 def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...], value: float,
                   spots: dict[int, tuple[int, int]], decay: np.ndarray,
                   packs: int) -> tuple[float, dict[int, tuple[int, int]]]:
-    """First-improvement search over orders: move one job ahead of others, keep any gain.
+    """First-improvement search over orders: move a delayed job ahead of others, keep gains.
 
-    The greedy decoder puts each job at its earliest start, so the order alone decides
-    who is delayed; moving a later job forward is the one change that can help it.
+    The greedy decoder puts each job at its earliest free start, so the order alone decides
+    who is delayed; moving a delayed (or left out) job forward is the change that can
+    help it. A trial replays only the suffix it changes, from a saved prefix state.
     """
+    jobs = scenario.jobs
     current = list(order)
-    while packs > 0:
+    budget = packs * max(1, len(order))  # in placements
+    while budget > 0:
+        prefix = _prefix_states(scenario, index, current, decay)
         improved = False
         for a in range(1, len(current)):
+            spot = spots.get(current[a])
+            if spot is not None and spot[0] <= jobs[current[a]].arrival_step:
+                continue  # already at its earliest start: moving it up cannot help it
             for b in range(a):
-                if packs <= 0:
+                if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
-                packs -= 1
-                trial_value, trial_spots = pack(scenario, index.copy(), tuple(trial), decay)
-                if trial_value > value + 1e-9:
-                    current, value, spots, improved = trial, trial_value, trial_spots, True
+                budget -= len(trial) - b
+                base_index, base_value, base_spots = prefix[b]
+                tail_value, tail_spots = pack(scenario, base_index.copy(), tuple(trial[b:]),
+                                              decay)
+                if base_value + tail_value > value + 1e-9:
+                    current, value = trial, base_value + tail_value
+                    spots = {**base_spots, **tail_spots}
+                    improved = True
                     break
-            if improved or packs <= 0:
+            if improved or budget <= 0:
                 break
         if not improved:
             break
     return value, spots
+
+
+def _prefix_states(scenario: Scenario, index: BlockIndex, order: list[int],
+                   decay: np.ndarray) -> list[tuple[BlockIndex, float, dict]]:
+    """The index, value and spots before each position of `order`, for suffix replays."""
+    state = index.copy()
+    value = 0.0
+    spots: dict[int, tuple[int, int]] = {}
+    out = []
+    for i in order:
+        out.append((state.copy(), value, dict(spots)))
+        gained, placed = pack(scenario, state, (i,), decay)
+        value += gained
+        spots.update(placed)
+    return out
 
 
 def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
