@@ -43,6 +43,9 @@ def plan(
     solver: str = typer.Option("highs", "--solver", help="full: highs | cbc."),
     lp_bound: bool = typer.Option(False, "--lp-bound",
                                   help="full: also report the LP-relaxation bound."),
+    search: int | None = typer.Option(None, "--search", min=0,
+                                      help="fast: order-search budget in job placements "
+                                           "(default scales with the cluster; 0 = none)."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
     with input_errors(str(scenario)):
@@ -50,8 +53,11 @@ def plan(
         if policy not in policies.POLICIES:
             raise InputError(f"unknown policy {policy!r}; choose from "
                              f"{', '.join(sorted(policies.POLICIES))}", field="--policy")
-    options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound} \
-        if policy == "full" else {}
+    options: dict = {}
+    if policy == "full":
+        options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
+    elif policy == "fast" and search is not None:
+        options = {"search": search}
     result = make_plan(loaded, policy, **options)
     atomic.write_text(out, result.to_json())
     if png:
