@@ -228,3 +228,25 @@ def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> Non
     assert calls[:2] == [True, False]
     assert any("re-solved without the warm start" in w for w in extras["solve"]["warnings"])
     assert legal(scenario, grid) and close(objective(scenario, grid), best)
+
+
+def test_windows_cover_the_cluster_top_first() -> None:
+    spans = full_module.windows(64)
+    assert spans[0] == (32, 64) and (0, 32) in spans and (16, 48) in spans
+    assert all(hi - lo in (32, 16, 8) and lo % 4 == 0 for lo, hi in spans)
+    assert full_module.windows(8) == []
+
+
+@pytest.mark.slow
+def test_large_cluster_windows_keep_the_plan_legal_and_never_below_fast() -> None:
+    """At 32+ GPUs the MILP works window by window; every window's plan is checked."""
+    from allocator.scenarios import Spec, build
+
+    scenario = build("wide", Spec(gpus=32, jobs=14, realtime=2, running=2),
+                     np.random.default_rng(3))
+    grid, extras = full(scenario, time_limit=8.0)
+    report = extras["solve"]
+    assert legal(scenario, grid)
+    assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
+    assert report["solve_seconds"] <= 8.0 + 5.0  # the limit, plus one model build
+    assert report["status"] == "optimal" or report["warnings"]
