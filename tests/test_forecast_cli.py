@@ -48,7 +48,8 @@ def test_synth_history_is_seeded_and_writes_parquet_too(small, tmp_path):
 def test_train_saves_models_and_writes_the_report(small):
     assert {"training", "baseline", "quantization"} <= set(load_estimators(small / "models"))
     report = (small / "report.md").read_text()
-    for part in ("## Training cost", "## Quantization cost", "## Published timings",
+    for part in ("## Training cost", "## Quantization cost", "## One uniform margin",
+                 "## Published timings",
                  "## Targets", "Reproduce with `gpuplan train"):
         assert part in report
 
