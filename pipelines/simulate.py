@@ -234,6 +234,7 @@ def realized(rec: Replay) -> dict[str, float]:
         "started": float(len(rec.starts)),
         "arrived": float(sum(j.arrival < L for j in world.jobs)),
         "churn_pct": 100.0 * rec.churn_moved / rec.churn_pairs if rec.churn_pairs else 0.0,
+        "stranded_pct": 100.0 * stranded(rec) / (world.gpus * L),
         "blocked_starts": float(rec.blocked_starts),
         "plans": float(len(rec.plan_ms)),
         "plan_ms_mean": float(np.mean(rec.plan_ms)) if rec.plan_ms else 0.0,
@@ -241,6 +242,26 @@ def realized(rec: Replay) -> dict[str, float]:
     }
     out.update(waits(rec))
     return out
+
+
+def stranded(rec: Replay) -> int:
+    """GPU-steps left idle while some arrived job waited: capacity lost to shape, not demand.
+
+    On a contended cluster this is fragmentation (no aligned block free for the waiting
+    sizes) or a reservation holding GPUs the service did not use.
+    """
+    world = rec.world
+    L = world.steps
+    waiting = np.zeros(L + 1, dtype=np.int64)
+    for i, job in enumerate(world.jobs):
+        if job.arrival >= L:
+            continue
+        until = rec.starts[i][0] if i in rec.starts else L
+        waiting[job.arrival] += 1
+        waiting[max(until, job.arrival)] -= 1
+    queued = np.cumsum(waiting)[:L] > 0
+    free = (rec.grid == FREE).sum(axis=1)
+    return int(free[queued].sum())
 
 
 def waits(rec: Replay) -> dict[str, float]:

@@ -26,6 +26,7 @@ COLUMNS = (
     ("completed", "completed", lambda v: f"{v:g}"),
     ("started", "started", lambda v: f"{v:g}"),
     ("churn_pct", "churn %", lambda v: f"{v:.1f}"),
+    ("stranded_pct", "idle while queued %", lambda v: f"{v:.1f}"),
     ("plan_ms_mean", "ms/plan", lambda v: f"{v:.1f}"),
     ("violations", "moved/interrupted", lambda v: f"{v:g}"),
 )

@@ -152,3 +152,13 @@ def test_suite_targets() -> None:
         assert m["fast"]["value"] >= m["priority"]["value"], name
         assert m["fast"]["rt_shortfall_pct"] <= 1.0, name
         assert all(m[p]["violations"] == 0 for p in m), name
+
+
+def test_stranded_counts_idle_gpus_while_a_job_waits_for_a_block() -> None:
+    # `wide` needs both GPUs; it waits at steps 1-2 while GPU 1 idles beside `narrow`.
+    w = world([job("narrow", true=3, pred=3), job("wide", gpus=2, arrival=1, true=2, pred=2)],
+              [], gpus=2, steps=5)
+    rec = sim.replay(w, "fast", EXACT)
+    assert rec.starts[1] == (3, 0)
+    assert sim.stranded(rec) == 2
+    assert sim.realized(rec)["stranded_pct"] == pytest.approx(100 * 2 / 10)
