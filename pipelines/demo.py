@@ -107,6 +107,11 @@ def run_step(step: Step, log: Path, env: dict[str, str]) -> tuple[int, str]:
     return done.returncode, log.read_text(encoding="utf-8", errors="replace")
 
 
+def _boxed(line: str) -> bool:
+    """A row of a rich table (box-drawing characters): not a summary line."""
+    return any("\u2500" <= ch <= "\u257f" for ch in line)
+
+
 def log_bench(out: Path, tracker: tracking.Tracker) -> None:
     """The benchmark's table as one run in gpuplan-bench (metrics per scenario and baseline)."""
     import csv
@@ -161,7 +166,8 @@ def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
                               f"{shlex.join(step.args)}")
                 console.print("\n".join(text.splitlines()[-25:]))
                 raise typer.Exit(1)
-            last = [ln for ln in text.splitlines()[1:] if ln.strip()][-2:]
+            last = [ln for ln in text.splitlines()[1:] if ln.strip()
+                    and not ln.lstrip().startswith(("|", "-", "+")) and not _boxed(ln)][-2:]
             progress.console.print(f"[green]done[/green] {step.title} ({seconds:.1f} s): "
                                    f"gpuplan {shlex.join(step.args)}")
             for line in last:

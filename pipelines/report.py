@@ -333,7 +333,7 @@ def _coverage(plan: Plan, at) -> list[str]:
     if not rt:
         return ["## Realtime coverage risk", "", "No realtime service in this plan.", ""]
     h = held(plan)
-    rows, risky = [], 0
+    rows, short_steps, tight_steps = [], 0, 0
     for t in range(s.T):
         spare = int((plan.grid[t] < 0).sum())
         cells, short, room = [], 0, 0
@@ -344,10 +344,10 @@ def _coverage(plan: Plan, at) -> list[str]:
             room += max(0, got - need)
         if short:
             risk = f"SHORT by {short}"
-            risky += 1
+            short_steps += 1
         elif room + spare == 0:
-            risk = "tight: no spare GPU"
-            risky += 1
+            risk = "tight: only the services' headroom"
+            tight_steps += 1
         else:
             risk = "ok"
         rows.append([at(t), *cells, short, room, spare, risk])
@@ -355,8 +355,10 @@ def _coverage(plan: Plan, at) -> list[str]:
              "forecast converted to GPUs with each service's own headroom. *Shortfall* is "
              "planned under-provisioning; *headroom* is GPUs held above the need; *spare* "
              "are idle GPUs that could absorb a surprise. "
-             + (f"{risky} step(s) need attention." if risky else
-                "Every step is covered with room to spare."))
+             + (f"**{short_steps} step(s) are planned short.** " if short_steps else
+                "Every step's need is covered. ")
+             + (f"{tight_steps} step(s) have no idle GPU beyond the services' own headroom."
+                if tight_steps else "Every step also has idle GPUs to spare."))
     return ["## Realtime coverage risk", "", intro, "",
             _table(["time", *[f"{j.id} held/need" for j in rt], "shortfall", "headroom",
                     "spare", "risk"], rows), ""]
