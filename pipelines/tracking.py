@@ -444,3 +444,15 @@ def log_scoring(*, params: Mapping[str, Any], metrics: Mapping[str, Any],
         run.params(merged)
         run.metrics(metrics)
         run.artifacts([p for p in artifacts if p], "queue")
+
+
+def evaluation_metrics(report: Any) -> dict[str, float]:
+    """forecasting.evaluate's Report as metrics: per variant / algorithm, and targets met."""
+    out = table_metrics(getattr(report, "training", None), "variant", "training")
+    out.update(table_metrics(getattr(report, "quantization", None), "algorithm",
+                             "quantization"))
+    targets = getattr(report, "targets", None)
+    if targets is not None and len(targets):
+        out["targets_met"] = float(targets["met"].astype(bool).sum())
+        out["targets_total"] = float(len(targets))
+    return out

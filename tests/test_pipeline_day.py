@@ -122,3 +122,21 @@ def test_idle_windows_keep_only_maximal_blocks():
 def test_gpu_list_is_compact():
     assert gpu_list([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
     assert gpu_list([]) == "none"
+
+
+def test_an_interrupted_write_leaves_whole_files(tmp_path, untracked, monkeypatch):
+    from pipelines import report
+
+    args = day_args(tmp_path)
+    first = run_day(args)
+    before = first.outputs.report_md.read_text()
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "build", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_day(args)
+    assert first.outputs.report_md.read_text() == before  # the old report, whole
+    json.loads(first.outputs.plan.read_text())  # the plan file parses: whole
+    assert not list(args.out_dir.glob(".*.tmp"))
