@@ -213,13 +213,27 @@ def clean_quant(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+COMPLETED = ("completed", "succeeded", "success", "done", "finished")
+
+
+def completed_only(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose optional `status` says the job finished: a failed or cancelled run's
+    GPU-hours are not what the job costs. Without a `status` column, every row."""
+    if "status" not in df.columns:
+        return df
+    done = df["status"].astype(str).str.strip().str.lower().isin(COMPLETED)
+    return df[done.to_numpy()].reset_index(drop=True)
+
+
 def load_training_history(path: str | Path) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """(22 features, gpus, gpu_hours) of a training history; InputError on any bad row."""
+    """(22 features, gpus, gpu_hours) of a training history's completed jobs; InputError
+    on any bad row."""
     df = read_table(path)
     try:
         require_columns(df, [*TRAINING_FEATURES, *OUTCOMES], "a training history")
+        df = completed_only(df)
         if df.empty:
-            raise InputError("no jobs in the history")
+            raise InputError("no completed jobs in the history")
         err = training_problems(df, outcomes=True).first(df)
         if err:
             raise err
@@ -234,8 +248,9 @@ def load_quant_history(path: str | Path) -> tuple[pd.DataFrame, np.ndarray, np.n
     df = read_table(path)
     try:
         require_columns(df, [*QUANT_FEATURES, *OUTCOMES], "a quantization history")
+        df = completed_only(df)
         if df.empty:
-            raise InputError("no jobs in the history")
+            raise InputError("no completed jobs in the history")
         err = quant_problems(df, outcomes=True).first(df)
         if err:
             raise err
