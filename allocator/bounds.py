@@ -41,9 +41,45 @@ def lp_relaxation(scenario: Scenario, time_limit: float = 60.0) -> Bound:
     return Bound(value, result.status, time.perf_counter() - began)
 
 
+@dataclass
+class BlockModel:
+    """The block-capacity relaxation as a PuLP problem, kept so that cuts can be added."""
+
+    prob: pulp.LpProblem
+    chosen: list[tuple[pulp.LpVariable, int, int]]  # (z, job, start)
+    fixed: float  # running jobs' objective
+    empty: bool  # nothing to decide: the bound is `fixed`
+    cuts: int = 0
+
+    def exclude(self, starts: dict[int, int]) -> None:
+        """A no-good cut: the relaxation may no longer pick exactly this set of starts."""
+        wanted = set(starts.items())
+        terms = [(z, -1 if (i, s) in wanted else 1) for z, i, s in self.chosen]
+        self.cuts += 1
+        self.prob += (pulp.LpAffineExpression(terms) >= 1 - len(wanted),
+                      f"no_good_{self.cuts}")
+
+
 def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-6) -> Bound:
     """Integer starts, capacity checked per aligned block size and step, swap on counts."""
+    return solve_block(build_block_model(scenario), time_limit, mip_gap)
+
+
+def solve_block(model: BlockModel, time_limit: float = 10.0, mip_gap: float = 1e-6) -> Bound:
+    """The relaxation's proven bound (its dual bound) and the starts of its best solution."""
     began = time.perf_counter()
+    if model.empty:
+        return Bound(model.fixed, "optimal", 0.0)
+    result = solve_highs(model.prob, time_limit=max(time_limit, 0.1), mip_gap=mip_gap)
+    # The dual bound, not the incumbent: the relaxation's optimum may sit up to a gap above.
+    value = None if result.bound is None else result.bound + model.fixed
+    starts = {i: s for z, i, s in model.chosen
+              if result.has_solution and (z.varValue or 0) > 0.5}
+    return Bound(value, result.status, time.perf_counter() - began, starts)
+
+
+def build_block_model(scenario: Scenario) -> BlockModel:
+    """The relaxation: every legal plan maps onto a solution of it with the same objective."""
     T, G = scenario.T, scenario.G
     decay = scenario.weights.decay ** np.arange(T)
     penalty = scenario.weights.realtime_penalty
@@ -107,11 +143,4 @@ def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float 
 
     prob += pulp.LpAffineExpression(objective), "objective"
     block_rows(prob, scenario, pinned, cells, held)
-    if not objective:
-        return Bound(fixed, "optimal", time.perf_counter() - began)
-    result = solve_highs(prob, time_limit=max(time_limit - (time.perf_counter() - began), 0.1),
-                         mip_gap=mip_gap)
-    # The dual bound, not the incumbent: the relaxation's optimum may sit up to a gap above.
-    value = None if result.bound is None else result.bound + fixed
-    starts = {i: s for z, i, s in chosen if result.has_solution and (z.varValue or 0) > 0.5}
-    return Bound(value, result.status, time.perf_counter() - began, starts)
+    return BlockModel(prob, chosen, fixed, empty=not objective)

@@ -56,3 +56,18 @@ def test_nothing_to_place_bounds_the_running_jobs_alone() -> None:
                   "duration_steps": 5, "running": {"first_gpu": 0, "remaining_steps": 2}}],
     })
     assert bounds.block_capacity(scenario).value == pytest.approx(2 * 2 * (1 + 0.5))
+
+
+def test_a_no_good_cut_removes_exactly_that_set_of_starts() -> None:
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 2, "horizon_steps": 3},
+        "weights": {"decay": 0.9, "realtime_penalty": 8.0},
+        "jobs": [{"id": "a", "kind": "training", "priority": 2, "gpus": 2, "duration_steps": 2},
+                 {"id": "b", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 1}],
+    })
+    model = bounds.build_block_model(scenario)
+    first = bounds.solve_block(model)
+    model.exclude(first.starts)
+    second = bounds.solve_block(model)
+    assert second.starts != first.starts
+    assert second.value <= first.value + 1e-9
