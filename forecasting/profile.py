@@ -173,10 +173,10 @@ class DemandProfile(BaseEstimator):
     """
 
     def __init__(self, quantile: float = 0.95, alpha: float = 0.1, trend_days: int = 14,
-                 phi: float = 0.98, gamma: float = 0.05, shrink: float = 2.0,
-                 shrink_days: float = 1.0,
+                 phi: float = 0.98, gamma: float = 0.05, shrink: float = 5.0,
+                 shrink_days: float = 0.5,
                  clip: float = 4.0, window: int = 336, horizon: int = DAY,
-                 adapt: float = 0.1, gap_fraction: float = GAP_FRACTION) -> None:
+                 adapt: float = 0.05, gap_fraction: float = GAP_FRACTION) -> None:
         self.quantile = quantile
         self.alpha = alpha
         self.trend_days = trend_days

@@ -119,8 +119,8 @@ def metrics(results: list[Replay], quantile: float) -> pd.DataFrame:
                 "max_step_change": int(np.abs(np.diff(r.held[method])).max()),
             }
             f = forecasts.get(method)
-            if f is not None:
-                ok = known & ~np.isnan(f)
+            if f is not None:  # scored on the hours both forecasts have, so they compare
+                ok = known & ~np.isnan(r.upper) & ~np.isnan(r.naive)
                 row["pinball"] = pinball(r.actual[ok], f[ok], quantile)
                 row["coverage"] = float(np.mean(r.actual[ok] <= f[ok]))
             if method == "profile":

@@ -119,6 +119,15 @@ def profile_eval(
     with input_errors():
         configs = load_services(services)
         wide = hourly(load_traffic(traffic))
+        if not any(name in wide.columns for name in configs):
+            raise InputError("no traffic for any configured service", file=str(traffic),
+                             field="service")
+        if len(wide) <= 24 * fit_days:
+            raise InputError(f"{len(wide)} hours of traffic leave nothing to replay after "
+                             f"{fit_days} fit days", file=str(traffic), field="timestamp")
+        if select and fit_days < 5:
+            raise InputError("--select fits 4 days and replays the rest of the fit week: "
+                             "needs --fit-days >= 5", field="fit_days")
     results = ev.replay(wide, configs, fit_hours=24 * fit_days,
                         model=DemandProfile(quantile=quantile))
     table = ev.metrics(results, quantile)

@@ -107,3 +107,13 @@ def test_bundled_traffic_matches_its_derivation(app, tmp_path):
     assert result.exit_code == 0, result.output
     bundled = Path(__file__).resolve().parents[1] / "data/traffic/servegen_traffic.csv"
     assert out.read_text() == bundled.read_text()
+
+
+def test_profile_eval_needs_something_to_replay(app, files, tmp_path):
+    traffic, services, _ = files
+    result = CliRunner().invoke(app, ["profile-eval", "--traffic", str(traffic),
+                                      "--services", str(services), "--fit-days", "14",
+                                      "--out-dir", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "nothing to replay" in result.output
+    assert not (tmp_path / "out").exists()
