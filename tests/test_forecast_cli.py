@@ -11,13 +11,18 @@ from forecasting.history import load_training_history, read_table
 from forecasting.quantization import QuantizationCostEstimator
 from forecasting.store import load_estimators
 from forecasting.training import TrainingCostEstimator
+from pipelines import tracking
 from tests.forecast_fixtures import HISTORY, MODELS, QUEUE, forecast_app
 
 runner = CliRunner()
 
 
 def run(*args):
-    return runner.invoke(forecast_app(), [str(a) for a in args])
+    """Untracked, so that tests never register champions in the working tree's mlruns/
+    (MLflow is tested in tests/test_tracking_*.py)."""
+    tracking.reset()
+    return runner.invoke(forecast_app(), [str(a) for a in args],
+                         env={"GPUPLAN_TRACKING": "off"})
 
 
 @pytest.fixture(scope="module")
