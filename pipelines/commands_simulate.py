@@ -67,6 +67,9 @@ def simulate(
     gpus: int = typer.Option(32, "--gpus", help="Philly: cluster size."),
     philly_start: str = typer.Option("2017-11-06", "--philly-start", help="Philly: week start."),
     philly_vc: str = typer.Option("6c71a0", "--philly-vc", help="Philly: virtual cluster."),
+    forecaster: str = typer.Option("naive", "--forecaster",
+                                   help="Philly: naive (hour-of-day median + level) or profile "
+                                        "(forecasting.profile's upper band)."),
     philly_csv: Path = typer.Option(PHILLY_CSV, "--philly-csv", help="Philly trace (extract)."),
     traffic: Path = typer.Option(SERVEGEN_CSV, "--traffic", help="ServeGen 10-min pool rates."),
     out: Path = typer.Option(Path("out/simulate"), "--out", "-o", help="Output directory."),
@@ -100,14 +103,15 @@ def simulate(
             worlds, name = suite(seed, days=days), "suite"
         else:
             source = PhillyConfig(vc=philly_vc, start=philly_start, gpus=gpus, seed=seed,
-                                  philly_csv=philly_csv, servegen_csv=traffic)
+                                  forecaster=forecaster, philly_csv=philly_csv,
+                                  servegen_csv=traffic)
             worlds = [philly_world(source)]
             name = worlds[0].name
         if max(horizons, default=0) + lead > 96:
             raise InputError("horizon + lead must be <= 96 (the worlds' look-ahead)",
                              field="--sweep-horizon")
     command = _command(world, use_suite, use_philly, seed, days, horizon, replan_every,
-                       policies, margin, lead, gpus, philly_start, philly_vc, out)
+                       policies, margin, lead, gpus, philly_start, philly_vc, forecaster, out)
     target = out / name
     files, summary = _compare(worlds, policies, config, workers, target, command, source)
     if horizons:
@@ -124,9 +128,9 @@ def simulate(
 
 def _command(world: str | None, use_suite: bool, use_philly: bool, seed: int, days: int,
              horizon: int, replan_every: int, policies: list[str], margin: float, lead: int,
-             gpus: int, start: str, vc: str, out: Path) -> str:
+             gpus: int, start: str, vc: str, forecaster: str, out: Path) -> str:
     what = f"--world {world}" if world else "--suite" if use_suite else \
-        f"--philly --gpus {gpus} --philly-start {start} --philly-vc {vc}"
+        f"--philly --gpus {gpus} --philly-start {start} --philly-vc {vc} --forecaster {forecaster}"
     days_part = "" if use_philly else f" --days {days}"
     return (f"gpuplan simulate {what} --seed {seed}{days_part} --horizon {horizon} "
             f"--replan-every {replan_every} --policies {','.join(policies)} --margin {margin:g} "

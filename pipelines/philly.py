@@ -10,12 +10,14 @@ Mapping (docs/simulate.md states it in full):
 - predicted duration = true x log-normal(0, duration_sigma), median-unbiased, >= 1 step.
 Realtime demand: the three ServeGen language pools, hourly; the first `history_days` fit an
 hour-of-day profile (the median), the next seven are the replayed actual traffic; each
-pool's 14-day hourly peak is scaled to `realtime_share / 3` of the cluster.
+pool's 14-day hourly peak is scaled to `realtime_share / 3` of the cluster. With
+`forecaster="profile"` the planner is instead given what issue 5's DemandProfile
+forecasts at each hour (its upper band), updated on the hours already replayed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +49,7 @@ class PhillyConfig:
     duration_sigma: float = 0.5
     seed: int = 7
     lookahead: int = 96
+    forecaster: str = "naive"  # naive: hour-of-day median + level; profile: issue 5's estimator
     philly_csv: Path = PHILLY_CSV
     servegen_csv: Path = SERVEGEN_CSV
 
@@ -129,9 +132,44 @@ def services(traffic: pd.DataFrame, config: PhillyConfig, steps: int) -> list[Se
     return out
 
 
+# ServeGen gives no date; its day `history_days` is laid on the replayed Monday.
+SERVEGEN_DAY0 = "2017-10-30"
+
+
+def issued_forecasts(traffic: pd.DataFrame, config: PhillyConfig,
+                     steps: int) -> dict[str, np.ndarray]:
+    """What `forecasting.profile.DemandProfile` would have said at each replayed hour.
+
+    Fit on the history days, then, hour by hour, fold in the hour just gone and forecast
+    the next `lookahead` hours; its upper (quantile) curve, in GPUs at this cluster's scale.
+    """
+    from forecasting.profile import DemandProfile
+
+    first = 24 * config.history_days
+    hours = pd.date_range(SERVEGEN_DAY0, periods=len(traffic), freq="h", tz="UTC")
+    wide = traffic.set_axis(hours) * 3600.0  # requests per hour
+    model = DemandProfile().fit_hourly(wide.iloc[:first])
+    per_gpu = traffic.max() / (config.realtime_share * config.gpus / len(POOLS))
+    out = {pool: np.empty((steps, config.lookahead)) for pool, _, _ in POOLS}
+    for t0 in range(steps):
+        if t0 > 0:
+            model.update_hourly(wide.iloc[first + t0 - 1 : first + t0])
+        _, upper = model.forecast(hours[first + t0], config.lookahead)
+        for i, pool in enumerate(model.services_):
+            out[pool][t0] = upper[i] / 3600.0 / per_gpu[pool]
+    return out
+
+
 def philly_world(config: PhillyConfig = PhillyConfig()) -> World:
     steps = 24 * config.days
     jobs = map_jobs(read_philly(config.philly_csv), config)
-    pools = services(hourly_traffic(config.servegen_csv), config, steps)
+    traffic = hourly_traffic(config.servegen_csv)
+    pools = services(traffic, config, steps)
+    if config.forecaster == "profile":
+        issued = issued_forecasts(traffic, config, steps)
+        pools = [replace(p, issued=issued[p.id]) for p in pools]
+    elif config.forecaster != "naive":
+        raise InputError(f"unknown forecaster {config.forecaster!r}; naive or profile",
+                         field="--forecaster")
     return World(name=f"philly-{config.vc}-{config.start}-g{config.gpus}", gpus=config.gpus,
                  steps=steps, jobs=tuple(jobs), services=tuple(pools), meta={"config": config})

@@ -60,15 +60,20 @@ def forecast(service: Service, t0: int, horizon: int, config: SimConfig) -> tupl
     (a trend the profile misses) for the whole horizon, and the last step's ratio, fading
     over the lead time (weight `level_rho ** lead`) and never below 1, so a dip or a trace
     gap never releases GPUs the profile says are needed. `margin` is added, then rounded up.
+    A service carrying an estimator's `issued` forecasts uses them as they are (no
+    correction: the estimator already updated on the hours seen).
     Each step then asks for the most of itself and the next `lead` steps: rising early is
     the hedge against a batch job that overruns onto GPUs the service was to grow into.
     """
     span = horizon + config.lead
-    expected = np.asarray(service.expected[t0 : t0 + span], dtype=float)
+    if service.issued is not None:  # an estimator's own forecast, made at t0
+        expected = np.asarray(service.issued[t0, :span], dtype=float)
+    else:
+        expected = np.asarray(service.expected[t0 : t0 + span], dtype=float)
     if len(expected) < span:
         raise ValueError(f"service {service.id}: expected curve ends before step "
                          f"{t0 + horizon}; extend the world's look-ahead")
-    if t0 > 0:
+    if t0 > 0 and service.issued is None:
         seen = slice(max(0, t0 - 24), t0)
         level = service.actual[seen].mean() / max(service.expected[seen].mean(), 1e-6)
         level = float(np.clip(level, 0.5, 2.0))

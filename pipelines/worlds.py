@@ -36,7 +36,9 @@ class Service:
     """A realtime service: actual load in GPUs (float) and the expected curve a profile gives.
 
     `expected` covers the replay plus any look-ahead (the planner forecasts past the end);
-    the GPUs demanded at step t are `ceil(actual[t])`, never below `min_gpus`.
+    the GPUs demanded at step t are `ceil(actual[t])`, never below `min_gpus`. `issued`,
+    when an estimator made them, are its forecasts: row t0 is what it said at step t0
+    for steps t0, t0 + 1, ... (GPUs); the replay then uses them instead of `expected`.
     """
 
     id: str
@@ -45,6 +47,7 @@ class Service:
     actual: np.ndarray
     expected: np.ndarray
     min_gpus: int = 1
+    issued: np.ndarray | None = None
 
     def demand(self) -> np.ndarray:
         return np.maximum(np.ceil(self.actual - 1e-9), self.min_gpus).astype(np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,12 @@ import typer
 from typer.testing import CliRunner
 
 from pipelines import commands_simulate
+from pipelines import simulate as sim
 from pipelines.philly import (
     PHILLY_CSV,
     PhillyConfig,
     hourly_traffic,
+    issued_forecasts,
     kind_of,
     map_jobs,
     philly_world,
@@ -100,7 +103,7 @@ def test_kind_rule() -> None:
     assert kind_of(2, 1) == "quantization" and kind_of(4, 1) == "batch_inference"
 
 
-def test_servegen_pools_become_scaled_demand(tmp_path: Path) -> None:
+def rates(tmp_path: Path) -> Path:
     hours = 24 * 14
     t = np.arange(hours * 6) * 600
     wave = 100 + 50 * np.sin(2 * np.pi * (t / 3600 % 24) / 24)
@@ -108,8 +111,12 @@ def test_servegen_pools_become_scaled_demand(tmp_path: Path) -> None:
                         "m-mid_rate_rps": 2 * wave, "m-small_rate_rps": 3 * wave})
     path = tmp_path / "rates.csv"
     raw.to_csv(path, index=False)
+    return path
+
+
+def test_servegen_pools_become_scaled_demand(tmp_path: Path) -> None:
     cfg = PhillyConfig(gpus=30, realtime_share=0.3)
-    pools = services(hourly_traffic(path), cfg, 168)
+    pools = services(hourly_traffic(rates(tmp_path)), cfg, 168)
     assert [p.id for p in pools] == ["m-large", "m-mid", "m-small"]
     for p in pools:
         assert p.actual.max() == pytest.approx(3.0, rel=0.02)  # 0.3 * 30 / 3 pools
@@ -132,3 +139,19 @@ def test_philly_world_builds_from_the_repo_files() -> None:
     w = philly_world(PhillyConfig(philly_csv=ROOT / PHILLY_CSV,
                                   servegen_csv=ROOT / PhillyConfig().servegen_csv))
     assert w.steps == 168 and len(w.services) == 3
+
+
+def test_the_profile_estimator_issues_a_forecast_every_hour(tmp_path: Path) -> None:
+    cfg = PhillyConfig(gpus=30, realtime_share=0.3, lookahead=30)
+    traffic = hourly_traffic(rates(tmp_path))
+    issued = issued_forecasts(traffic, cfg, 12)
+    pools = services(traffic, cfg, 12)
+    for p in pools:
+        rows = issued[p.id]
+        assert rows.shape == (12, 30) and np.isfinite(rows).all()
+        # an upper band on a clean repeating wave: at or above the actual load, not wild
+        assert (rows[:, 0] >= 0.95 * p.actual[:12]).all()
+        assert (rows[:, 0] <= 2.0 * p.actual[:12]).all()
+        with_issued = replace(p, issued=rows)
+        got = sim.forecast(with_issued, 5, 4, sim.SimConfig(margin=0.0, lead=0))
+        assert got == tuple(int(v) for v in np.maximum(np.ceil(rows[5, :4] - 1e-9), 1))
