@@ -136,6 +136,16 @@ def train(
         command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
         write_text(report, to_markdown(rep, command) + "\n")
         print(f"wrote {report}")
+    from pipelines import tracking  # MLflow: one run, each estimator registered @champion
+
+    refs = tracking.log_training(
+        estimators, params={"history": str(history), "quantization": str(quantization or ""),
+                            "models_dir": str(models), "test_fraction": test_fraction,
+                            "seed": seed, "training_jobs": len(y)},
+        metrics=tracking.evaluation_metrics(rep),
+        artifacts=[p for p in (report, models / "manifest.json") if p])
+    for ref in refs.values():
+        print(f"registered {ref.uri} as @{tracking.CHAMPION}")
 
 
 def score(
@@ -151,7 +161,7 @@ def score(
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
     from forecasting.history import read_table
     from forecasting.scoring import score_queue
-    from forecasting.store import load_estimators
+    from pipelines import tracking
 
     start = time.perf_counter()
     with input_errors():
@@ -159,7 +169,7 @@ def score(
             raise InputError("must be > 0", field="--step-minutes")
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
-        estimators = load_estimators(models)
+        estimators, refs = tracking.load_estimators(models)  # registry @champion, else models/
     with input_errors(str(queue)):
         df = read_table(queue, as_text=True)
         scored, bad = score_queue(df, estimators, step_minutes=step_minutes,
@@ -176,3 +186,10 @@ def score(
             print(f"  {who}: field {r.field!r}: {r.reason}", file=sys.stderr)
         if len(bad) > MAX_LISTED_REJECTS:
             print(f"  ... and {len(bad) - MAX_LISTED_REJECTS} more", file=sys.stderr)
+    print("estimators: " + ", ".join(f"{k} {r.uri} ({r.source})" for k, r in refs.items()))
+    tracking.log_scoring(
+        params={"queue": str(queue), "step_minutes": step_minutes,
+                "duration_from": duration_from, "models_dir": str(models), "caller": "score"},
+        metrics={"jobs": len(df), "scored": len(scored), "rejected": len(bad),
+                 "seconds": seconds},
+        refs=refs, artifacts=[out, rejects])

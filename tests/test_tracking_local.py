@@ -13,7 +13,7 @@ from pipelines import tracking
 def embedded(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+    monkeypatch.setenv("GPUPLAN_TRACKING", "on")  # under pytest the default store is off
     tracking.reset()
     lines: list[str] = []
     yield tracking.Tracker(warn=lines.append), lines
@@ -56,6 +56,13 @@ def test_a_broken_store_warns_once_and_runs_the_body_anyway(tmp_path):
     model, ref = tracker.load_champion("training", lambda: "local")
     assert ran == [None, None] and model == "local" and ref.source == "local"
     assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow tracking")
+
+
+def test_tests_leave_the_project_store_alone(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+    lines: list[str] = []
+    assert not tracking.Tracker(warn=lines.append).enabled and lines == []
 
 
 def test_silenced_by_the_environment(monkeypatch):
