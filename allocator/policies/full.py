@@ -624,7 +624,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
 
     if block_bound and solver_available("highs"):  # the relaxation is solved by HiGHS
         blk_model = bounds.build_block_model(scenario)
-        blk = bounds.solve_block(blk_model, time_limit=max(min(left() / 3, 10.0), 0.1))
+        blk = bounds.solve_block(blk_model, time_limit=max(min(left() / 2, 10.0), 0.1))
         if blk.value is not None:
             target = tighten(blk.value)
             relaxed_starts = blk.starts
@@ -646,7 +646,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
         # Place the relaxation's starts (dropping any that do not fit): often at its bound.
         model.restrict_starts(relaxed_starts)
         allowed = _keep_starts(scenario, search.grid, relaxed_starts) if warm_start else None
-        placed = search.attempt(min(left() / 3, 10.0), allowed, target, restricted=True)
+        placed = search.attempt(min(left() / 2, 10.0), allowed, target, restricted=True)
         model.restrict_starts(None)
         if (target is not None and search.objective >= target) or not cutting \
                 or placed.status != "optimal" or placed.bound is None \
@@ -658,7 +658,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
         assert blk_model is not None
         blk_model.exclude(relaxed_starts)
         cuts += 1
-        nxt = bounds.solve_block(blk_model, time_limit=max(min(left() / 3, 10.0), 0.1))
+        nxt = bounds.solve_block(blk_model, time_limit=max(min(left() / 2, 10.0), 0.1))
         if nxt.value is None:
             break
         target = tighten(max(excluded, nxt.value))
