@@ -6,6 +6,7 @@ artifact root; it is killed (its whole process group) whatever happens.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -64,10 +65,8 @@ def mlflow_server(tmp_path):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=15)
         log.close()
 
@@ -141,3 +140,30 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
     assert plan_run.data.params["realtime_penalty"] == "8.0"
     names = {a.path for a in client.list_artifacts(plan_run.info.run_id, "plan")}
     assert {"plan/plan.json", "plan/grid.csv", "plan/grid.png", "plan/report.md"} <= names
+
+
+def test_train_score_plan_day_without_a_server_warn_and_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # closed
+    monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+    tracking.reset()
+    history, quant, queue = small_history(tmp_path / "history")
+    inputs = write_inputs(tmp_path / "in", gpus=32)
+    models, scored = tmp_path / "models", tmp_path / "scored.csv"
+    from pipelines.cli import build_app
+
+    runner = CliRunner()
+    outputs = []
+    for args in (["train", history, "--quantization", quant, "--models", models],
+                 ["score", queue, "--out", scored, "--models", models],
+                 ["plan-day", "--queue", scored, "--cluster", inputs["cluster"],
+                  "--traffic", inputs["traffic"], "--services", inputs["services"],
+                  "--out-dir", tmp_path / "day"]):
+        result = runner.invoke(build_app(), [str(a) for a in args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        outputs.append(result.output)
+    text = "\n".join(outputs)
+    assert text.count("gpuplan: warning: MLflow tracking") == 1  # one line per process
+    assert "training_cost.joblib (local)" in outputs[1]
+    assert (tmp_path / "day" / "plan.json").exists()
+    assert (tmp_path / "day" / "report.md").exists()
+    tracking.reset()
