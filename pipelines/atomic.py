@@ -21,6 +21,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        # mkstemp makes the file owner-only; give it the mode a plain open() would have.
+        os.chmod(tmp_path, _mode_of(target))
         os.replace(tmp_path, target)
     finally:
         if tmp_path.exists():
@@ -35,3 +37,13 @@ def write_text(target: str | os.PathLike[str], text: str) -> None:
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
+
+
+def _mode_of(target: Path) -> int:
+    """An existing file keeps its mode; a new one gets 0o666 less the process umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
