@@ -28,8 +28,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/gpuplan bench
 
+# The embedded store `gpuplan` writes by default (pipelines/tracking.py); UI_PORT=5001 to move it.
+UI_PORT ?= 5000
+
 ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --port 5000
+	mkdir -p mlruns
+	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db \
+		--host 127.0.0.1 --port $(UI_PORT)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -63,7 +63,7 @@ def mlflow_server(tmp_path):
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
+            proc.wait(timeout=5)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
