@@ -194,10 +194,32 @@ def _commit(world: World, rec: Replay, scenario: Scenario, codes: list[int],
         if code < n:
             continue
         r = code - n
-        gpus = [g for g in np.flatnonzero(plan_row == p) if row[g] == FREE]
-        row[gpus] = code
-        held[r] = {int(g) for g in gpus}
+        free = {int(g) for g in np.flatnonzero(row == FREE)}
+        planned = {int(g) for g in np.flatnonzero(plan_row == p)} & free
+        now = _within_swap_limit(held[r], planned, free, world.services[r].swap_limit)
+        row[sorted(now)] = code
+        held[r] = now
         rec.provisioned[t, r] = scenario.jobs[p].demand[t - t0]
+
+
+def _within_swap_limit(before: set[int] | None, planned: set[int], free: set[int],
+                       limit: int) -> set[int]:
+    """The planned GPUs, unless an overrun took some: then move toward them within the limit.
+
+    At a plan's first step the two agree (the planner saw `before`); later in a committed
+    window a batch job that overran may hold a planned GPU, and the service must not pay
+    for it with more swaps than it is allowed.
+    """
+    if before is None or len(planned ^ before) <= limit:
+        return planned
+    now = before & free
+    budget = limit - len(before - free)  # GPUs lost to a start the plan made
+    for g in sorted(planned - now)[: max(budget, 0)]:
+        now.add(g)
+        budget -= 1
+    for g in sorted(now - planned)[: max(budget, 0)]:
+        now.discard(g)
+    return now
 
 
 # -- what actually ran -------------------------------------------------------------------

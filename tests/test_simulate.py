@@ -112,7 +112,7 @@ def test_churn_counts_planned_starts_that_move() -> None:
     assert 0 <= rec.churn_moved <= rec.churn_pairs
 
 
-@pytest.mark.parametrize("every", [1, 3])
+@pytest.mark.parametrize("every", [1, 3, 6])
 def test_replans_every_k_steps_stay_legal(every: int) -> None:
     w = suite_world("medium-00", days=1)
     rec = sim.replay(w, "fast", sim.SimConfig(replan_every=every))
@@ -162,3 +162,10 @@ def test_stranded_counts_idle_gpus_while_a_job_waits_for_a_block() -> None:
     assert rec.starts[1] == (3, 0)
     assert sim.stranded(rec) == 2
     assert sim.realized(rec)["stranded_pct"] == pytest.approx(100 * 2 / 10)
+
+
+def test_a_service_crowded_out_mid_window_keeps_its_swap_limit() -> None:
+    # Planned {2, 3} but GPU 3 is held by an overrun: keep what it had, move by <= 1.
+    assert sim._within_swap_limit({0, 1}, {2}, {0, 1, 2}, 1) == {0, 1, 2}
+    assert sim._within_swap_limit({0, 1}, {2}, {0, 1, 2}, 3) == {2}
+    assert sim._within_swap_limit(None, {2}, {0, 1, 2}, 0) == {2}
