@@ -166,8 +166,8 @@ def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
                               f"{shlex.join(step.args)}")
                 console.print("\n".join(text.splitlines()[-25:]))
                 raise typer.Exit(1)
-            last = [ln for ln in text.splitlines()[1:] if ln.strip()
-                    and not ln.lstrip().startswith(("|", "-", "+")) and not _boxed(ln)][-2:]
+            last = [ln for ln in text.splitlines()[1:] if ln.strip() and "|" not in ln
+                    and not ln.lstrip().startswith(("-", "+")) and not _boxed(ln)][-2:]
             progress.console.print(f"[green]done[/green] {step.title} ({seconds:.1f} s): "
                                    f"gpuplan {shlex.join(step.args)}")
             for line in last:
