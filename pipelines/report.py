@@ -222,6 +222,16 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
                          f"{at(end)}.")
     else:
         lines.append("**No new job starts at this step.**")
+        later = [j for j in day.queued if j in starts]
+        if later:
+            first = min(starts[j]["start"] for j in later)
+            nxt = sorted((j for j in later if starts[j]["start"] == first),
+                         key=lambda j: starts[j]["first_gpu"])
+            lines.append("")
+            lines.append(f"Next starts at {at(first)}: " + "; ".join(
+                f"{j} ({s.job(j).kind}) on "
+                f"{gpu_range(starts[j]['first_gpu'], s.job(j).gpus, s.cluster.node_size)}"
+                for j in nxt) + ".")
     lines.append("")
     keep = [j for j in day.running if j in starts]
     if keep:
@@ -245,7 +255,9 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
             lines.append(f"- {job.id}: {len(gpus)} GPU(s) for a forecast need of {need} "
                          f"({state}), GPUs {gpu_list(gpus)}.")
         lines.append("")
-    lines += [f"Free at this step: {free_now} GPU(s).", ""]
+    idle_now = [int(g) for g in np.nonzero(plan.grid[0] < 0)[0]] if s.T else []
+    lines += [f"Idle at this step: {free_now} GPU(s)"
+              + (f", GPUs {gpu_list(idle_now)}." if idle_now else "."), ""]
 
     # -- 2. the picture and the comparison
     lines += ["## The day at a glance", "",
