@@ -232,8 +232,9 @@ def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> Non
 
 def test_windows_cover_the_cluster_top_first() -> None:
     spans = full_module.windows(64)
-    assert spans[0] == (32, 64) and (0, 32) in spans and (16, 48) in spans
-    assert all(hi - lo in (32, 16, 8) and lo % 4 == 0 for lo, hi in spans)
+    assert spans[0] == (48, 64) and spans[-1] == (0, 16) and len(spans) == 7
+    assert all(hi - lo == 16 and lo % 8 == 0 for lo, hi in spans)
+    assert full_module.windows(32) == [(16, 32), (8, 24), (0, 16)]
     assert full_module.windows(8) == []
 
 
