@@ -63,6 +63,33 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0,
     return rows
 
 
+def bound_rows(scenarios: list[Scenario], time_limit: float = 60.0) -> list[dict[str, Any]]:
+    """Both relaxations per scenario, with their solve times: how tight each ceiling is."""
+    from allocator import bounds
+
+    rows = []
+    for scenario in scenarios:
+        block = bounds.block_capacity(scenario, time_limit=time_limit)
+        lp = bounds.lp_relaxation(scenario, time_limit=time_limit)
+        rows.append({"scenario": scenario.name, "gpus": scenario.G,
+                     "block_bound": _round(block.value, 3), "block_status": block.status,
+                     "block_seconds": round(block.seconds, 2),
+                     "lp_bound": _round(lp.value, 3), "lp_status": lp.status,
+                     "lp_seconds": round(lp.seconds, 2)})
+    return rows
+
+
+def bounds_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["### the two relaxations", "",
+             "| scenario | GPUs | block-capacity bound | seconds | LP bound | seconds |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['scenario']} | {r['gpus']} | {r['block_bound']} "
+                     f"({r['block_status']}) | {r['block_seconds']:.1f} | {r['lp_bound']} "
+                     f"({r['lp_status']}) | {r['lp_seconds']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -109,6 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
     parser.add_argument("--solver", default="highs", help="highs | cbc")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to keep")
+    parser.add_argument("--bounds", action="store_true",
+                        help="also tabulate the block-capacity and LP relaxation bounds")
     args = parser.parse_args(argv)
     scenarios = _load(args.scenarios)
     if args.only:
@@ -116,10 +145,14 @@ def main(argv: list[str] | None = None) -> None:
     from allocator.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
+    extra = (" --only " + " ".join(args.only) if args.only else "") + \
+        (" --bounds" if args.bounds else "")
     print(f"Command: `python -m allocator.bench_full --time-limit {args.time_limit:g}"
-          f" --solver {args.solver}`\n")
+          f" --solver {args.solver}{extra}`\n")
     rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver)
     print(full_markdown(rows))
+    if args.bounds:
+        print(bounds_markdown(bound_rows(scenarios, time_limit=args.time_limit)))
     print(f"Load average at end: {os.getloadavg()[0]:.2f}")
 
 

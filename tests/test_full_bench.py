@@ -31,3 +31,17 @@ def test_rows_and_table_for_two_small_scenarios() -> None:
     assert second["full"] < 0 and second["fast_over_optimum"] is None
     table = full_markdown(rows)
     assert "| two-singles | 2 | 3 |" in table and "| realtime-only |" in table
+
+
+def test_bound_rows_put_the_block_bound_under_the_lp_bound() -> None:
+    from allocator.bench_full import bound_rows, bounds_markdown
+
+    scenario = scenario_from_dict({
+        "name": "pairs",
+        "cluster": {"gpus": 4, "horizon_steps": 4},
+        "jobs": [{"id": f"p{n}", "kind": "training", "priority": 1 + n, "gpus": 2,
+                  "duration_steps": 3, "arrival_step": n} for n in range(3)],
+    })
+    (row,) = bound_rows([scenario], time_limit=5.0)
+    assert row["block_bound"] <= row["lp_bound"] + 1e-9
+    assert "| pairs | 4 |" in bounds_markdown([row])
