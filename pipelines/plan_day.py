@@ -160,7 +160,10 @@ def load_running(path: str | Path | None, G: int) -> tuple[list[dict], dict[str,
                                  field="realtime")
             current[str(service)] = gpus
         # the contract's own checks (alignment, overlaps, ranges), before anything else
-        scenario_from_dict({"cluster": {"gpus": G, "horizon_steps": 1}, "jobs": jobs})
+        held_now = [{"id": name, "kind": "realtime", "priority": 1, "demand": [0],
+                     "swap_limit": 0, "current_gpus": gpus} for name, gpus in current.items()]
+        scenario_from_dict({"cluster": {"gpus": G, "horizon_steps": 1},
+                            "jobs": [*jobs, *held_now]})
         return jobs, current
     except InputError as err:
         raise err.located(str(path)) from None
