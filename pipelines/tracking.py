@@ -317,10 +317,11 @@ class Run:
             import mlflow.sklearn
 
             # cloudpickle: skops refuses the project's own estimator classes
-            info = mlflow.sklearn.log_model(estimator, name=f"{kind}-cost",
-                                            registered_model_name=name,
-                                            serialization_format="cloudpickle",
-                                            pip_requirements=_PIP)
+            with contextlib.redirect_stderr(io.StringIO()):  # "Created version 3 of ..."
+                info = mlflow.sklearn.log_model(estimator, name=f"{kind}-cost",
+                                                registered_model_name=name,
+                                                serialization_format="cloudpickle",
+                                                pip_requirements=_PIP)
             version = str(info.registered_model_version)
             self.tracker.client().set_registered_model_alias(name, alias, version)
             for part, booster in (lightgbm_parts or {}).items():
@@ -330,8 +331,7 @@ class Run:
                                           pip_requirements=["lightgbm"])
             return ModelRef("registry", f"models:/{name}/{version}", name, version)
 
-        with contextlib.redirect_stderr(io.StringIO()):  # "Created version 3 of ..." chatter
-            ref = self._guard(f"register {name}", call)
+        ref = self._guard(f"register {name}", call)
         if ref is not None:
             self.models[kind] = ref
         return ref

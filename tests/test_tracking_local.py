@@ -79,3 +79,31 @@ def test_table_metrics_flattens_report_tables():
                           "met": [True, False]})
     assert tracking.table_metrics(frame, "variant", "training") == {
         "training.lora-sft.mdape": 0.1, "training.overall.mdape": 0.2}
+
+
+def test_a_call_failing_mid_run_warns_once_and_the_pipeline_goes_on(monkeypatch):
+    import types
+
+    import mlflow
+
+    lines: list[str] = []
+    tracker = tracking.Tracker("sqlite:////nonexistent/never-opened.db", warn=lines.append)
+    tracker._ready = True  # as if connected; then the store starts failing
+    monkeypatch.setattr(tracker, "experiment_id", lambda key: "1")
+    fake = types.SimpleNamespace(info=types.SimpleNamespace(run_id="r1"))
+    monkeypatch.setattr(mlflow, "start_run", lambda **kw: fake)
+    monkeypatch.setattr(mlflow, "end_run", lambda **kw: None)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(mlflow, "log_params", broken)
+    monkeypatch.setattr(mlflow, "log_metrics", broken)
+    reached = []
+    with tracker.run("plans", "plan-day") as run:
+        run.params({"a": 1})
+        run.metrics({"b": 2.0})
+        run.artifact(__file__)
+        reached.append(True)
+    assert reached == [True]
+    assert len(lines) == 1 and "database is locked" in lines[0]
