@@ -268,6 +268,10 @@ def realized(rec: Replay) -> dict[str, float]:
         "violations": float(len(integrity(rec))),
     }
     out.update(waits(rec))
+    for k in sorted({j.gpus for j in world.jobs}):
+        sized = [i for i, j in enumerate(world.jobs) if j.gpus == k and j.arrival < L]
+        out[f"arrived_{k}gpu"] = float(len(sized))
+        out[f"started_{k}gpu"] = float(sum(i in rec.starts for i in sized))
     return out
 
 

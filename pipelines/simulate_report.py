@@ -50,6 +50,13 @@ def policy_table(metrics: Mapping[str, Mapping[str, float]]) -> str:
                 for policy, m in metrics.items()]
         out += "\nMean wait (steps from arrival to start; unstarted jobs counted to the end)"
         out += " by priority:\n\n" + markdown(["policy", *(f"p{k[6:]}" for k in waits)], rows)
+    sizes = sorted({int(k[8:-3]) for m in metrics.values() for k in m
+                    if k.startswith("started_") and k.endswith("gpu")})
+    if sizes:
+        rows = [[policy, *(f"{m.get(f'started_{k}gpu', 0):g} / {m.get(f'arrived_{k}gpu', 0):g}"
+                           for k in sizes)] for policy, m in metrics.items()]
+        out += "\nJobs started / arrived, by size (GPUs):\n\n" + markdown(
+            ["policy", *(f"{k}" for k in sizes)], rows)
     if "fifo" in metrics:
         base = metrics["fifo"]
         rows = []

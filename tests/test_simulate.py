@@ -169,3 +169,11 @@ def test_a_service_crowded_out_mid_window_keeps_its_swap_limit() -> None:
     assert sim._within_swap_limit({0, 1}, {2}, {0, 1, 2}, 1) == {0, 1, 2}
     assert sim._within_swap_limit({0, 1}, {2}, {0, 1, 2}, 3) == {2}
     assert sim._within_swap_limit(None, {2}, {0, 1, 2}, 0) == {2}
+
+
+def test_starts_are_counted_by_job_size() -> None:
+    w = world([job("one", true=2, pred=2), job("two", gpus=2, true=1, pred=1),
+               job("late", arrival=9)], [], gpus=2, steps=4)
+    m = sim.realized(sim.replay(w, "fast", EXACT))
+    assert (m["arrived_1gpu"], m["started_1gpu"]) == (1, 1)  # `late` arrives after the end
+    assert (m["arrived_2gpu"], m["started_2gpu"]) == (1, 1)
