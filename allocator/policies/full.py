@@ -734,18 +734,25 @@ def _neighbourhoods(search: _Search, seconds: float, target: float | None) -> in
     end = time.perf_counter() + seconds
     saved = {v.name: (v.lowBound, v.upBound) for v in model.prob.variables()}
     solved = 0
+    size, cap = 16, WINDOW_SECONDS
     try:
-        idle_rounds = 0
-        while time.perf_counter() < end and idle_rounds < 1:
+        while time.perf_counter() < end - 0.5 and size < scenario.G:
             before = search.objective
-            for lo, hi in windows(scenario.G):
+            settled = True  # every window solved to optimality: a local optimum at this size
+            for lo, hi in windows(scenario.G, size):
                 left = end - time.perf_counter()
                 if left <= 0.5 or (target is not None and search.objective >= target):
-                    break
+                    return solved
                 _free_window(model, scenario, search.grid, lo, hi)
-                search.attempt(min(left, WINDOW_SECONDS), search.grid, None, restricted=True)
+                result = search.attempt(min(left, cap), search.grid, None, restricted=True)
+                settled = settled and result.status == "optimal"
                 solved += 1
-            idle_rounds = idle_rounds + 1 if search.objective <= before else 0
+            if search.objective > before:
+                continue  # another round at this size
+            if settled:
+                size *= 2  # nothing left to find in windows this wide: widen them
+            else:
+                cap *= 2  # windows ran out of time: give them more
     finally:
         for v in model.prob.variables():
             v.lowBound, v.upBound = saved[v.name]
