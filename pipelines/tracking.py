@@ -143,6 +143,7 @@ class Tracker:
             _quiet_mlflow()  # again: importing mlflow resets its loggers
             mlflow.set_tracking_uri(self.uri)
             mlflow.set_registry_uri(self.uri)
+            self.client().search_experiments(max_results=1)  # the store answers (and migrates)
             self._ready = True
         except Exception as err:  # an unreachable store must never stop a pipeline
             self.fail("cannot connect", err)
