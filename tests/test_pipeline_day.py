@@ -140,3 +140,16 @@ def test_an_interrupted_write_leaves_whole_files(tmp_path, untracked, monkeypatc
     assert first.outputs.report_md.read_text() == before  # the old report, whole
     json.loads(first.outputs.plan.read_text())  # the plan file parses: whole
     assert not list(args.out_dir.glob(".*.tmp"))
+
+
+def test_demo_generates_what_is_missing_first(tmp_path, monkeypatch):
+    from pipelines import demo
+
+    monkeypatch.chdir(tmp_path)  # no data/: history, queue and traffic are all missing
+    steps = demo.plan_steps(Path("out"), full=True)
+    names = [s.args[0] for s in steps]
+    assert names == ["synth-history", "train", "score", "profile-servegen", "profile",
+                     "plan-day", "plan-day", "bench"]
+    assert "--queue-out" in steps[0].args and "--full" in steps[6].args
+    inputs = write_inputs(tmp_path / "in")
+    assert demo.traffic_end(inputs["traffic"]) == "2026-11-30T00:00:00Z"
