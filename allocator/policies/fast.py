@@ -38,9 +38,9 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-# What the order search may spend, in job placements x GPUs/8: 800 placements at 8 GPUs,
-# 100 at 64 (a placement's cost grows with the GPUs it scans). See BENCHMARKS.md.
-SEARCH_WORK = 6400
+# What the order search may spend, in job placements: 400 up to 16 GPUs, then less as a
+# placement's cost grows with the GPUs it scans (100 at 64). See BENCHMARKS.md.
+SEARCH_PLACEMENTS = 400
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
@@ -49,7 +49,7 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     The bound is a count, not a time, so the same input always gives the same grid.
     """
     if search is None:
-        search = SEARCH_WORK * 8 // max(8, scenario.G)
+        search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     place_realtime(scenario, base)
@@ -92,17 +92,18 @@ def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
         prefix = _prefix_states(scenario, index, current, decay)
+        movable = [a for a in range(1, len(current))
+                   if current[a] not in spots
+                   or spots[current[a]][0] > jobs[current[a]].arrival_step]
         improved = False
-        for a in range(1, len(current)):
-            spot = spots.get(current[a])
-            if spot is not None and spot[0] <= jobs[current[a]].arrival_step:
-                continue  # already at its earliest start: moving it up cannot help it
-            for b in range(a):
+        # Front positions first: most gains come from pulling a delayed job to the head.
+        for b in range(len(current) - 1):
+            base_index, base_value, base_spots = prefix[b]
+            for a in (a for a in movable if a > b):
                 if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
                 budget -= len(trial) - b
-                base_index, base_value, base_spots = prefix[b]
                 tail_value, tail_spots = pack(scenario, base_index.copy(), tuple(trial[b:]),
                                               decay)
                 if base_value + tail_value > value + 1e-9:
