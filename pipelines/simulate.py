@@ -232,14 +232,17 @@ def series(rec: Replay) -> dict[str, np.ndarray]:
     served = np.zeros(L)
     short = np.zeros(L)
     demand = np.zeros(L)
+    missed = np.zeros(L)
     for r, service in enumerate(world.services):
         have = (grid == n + r).sum(axis=1)
         need = service.demand()[:L]
         served += np.minimum(have, need)
         short += np.maximum(need - have, 0)
         demand += need
+        if rec.provisioned is not None:  # the part the forecast itself did not ask for
+            missed += np.maximum(need - np.maximum(rec.provisioned[:, r], have), 0)
     return {"utilization": (batch + served) / G, "shortfall": short, "demand": demand,
-            "batch_gpus": batch}
+            "batch_gpus": batch, "forecast_miss": missed}
 
 
 def realized(rec: Replay) -> dict[str, float]:
@@ -256,6 +259,12 @@ def realized(rec: Replay) -> dict[str, float]:
         "rt_shortfall": float(s["shortfall"].sum()),
         "rt_shortfall_pct": 100.0 * float(s["shortfall"].sum()) / demanded if demanded else 0.0,
         "rt_demand": demanded,
+        # shortfall split: demand above the forecast the plan was given / forecast demand
+        # the plan or the world did not grant (a placement or an overrun problem)
+        "rt_short_forecast_pct": 100.0 * float(s["forecast_miss"].sum()) / demanded
+        if demanded else 0.0,
+        "rt_short_granted_pct": 100.0 * float(s["shortfall"].sum() - s["forecast_miss"].sum())
+        / demanded if demanded else 0.0,
         "completed": float(sum(start + world.jobs[i].true_steps <= L
                                for i, (start, _) in rec.starts.items())),
         "started": float(len(rec.starts)),

@@ -23,6 +23,8 @@ COLUMNS = (
     ("utilization", "util %", lambda v: f"{100 * v:.1f}"),
     ("value", "value", lambda v: f"{v:g}"),
     ("rt_shortfall_pct", "rt short %", lambda v: f"{v:.2f}"),
+    ("rt_short_forecast_pct", "of which forecast miss", lambda v: f"{v:.2f}"),
+    ("rt_short_granted_pct", "of which not granted", lambda v: f"{v:.2f}"),
     ("completed", "completed", lambda v: f"{v:g}"),
     ("started", "started", lambda v: f"{v:g}"),
     ("churn_pct", "churn %", lambda v: f"{v:.1f}"),
@@ -171,6 +173,7 @@ def suite_table(results: Mapping[str, Mapping[str, Mapping[str, float]]]) -> tup
                      f"{100 * f['utilization']:.1f}", f"{100 * fi['utilization']:.1f}",
                      f"{100 * pr['utilization']:.1f}", f"{f['rt_shortfall_pct']:.2f}",
                      f"{fi['rt_shortfall_pct']:.2f}", f"{pr['rt_shortfall_pct']:.2f}",
+                     f"{f.get('rt_short_granted_pct', 0.0):.2f}",
                      f"{f['churn_pct']:.1f}",
                      f"{sum(by[p]['violations'] for p in by):g}"])
         worst["value_vs_fifo"] = min(worst["value_vs_fifo"], _ratio(f, fi))
@@ -178,7 +181,8 @@ def suite_table(results: Mapping[str, Mapping[str, Mapping[str, float]]]) -> tup
         worst["shortfall_pct"] = max(worst["shortfall_pct"], f["rt_shortfall_pct"])
         worst["violations"] += sum(by[p]["violations"] for p in by)
     table = markdown(["world", "value fast", "fifo", "priority", "util % fast", "fifo",
-                      "priority", "rt short % fast", "fifo", "priority", "churn % fast",
+                      "priority", "rt short % fast", "fifo", "priority",
+                      "fast short not granted %", "churn % fast",
                       "moved/interrupted"], rows)
     return table, worst
 

@@ -90,6 +90,10 @@ def test_realized_metrics_are_counted_against_actual_demand() -> None:
     assert m["rt_demand"] == 6
     held = (rec.grid == 1).sum(axis=1)
     assert m["rt_shortfall"] == np.maximum(np.array([1, 1, 2, 2]) - held, 0).sum()
+    # step 2 was forecast at 1 GPU (nothing seen yet); by step 3 the jump was observed
+    assert m["rt_short_forecast_pct"] == pytest.approx(100 * 1 / 6)
+    assert m["rt_short_forecast_pct"] + m["rt_short_granted_pct"] == pytest.approx(
+        m["rt_shortfall_pct"])
     assert m["value"] == 3 * 2 * 4
     assert m["completed"] == 1
     assert m["violations"] == 0
