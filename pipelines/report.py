@@ -81,6 +81,17 @@ def idle_windows(plan: Plan) -> list[Window]:
     return found
 
 
+def _longest_run(free: np.ndarray) -> int:
+    """The most consecutive True steps in any column of a (T, blocks) array."""
+    best = 0
+    for col in free.T:
+        run = 0
+        for ok in col:
+            run = run + 1 if ok else 0
+            best = max(best, run)
+    return best
+
+
 def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob, at=str) -> str:
     """Plain words for a job the plan leaves out, judged against the final grid."""
     T = scenario.T
@@ -95,14 +106,10 @@ def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob, at=str) ->
         if free[s: s + need].all(axis=0).any():
             return (f"a {job.gpus}-GPU block is free from {at(s + job.arrival_step)}, but "
                     "the planner kept it for more valuable work")
-    best = 0
-    for b in range(free.shape[1]):
-        run = 0
-        for ok in free[:, b]:
-            run = run + 1 if ok else 0
-            best = max(best, run)
+    best = _longest_run(free)
     if best == 0:
-        return (f"no aligned block of {job.gpus} GPUs is free at any step {after}; "
+        block = "GPU" if job.gpus == 1 else f"aligned block of {job.gpus} GPUs"
+        return (f"no {block} is free at any step {after}; "
                 "higher-priority work and realtime serving hold the cluster")
     return (f"the longest free aligned {job.gpus}-GPU window {after} lasts {best} step(s) "
             f"and it needs {job.duration_steps}")
@@ -382,8 +389,17 @@ def _idle(plan: Plan, at, step: int) -> list[str]:
     lines = ["## Idle windows", ""]
     if not windows:
         return [*lines, "No GPU is idle at any step.", ""]
-    lines += ["Free aligned blocks (where a job of that many GPUs could run), largest first. "
-              "Good slots for ad-hoc work or maintenance.", ""]
+    lines += ["Free aligned blocks (where a job of that many GPUs could run): good slots "
+              "for ad-hoc work or maintenance. By size, then the largest windows first.", ""]
+    free = plan.grid < 0
+    rows = []
+    for k in reversed(sizes(s.G)):
+        fb = free_blocks(free, k)
+        if fb.any():
+            rows.append([f"{k} GPU(s)", int(fb.any(axis=1).sum()), int(fb.sum()),
+                         hours(_longest_run(fb), step)])
+    lines += [_table(["block size", "steps with one free", "block-steps free",
+                      "longest window"], rows), ""]
     for w in windows[:MAX_WINDOWS]:
         until = "the end of the plan" if w.end >= s.T else at(w.end)
         lines.append(f"- {gpu_range(w.first_gpu, w.size, s.cluster.node_size)}: free from "
