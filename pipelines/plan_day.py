@@ -565,4 +565,19 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
         run.params(plan_params(plans, str(args.cluster)))
         run.metrics(plan_metrics(plans))
         run.artifacts(outputs.all(), "plan")
+        run.tags({"mlflow.note.content": run_note(outputs.report_md)})  # the UI's description
         return DayResult(plans=plans, outputs=outputs, run_id=run.run_id)
+
+
+NOTE_LIMIT = 4000  # MLflow caps tag values; the whole report is an artifact beside it
+
+
+def run_note(report_md: Path) -> str:
+    """The report's first part (what to do now, the fifo comparison), for the run's page."""
+    text = report_md.read_text(encoding="utf-8")
+    cut = text.find("## Hour by hour")
+    head = text[: cut if cut > 0 else len(text)]
+    head = "\n".join(ln for ln in head.splitlines() if not ln.startswith("!["))
+    if len(head) > NOTE_LIMIT:
+        head = head[:NOTE_LIMIT].rsplit("\n", 1)[0] + "\n\n(continued in plan/report.md)"
+    return head
