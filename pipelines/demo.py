@@ -135,6 +135,12 @@ def log_bench(out: Path, tracker: tracking.Tracker) -> None:
 
 def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
     console = Console()
+    missing = [p for p in (SERVICES, CLUSTER, RUNNING, SERVEGEN) if not p.exists()]
+    if missing:
+        from allocator.errors import InputError
+
+        raise InputError("not found here: run the demo from the project directory "
+                         "(where data/ is), e.g. `make demo`", file=str(missing[0]))
     began = time.perf_counter()
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
