@@ -27,13 +27,14 @@ def _ratio(a: float, b: float | None) -> float | None:
     return a / b
 
 
-def full_rows(scenarios: list[Scenario], time_limit: float = 30.0,
-              solver: str = "highs") -> list[dict[str, Any]]:
+def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str = "highs",
+              diagnose: bool = False) -> list[dict[str, Any]]:
     """One row per scenario: fast, the optimum (or best plan and bound), ratio, gap, time."""
     full = importlib.import_module("allocator.policies.full").full
     rows = []
     for scenario in scenarios:
-        fast_obj = gridlib.objective(scenario, fast(scenario))
+        fast_grid = fast(scenario)
+        fast_obj = gridlib.objective(scenario, fast_grid)
         began, cpu = time.perf_counter(), time.process_time()
         grid, extras = full(scenario, solver=solver, time_limit=time_limit)
         seconds = time.perf_counter() - began
@@ -60,7 +61,28 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0,
             "time_limit": time_limit,
             "improved_fast": report["improved_fast"],
         })
+        if diagnose:  # outside the timing above
+            best = best_batch_for_realtime(scenario, fast_grid, time_limit)
+            rows[-1]["best_with_fast_realtime"] = None if best is None else round(best, 3)
     return rows
+
+
+def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) -> float | None:
+    """The best plan that keeps `grid`'s realtime cells: splits fast's loss in two.
+
+    If it equals fast, fast lost only through where it put realtime GPUs; what it
+    gains over fast is what a better batch order alone would have earned.
+    """
+    full_mod = importlib.import_module("allocator.policies.full")
+    model = full_mod.build_model(scenario)
+    for (i, g, t), x in model.realtime.items():
+        x.lowBound = x.upBound = int(grid[t, g] == i)
+    result = full_mod.solve_highs(model.prob, time_limit=time_limit,
+                                  start=model.start_values(scenario, grid))
+    if not result.has_solution:
+        return None
+    return max(gridlib.objective(scenario, model.grid(scenario)),
+               gridlib.objective(scenario, grid))
 
 
 def bound_rows(scenarios: list[Scenario], time_limit: float = 60.0) -> list[dict[str, Any]]:
@@ -136,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
     parser.add_argument("--solver", default="highs", help="highs | cbc")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to keep")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="also solve with fast's realtime cells fixed (loss: realtime "
+                             "layout vs batch order)")
     parser.add_argument("--bounds", action="store_true",
                         help="also tabulate the block-capacity and LP relaxation bounds")
     args = parser.parse_args(argv)
@@ -146,11 +171,19 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
     extra = (" --only " + " ".join(args.only) if args.only else "") + \
-        (" --bounds" if args.bounds else "")
+        (" --bounds" if args.bounds else "") + (" --diagnose" if args.diagnose else "")
     print(f"Command: `python -m allocator.bench_full --time-limit {args.time_limit:g}"
           f" --solver {args.solver}{extra}`\n")
-    rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver)
+    rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver,
+                     diagnose=args.diagnose)
     print(full_markdown(rows))
+    if args.diagnose:
+        print("| scenario | fast | best with fast's realtime cells | optimum or best |\n"
+              "|---|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['scenario']} | {r['fast']:.2f} | {r['best_with_fast_realtime']} "
+                  f"| {r['full']:.2f} |")
+        print()
     if args.bounds:
         print(bounds_markdown(bound_rows(scenarios, time_limit=args.time_limit)))
     print(f"Load average at end: {os.getloadavg()[0]:.2f}")

@@ -45,3 +45,22 @@ def test_bound_rows_put_the_block_bound_under_the_lp_bound() -> None:
     (row,) = bound_rows([scenario], time_limit=5.0)
     assert row["block_bound"] <= row["lp_bound"] + 1e-9
     assert "| pairs | 4 |" in bounds_markdown([row])
+
+
+def test_best_with_fast_realtime_is_between_fast_and_the_optimum() -> None:
+    from allocator import grid as gridlib
+    from allocator.bench_full import best_batch_for_realtime
+    from allocator.policies.fast import fast
+    from tests.brute_force import brute_force
+
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 4, "horizon_steps": 4},
+        "jobs": [{"id": "rt", "kind": "realtime", "priority": 2, "demand": [1, 2, 1, 2],
+                  "swap_limit": 1},
+                 {"id": "a", "kind": "training", "priority": 3, "gpus": 2, "duration_steps": 3},
+                 {"id": "b", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 4}],
+    })
+    grid = fast(scenario)
+    best = best_batch_for_realtime(scenario, grid, time_limit=5.0)
+    optimum, _ = brute_force(scenario)
+    assert gridlib.objective(scenario, grid) - 1e-9 <= best <= optimum + 1e-9
