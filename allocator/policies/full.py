@@ -433,8 +433,11 @@ def _quiet_banner() -> None:
     _BANNER["quiet"] = True
     import highspy
 
-    sys.stdout.flush()
-    saved = os.dup(1)
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no usable stdout: nothing to keep clean
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
