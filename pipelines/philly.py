@@ -162,7 +162,13 @@ def issued_forecasts(traffic: pd.DataFrame, config: PhillyConfig,
 
 def philly_world(config: PhillyConfig = PhillyConfig()) -> World:
     steps = 24 * config.days
-    jobs = map_jobs(read_philly(config.philly_csv), config)
+    trace = read_philly(config.philly_csv)
+    jobs = map_jobs(trace, config)
+    if not jobs:
+        span = f"{trace['timestamp'].min():%Y-%m-%d} to {trace['timestamp'].max():%Y-%m-%d}"
+        raise InputError(f"no jobs of virtual cluster {config.vc!r} in the {config.days} days "
+                         f"from {config.start} (this trace covers {span})",
+                         file=str(config.philly_csv), field="--philly-start")
     traffic = hourly_traffic(config.servegen_csv)
     pools = services(traffic, config, steps)
     if config.forecaster == "profile":

@@ -69,6 +69,7 @@ def test_sweep_writes_one_row_per_horizon_and_decay(tmp_path: Path) -> None:
     ["--world", "low-00", "--policies", "fast,magic"],
     ["--world", "low-00", "--sweep-horizon", "2,x"],
     ["--world", "low-00", "--horizon", "0"],
+    ["--philly", "--philly-start", "2016-01-04"],
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
     result = run(*args, "--out", str(tmp_path / "out"))
