@@ -8,7 +8,10 @@
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
    opens an earlier start for a job already placed: one pass per order is final.
-4. The best grid by objective wins, the baselines' grids among the candidates, so fast
+4. The same is tried with realtime's later layers (its rises and peaks) placed after the
+   batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
+   step spare; long batch runs then need not dodge peaks placed before them.
+5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
 """
 
@@ -23,7 +26,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, place, run_length
-from allocator.policies.realtime import place_realtime
+from allocator.policies.realtime import RealtimePlacer, place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
 
@@ -52,8 +55,41 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
-    place_realtime(scenario, base)
-    index = BlockIndex(base >= 0)
+    realtime_first = base.copy()
+    place_realtime(scenario, realtime_first)
+    candidates = [place_batch(scenario, realtime_first, None, search)]
+    if scenario.realtime_jobs:
+        around = base.copy()
+        placer = RealtimePlacer(scenario, around)
+        placer.place(around, "first")
+        placer.finish(around)
+        reserve = placer.reserve()
+        if reserve.any():
+            around = place_batch(scenario, around, reserve, search)
+            placer.place(around, "later")
+            candidates.append(around)
+    candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
+    scores = [gridlib.objective(scenario, g) for g in candidates]
+    return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+
+
+class Free:
+    """What batch placement may use: the block index, and spare GPUs per step (if reserved)."""
+
+    def __init__(self, index: BlockIndex, spare: np.ndarray | None) -> None:
+        self.index = index
+        self.spare = spare
+
+    def copy(self) -> Free:
+        return Free(self.index.copy(), None if self.spare is None else self.spare.copy())
+
+
+def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
+                search: int) -> np.ndarray:
+    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search."""
+    grid = grid.copy()
+    spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
+    free = Free(BlockIndex(grid >= 0), spare)
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running]
     decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
@@ -64,21 +100,18 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         if order in seen:
             continue
         seen.add(order)
-        value, spots = pack(scenario, index.copy(), order, decay)
+        value, spots = pack(scenario, free.copy(), order, decay)
         if value > best_value:
             best_value, best_order, best_spots = value, order, spots
     if queued and search >= len(queued):
-        best_value, best_spots = improve_order(scenario, index, best_order, best_value,
+        best_value, best_spots = improve_order(scenario, free, best_order, best_value,
                                                best_spots, decay, search // len(queued))
-    grid = base
     for i, (start, first) in best_spots.items():
-        place(grid, index, i, scenario.jobs[i], start, first)
-    candidates = [grid, baselines.priority(scenario), baselines.fifo(scenario)]
-    scores = [gridlib.objective(scenario, g) for g in candidates]
-    return candidates[int(np.argmax(scores))]  # ties keep fast's own grid
+        place(grid, free.index, i, scenario.jobs[i], start, first)
+    return grid
 
 
-def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...], value: float,
+def improve_order(scenario: Scenario, free: Free, order: tuple[int, ...], value: float,
                   spots: dict[int, tuple[int, int]], decay: np.ndarray,
                   packs: int) -> tuple[float, dict[int, tuple[int, int]]]:
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
@@ -91,20 +124,20 @@ def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
-        prefix = _prefix_states(scenario, index, current, decay)
+        prefix = _prefix_states(scenario, free, current, decay)
         movable = [a for a in range(1, len(current))
                    if current[a] not in spots
                    or spots[current[a]][0] > jobs[current[a]].arrival_step]
         improved = False
         # Front positions first: most gains come from pulling a delayed job to the head.
         for b in range(len(current) - 1):
-            base_index, base_value, base_spots = prefix[b]
+            base_free, base_value, base_spots = prefix[b]
             for a in (a for a in movable if a > b):
                 if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
                 budget -= len(trial) - b
-                tail_value, tail_spots = pack(scenario, base_index.copy(), tuple(trial[b:]),
+                tail_value, tail_spots = pack(scenario, base_free.copy(), tuple(trial[b:]),
                                               decay)
                 if base_value + tail_value > value + 1e-9:
                     current, value = trial, base_value + tail_value
@@ -118,10 +151,10 @@ def improve_order(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
     return value, spots
 
 
-def _prefix_states(scenario: Scenario, index: BlockIndex, order: list[int],
-                   decay: np.ndarray) -> list[tuple[BlockIndex, float, dict]]:
-    """The index, value and spots before each position of `order`, for suffix replays."""
-    state = index.copy()
+def _prefix_states(scenario: Scenario, free: Free, order: list[int],
+                   decay: np.ndarray) -> list[tuple[Free, float, dict]]:
+    """The free state, value and spots before each position of `order`, for suffix replays."""
+    state = free.copy()
     value = 0.0
     spots: dict[int, tuple[int, int]] = {}
     out = []
@@ -133,7 +166,7 @@ def _prefix_states(scenario: Scenario, index: BlockIndex, order: list[int],
     return out
 
 
-def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
+def pack(scenario: Scenario, free: Free, order: tuple[int, ...],
          decay: np.ndarray) -> tuple[float, dict[int, tuple[int, int]]]:
     """Greedy placement in `order`, each job at its earliest start; returns value and spots.
 
@@ -144,12 +177,29 @@ def pack(scenario: Scenario, index: BlockIndex, order: tuple[int, ...],
     spots: dict[int, tuple[int, int]] = {}
     for i in order:
         job = scenario.jobs[i]
-        spot = find(index, job, job.arrival_step, best_fit=True)
+        spot = _earliest(free, job, T)
         if spot is None:
             continue
         start, first = spot
         end = min(start + run_length(job), T)
-        index.occupy(first, job.gpus, start, end)
+        free.index.occupy(first, job.gpus, start, end)
+        if free.spare is not None:
+            free.spare[start:end] -= job.gpus
         value += job.priority * job.gpus * (decay[end] - decay[start])
         spots[i] = spot
     return value, spots
+
+
+def _earliest(free: Free, job: BatchJob, T: int) -> tuple[int, int] | None:
+    """The earliest block-feasible start that also leaves the reserved GPUs spare."""
+    earliest = job.arrival_step
+    while True:
+        spot = find(free.index, job, earliest, best_fit=True)
+        if spot is None or free.spare is None:
+            return spot
+        start = spot[0]
+        end = min(start + run_length(job), T)
+        short = np.flatnonzero(free.spare[start:end] < job.gpus)
+        if not len(short):
+            return spot
+        earliest = start + int(short[0]) + 1  # any run covering that step falls short too

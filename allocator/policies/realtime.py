@@ -82,49 +82,83 @@ class _Job:
 
 def place_realtime(scenario: Scenario, grid: np.ndarray) -> None:
     """Fill `grid` (running jobs already pinned) with every realtime job's GPUs."""
-    T, G = scenario.T, scenario.G
-    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-    if not realtime:
-        return
-    largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
-    rank = preference(G, largest)
-    owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
-    for i, job in realtime:
-        if job.current_gpus:
-            owner[list(job.current_gpus)] = i
-    free = grid == gridlib.FREE
-    queue: list[tuple] = []
-    jobs = {}
-    for i, job in realtime:
-        current = set(job.current_gpus) if job.current_gpus is not None else None
-        available = (free & ((owner == -1) | (owner == i))).sum(axis=1)
-        curve = target_curve(np.asarray(job.demand), job.swap_limit,
-                             None if current is None else len(current), available)
-        state = _Job(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
-                     set(current or ()))
-        jobs[i] = state
-        for a, b in layer_intervals(curve):
-            heapq.heappush(queue, (-job.priority, -(b - a), a, i, b))
-    placed: list[tuple[int, int, int, int]] = []  # (job index, gpu, a, b)
-    while queue:
-        _, _, a, i, b = heapq.heappop(queue)
-        state = jobs[i]
-        mine = (owner == -1) | (owner == i)
-        spot = _choose(free, mine, rank, state, a, b, largest)
-        if spot is None:
-            continue  # left out: a shortfall the objective prices
-        gpu, start = spot
-        if not _charge(state, gpu, start, b, T):
-            continue
-        free[start:b, gpu] = False
-        if start == 0:
-            state.unused_current.discard(gpu)
-        placed.append((i, gpu, start, b))
-        if start > a:  # the head of the interval waits for another GPU
-            heapq.heappush(queue, (-state.job.priority, -(start - a), a, i, start))
-    for i, gpu, a, b in placed:
-        grid[a:b, gpu] = i
-    _keep_current_at_step_zero(grid, jobs)
+    placer = RealtimePlacer(scenario, grid)
+    placer.place(grid)
+    placer.finish(grid)
+
+
+class RealtimePlacer:
+    """Realtime layers placed in one go, or in two phases around the batch work.
+
+    Two phases: the layers held at step 0 first (they decide what happens to current
+    GPUs), the later ones (peaks) after batch jobs are placed, into the gaps they leave;
+    `reserve` tells the batch placement how many GPUs per step to leave for them.
+    """
+
+    def __init__(self, scenario: Scenario, grid: np.ndarray) -> None:
+        T, G = scenario.T, scenario.G
+        self.T = T
+        realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+        self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
+        self.rank = preference(G, self.largest)
+        self.owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
+        for i, job in realtime:
+            if job.current_gpus:
+                self.owner[list(job.current_gpus)] = i
+        free = grid == gridlib.FREE
+        self.intervals: list[tuple] = []
+        self.jobs: dict[int, _Job] = {}
+        for i, job in realtime:
+            current = set(job.current_gpus) if job.current_gpus is not None else None
+            available = (free & ((self.owner == -1) | (self.owner == i))).sum(axis=1)
+            curve = target_curve(np.asarray(job.demand), job.swap_limit,
+                                 None if current is None else len(current), available)
+            self.jobs[i] = _Job(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
+                                set(current or ()))
+            for a, b in layer_intervals(curve):
+                self.intervals.append((-job.priority, -(b - a), a, i, b))
+
+    def copy(self) -> RealtimePlacer:
+        clone = object.__new__(RealtimePlacer)
+        clone.__dict__.update(self.__dict__)
+        clone.jobs = {i: _Job(j.index, j.job, j.changes.copy(), j.current,
+                              set(j.unused_current)) for i, j in self.jobs.items()}
+        return clone
+
+    def reserve(self, later_only: bool = True) -> np.ndarray:
+        """GPUs per step the not-yet-placed (later) layers will ask for."""
+        need = np.zeros(self.T, dtype=np.int64)
+        for _, _, a, _, b in self.intervals:
+            if a > 0 or not later_only:
+                need[a:b] += 1
+        return need
+
+    def place(self, grid: np.ndarray, phase: str = "all") -> None:
+        """Place the layers of `phase` ("all", "first": held at step 0, "later": the rest)."""
+        T = self.T
+        queue = [iv for iv in self.intervals
+                 if phase == "all" or (iv[2] == 0) == (phase == "first")]
+        heapq.heapify(queue)
+        free = grid == gridlib.FREE
+        while queue:
+            _, _, a, i, b = heapq.heappop(queue)
+            state = self.jobs[i]
+            mine = (self.owner == -1) | (self.owner == i)
+            spot = _choose(free, mine, self.rank, state, a, b, self.largest)
+            if spot is None:
+                continue  # left out: a shortfall the objective prices
+            gpu, start = spot
+            if not _charge(state, gpu, start, b, T):
+                continue
+            free[start:b, gpu] = False
+            grid[start:b, gpu] = i
+            if start == 0:
+                state.unused_current.discard(gpu)
+            if start > a:  # the head of the interval waits for another GPU
+                heapq.heappush(queue, (-state.job.priority, -(start - a), a, i, start))
+
+    def finish(self, grid: np.ndarray) -> None:
+        _keep_current_at_step_zero(grid, self.jobs)
 
 
 def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
