@@ -34,7 +34,7 @@ UI_PORT ?= 5000
 ui: $(STAMP)
 	mkdir -p mlruns
 	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db \
-		--host 127.0.0.1 --port $(UI_PORT)
+		--host 127.0.0.1 --port $(UI_PORT) --workers 1
 
 clean-venv:
 	rm -rf $(VENV)
