@@ -5,8 +5,8 @@ most `swap_limit` per step, rising ahead of a peak) is cut into layers: layer l 
 wherever the curve is >= l. Each maximal run of a layer is one interval that wants one
 GPU for its whole length, so a held GPU never moves, and each step changes exactly as
 many GPUs as the curve moves. Intervals of every realtime job are placed together, the
-highest priority and then the longest first, so the flat base of each curve takes the
-GPUs batch work can use least, and short peaks fill in below.
+longest first (then the highest priority), so the flat base of each curve takes the
+GPUs batch work can use least, and short peaks fill in around them.
 
 Legal by construction: an interval only takes a GPU free for all of it, and every
 acquire and release is charged to the job's per-step swap budget before it is made; an
@@ -116,7 +116,7 @@ class RealtimePlacer:
             self.jobs[i] = _Job(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
                                 set(current or ()))
             for a, b in layer_intervals(curve):
-                self.intervals.append((-job.priority, -(b - a), a, i, b))
+                self.intervals.append((-(b - a), -job.priority, a, i, b))
 
     def copy(self) -> RealtimePlacer:
         clone = object.__new__(RealtimePlacer)
@@ -155,7 +155,7 @@ class RealtimePlacer:
             if start == 0:
                 state.unused_current.discard(gpu)
             if start > a:  # the head of the interval waits for another GPU
-                heapq.heappush(queue, (-state.job.priority, -(start - a), a, i, start))
+                heapq.heappush(queue, (-(start - a), -state.job.priority, a, i, start))
 
     def finish(self, grid: np.ndarray) -> None:
         _keep_current_at_step_zero(grid, self.jobs)
