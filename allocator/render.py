@@ -17,8 +17,8 @@ from matplotlib.patches import Patch
 def render_png(plans: list[dict]) -> bytes:
     """PNG bytes for plan dicts (as written by `gpuplan plan`), one panel each."""
     ids = sorted({c for p in plans for row in p["grid"] for c in row if c is not None})
-    cmap = plt.get_cmap("tab20")
-    colour = {job: cmap(i % 20) for i, job in enumerate(ids)}
+    palette = [plt.get_cmap(name)(k) for name in ("tab20", "tab20b", "tab20c") for k in range(20)]
+    colour = {job: palette[i % len(palette)] for i, job in enumerate(ids)}
     kinds = {}
     for p in plans:
         kinds.update(p.get("kinds", {}))
