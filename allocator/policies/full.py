@@ -711,6 +711,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
 # time goes to solving windows of the cluster with everything outside held fixed.
 LNS_MIN_GPUS = 32
 WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole limit
+STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
 CUT_SHARE = 0.6
@@ -742,11 +743,13 @@ def _neighbourhoods(search: _Search, seconds: float, target: float | None) -> in
         while time.perf_counter() < end - 0.5 and size < scenario.G:
             before = search.objective
             settled = True  # every window solved to optimality: a local optimum at this size
-            for lo, hi in windows(scenario.G, size):
+            spans = [("gpus", lo, hi) for lo, hi in windows(scenario.G, size)]
+            spans += [("steps", lo, hi) for lo, hi in windows(scenario.T, STEP_WINDOW)]
+            for axis, lo, hi in spans:
                 left = end - time.perf_counter()
                 if left <= 0.5 or (target is not None and search.objective >= target):
                     return solved
-                _free_window(model, scenario, search.grid, lo, hi)
+                _free_window(model, scenario, search.grid, lo, hi, axis)
                 result = search.attempt(min(left, cap), search.grid, None, restricted=True)
                 settled = settled and result.status == "optimal"
                 solved += 1
@@ -762,18 +765,22 @@ def _neighbourhoods(search: _Search, seconds: float, target: float | None) -> in
     return solved
 
 
-def _free_window(model: Model, scenario: Scenario, grid: np.ndarray, lo: int, hi: int) -> None:
-    """Bounds for one neighbourhood: inside [lo, hi) free, outside as in `grid`."""
+def _free_window(model: Model, scenario: Scenario, grid: np.ndarray, lo: int, hi: int,
+                 axis: str = "gpus") -> None:
+    """Bounds for one neighbourhood: GPUs (or steps) [lo, hi) free, the rest as in `grid`."""
+    by_steps = axis == "steps"
     for var, st in model.starts:
         k = scenario.jobs[st.job].gpus
-        if lo <= st.first and st.first + k <= hi:
+        inside = (lo <= st.start and st.end <= hi) if by_steps else \
+            (lo <= st.first and st.first + k <= hi)
+        if inside:
             var.lowBound, var.upBound = 0, 1
         else:
             on = bool(grid[st.start, st.first] == st.job and
                       (st.start == 0 or grid[st.start - 1, st.first] != st.job))
             var.lowBound = var.upBound = int(on)
     for (i, g, t), x in model.realtime.items():
-        if lo <= g < hi:
+        if lo <= (t if by_steps else g) < hi:
             x.lowBound, x.upBound = 0, 1
         else:
             x.lowBound = x.upBound = int(grid[t, g] == i)
