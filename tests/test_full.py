@@ -6,6 +6,7 @@ One abstract case per solver (STYLE.md): CBC's copies skip only where PuLP canno
 from __future__ import annotations
 
 import importlib
+import time
 
 import numpy as np
 import pytest
@@ -251,3 +252,24 @@ def test_large_cluster_windows_keep_the_plan_legal_and_never_below_fast() -> Non
     assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
     assert report["solve_seconds"] <= 8.0 + 5.0  # the limit, plus one model build
     assert report["status"] == "optimal" or report["warnings"]
+
+
+@pytest.mark.parametrize("axis, lo, hi", [("gpus", 4, 8), ("steps", 2, 6)])
+def test_a_window_solve_keeps_the_rest_and_never_loses(axis: str, lo: int, hi: int) -> None:
+    """One neighbourhood: outside the window the incumbent stays, the plan stays legal."""
+    scenario = generate("training-heavy")
+    model = full_module.build_model(scenario)
+    start = fast(scenario)
+    search = full_module._Search(scenario, model, "highs", 1e-4, time.perf_counter() + 20.0,
+                                 start, objective(scenario, start), [])
+    full_module._free_window(model, scenario, start, lo, hi, axis)
+    search.attempt(10.0, start, None, restricted=True)
+    assert legal(scenario, search.grid)
+    assert search.objective >= objective(scenario, start) - 1e-9
+    outside = np.ones_like(start, dtype=bool)
+    if axis == "gpus":
+        outside[:, lo:hi] = False
+    else:
+        outside[lo:hi, :] = False
+    # Jobs move only if wholly inside the window, realtime only inside it: outside stays.
+    assert np.array_equal(search.grid[outside], start[outside])
