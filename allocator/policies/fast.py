@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -192,14 +193,22 @@ def pack(scenario: Scenario, free: Free, order: tuple[int, ...],
 
 def _earliest(free: Free, job: BatchJob, T: int) -> tuple[int, int] | None:
     """The earliest block-feasible start that also leaves the reserved GPUs spare."""
-    earliest = job.arrival_step
-    while True:
-        spot = find(free.index, job, earliest, best_fit=True)
-        if spot is None or free.spare is None:
-            return spot
-        start = spot[0]
-        end = min(start + run_length(job), T)
-        short = np.flatnonzero(free.spare[start:end] < job.gpus)
-        if not len(short):
-            return spot
-        earliest = start + int(short[0]) + 1  # any run covering that step falls short too
+    if free.spare is None:
+        return find(free.index, job, job.arrival_step, best_fit=True)
+    short = free.spare < job.gpus
+    if not short.any():
+        return find(free.index, job, job.arrival_step, best_fit=True)
+    cum = np.concatenate(([0], np.cumsum(short)))
+    starts, lasts = _windows(T, run_length(job))
+    fits = np.flatnonzero(cum[lasts + 1] == cum[starts])
+    if not len(fits):
+        return None
+    allowed = sum(1 << int(s) for s in fits)
+    return find(free.index, job, job.arrival_step, best_fit=True, allowed=allowed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _windows(T: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """First and last step of a run from every start (a run may pass the horizon's end)."""
+    starts = np.arange(T)
+    return starts, np.minimum(starts + length, T) - 1

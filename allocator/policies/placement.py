@@ -15,8 +15,9 @@ def run_length(job: BatchJob) -> int:
     return job.running.remaining_steps if job.running else job.duration_steps
 
 
-def find(index: BlockIndex, job: BatchJob, earliest: int, best_fit: bool) -> tuple[int, int] | None:
-    return index.find(job.gpus, run_length(job), earliest, best_fit)
+def find(index: BlockIndex, job: BatchJob, earliest: int, best_fit: bool,
+         allowed: int | None = None) -> tuple[int, int] | None:
+    return index.find(job.gpus, run_length(job), earliest, best_fit, allowed)
 
 
 def place(grid: np.ndarray, index: BlockIndex, job_index: int, job: BatchJob, start: int,
