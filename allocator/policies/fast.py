@@ -42,9 +42,10 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-# What the order search may spend, in job placements: 400 up to 16 GPUs, then less as a
-# placement's cost grows with the GPUs it scans (100 at 64). See BENCHMARKS.md.
-SEARCH_PLACEMENTS = 400
+# What the order search may spend, in job placements: 100 up to 16 GPUs, then less as a
+# placement's cost grows with the GPUs it scans. More buys little on the benchmark
+# scenarios and costs milliseconds (BENCHMARKS.md); `gpuplan plan --search N` overrides.
+SEARCH_PLACEMENTS = 100
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
