@@ -72,25 +72,20 @@ def test_small_and_vectorised_paths_choose_the_same_block(grid, k_exp, length, e
 
 @pytest.mark.parametrize("small_limit", [0, 10_000], ids=["vectorised", "small"])
 @given(grid=grids, k_exp=st.integers(0, 4), length=st.integers(1, 100),
-       earliest=st.integers(0, 90), allowed=st.integers(0, 2**80))
-def test_allowed_starts_limit_the_search(small_limit, grid, k_exp, length, earliest, allowed):
+       earliest=st.integers(0, 90), also_busy=st.integers(0, 2**80))
+def test_steps_marked_busy_everywhere_are_avoided(small_limit, grid, k_exp, length, earliest,
+                                                  also_busy):
+    """`also_busy` steps act as busy in every block: the same as marking the grid's rows."""
     T, G, density, seed = grid
     busy = np.random.default_rng(seed).random((T, G)) < density
     gpus = 2**k_exp
-    allowed &= (1 << T) - 1
-    want = None
-    for s in range(max(earliest, 0), T):
-        if allowed >> s & 1:
-            for b in range(0, G - gpus + 1, gpus):
-                if not busy[s : min(s + length, T), b : b + gpus].any():
-                    want = (s, b)
-                    break
-        if want:
-            break
+    also_busy &= (1 << T) - 1
+    marked = busy.copy()
+    marked[[t for t in range(T) if also_busy >> t & 1]] = True
     saved = blocks.SMALL_G
     blocks.SMALL_G = small_limit
     try:
-        got = BlockIndex(busy).find(gpus, length, earliest, best_fit=False, allowed=allowed)
+        got = BlockIndex(busy).find(gpus, length, earliest, best_fit=False, also_busy=also_busy)
     finally:
         blocks.SMALL_G = saved
-    assert got == want
+    assert got == (reference_find(marked, gpus, length, earliest) if gpus <= G else None)

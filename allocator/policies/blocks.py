@@ -78,20 +78,22 @@ class BlockIndex:
         return np.left_shift(np.uint64(1), n.astype(np.uint64)) - np.uint64(1)
 
     def find(self, gpus: int, length: int, earliest: int, best_fit: bool,
-             allowed: int | None = None) -> tuple[int, int] | None:
+             also_busy: int = 0) -> tuple[int, int] | None:
         """Earliest start >= `earliest` with a free aligned block of `gpus`; then the block.
 
         Among the blocks free at that start: the lowest (the baselines' rule), or with
         `best_fit` the one whose buddy block is busiest over the run, so the free pool
-        keeps whole blocks for the jobs still waiting (ties: lowest). `allowed`, a bitmask
-        of start steps, further limits the starts (e.g. to those leaving GPUs in reserve).
+        keeps whole blocks for the jobs still waiting (ties: lowest). `also_busy`, a bitmask
+        of steps, counts as busy in every block (e.g. steps with no GPUs to spare).
         """
         T = self.T
         words = self.levels.get(gpus)
         if words is None or len(words) == 0 or earliest >= T:
             return None
+        if also_busy and not self.small:
+            words = words | (also_busy if self._wide else np.uint64(also_busy))
         if self.small:
-            return _find_small(words, T, gpus, length, earliest, best_fit, allowed)
+            return _find_small(words, T, gpus, length, earliest, best_fit, also_busy)
         window = min(length, T)
         horizon = self._bits(0, T)
         # Bit s of `runs`: steps s .. s+window-1 are all free, inside the horizon.
@@ -104,8 +106,6 @@ class BlockIndex:
         # steps up to T-1 are free, i.e. above the block's last busy step.
         tail_from = np.minimum(np.maximum(_bit_length(words), T - window), T)
         runs = (runs | (horizon & ~self._below(tail_from))) & self._bits(max(earliest, 0), T)
-        if allowed is not None:
-            runs = runs & (allowed if self._wide else np.uint64(allowed))
         if not runs.any():
             return None
         lowest = runs & (~runs + self._one)
@@ -140,17 +140,14 @@ class BlockIndex:
 
 
 def _find_small(words: list[int], T: int, gpus: int, length: int, earliest: int,
-                best_fit: bool, allowed: int | None = None) -> tuple[int, int] | None:
+                best_fit: bool, also_busy: int = 0) -> tuple[int, int] | None:
     """`BlockIndex.find` for a handful of blocks: the same bit logic, one block at a time."""
     window = min(length, T)
     horizon = (1 << T) - 1
     first = max(earliest, 0)
     valid = horizon & ~((1 << first) - 1)
-    if allowed is not None:
-        valid &= allowed
-        if not valid:
-            return None
-        first = (valid & -valid).bit_length() - 1  # no start before the first allowed one
+    if also_busy:
+        words = [w | also_busy for w in words]
     shifts = []
     have = 1
     while have < window:

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -193,23 +192,12 @@ def pack(scenario: Scenario, free: Free, order: tuple[int, ...],
 
 
 def _earliest(free: Free, job: BatchJob, T: int) -> tuple[int, int] | None:
-    """The earliest block-feasible start that also leaves the reserved GPUs spare."""
-    if free.spare is None:
-        return find(free.index, job, job.arrival_step, best_fit=True)
-    short = free.spare < job.gpus
-    if not short.any():
-        return find(free.index, job, job.arrival_step, best_fit=True)
-    cum = np.concatenate(([0], np.cumsum(short)))
-    starts, lasts = _windows(T, run_length(job))
-    fits = np.flatnonzero(cum[lasts + 1] == cum[starts])
-    if not len(fits):
-        return None
-    allowed = sum(1 << int(s) for s in fits)
-    return find(free.index, job, job.arrival_step, best_fit=True, allowed=allowed)
+    """The earliest block-feasible start that also leaves the reserved GPUs spare.
 
-
-@functools.lru_cache(maxsize=4096)
-def _windows(T: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """First and last step of a run from every start (a run may pass the horizon's end)."""
-    starts = np.arange(T)
-    return starts, np.minimum(starts + length, T) - 1
+    Steps without `gpus` to spare count as busy in every block, so one search does both.
+    """
+    short = 0
+    if free.spare is not None:
+        for t in np.flatnonzero(free.spare < job.gpus).tolist():
+            short |= 1 << t
+    return find(free.index, job, job.arrival_step, best_fit=True, also_busy=short)

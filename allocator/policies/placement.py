@@ -16,8 +16,8 @@ def run_length(job: BatchJob) -> int:
 
 
 def find(index: BlockIndex, job: BatchJob, earliest: int, best_fit: bool,
-         allowed: int | None = None) -> tuple[int, int] | None:
-    return index.find(job.gpus, run_length(job), earliest, best_fit, allowed)
+         also_busy: int = 0) -> tuple[int, int] | None:
+    return index.find(job.gpus, run_length(job), earliest, best_fit, also_busy)
 
 
 def place(grid: np.ndarray, index: BlockIndex, job_index: int, job: BatchJob, start: int,
