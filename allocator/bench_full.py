@@ -150,6 +150,22 @@ def _load(directory: Path) -> list[Scenario]:
     return sorted(loaded, key=lambda s: (order.index(s.name) if s.name in order else 99, s.name))
 
 
+def _code_version() -> str:
+    """The commit the policies come from, and whether they had uncommitted edits."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True,
+                                  check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("log", "-1", "--format=%h", "--", "allocator/policies") or "unknown"
+    dirty = git("status", "--porcelain", "--", "allocator/policies")
+    return f"allocator/policies at {commit}" + (" with uncommitted edits" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="?", default="data/scenarios", type=Path,
@@ -170,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     from allocator.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
+    print(f"Code: {_code_version()}\n")
     extra = (" --only " + " ".join(args.only) if args.only else "") + \
         (" --bounds" if args.bounds else "") + (" --diagnose" if args.diagnose else "")
     print(f"Command: `python -m allocator.bench_full --time-limit {args.time_limit:g}"
