@@ -80,6 +80,7 @@ def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
         began = time.perf_counter()
         bound = block_capacity(scenario, time_limit=bound_seconds)
         row["bound_seconds"] = round(time.perf_counter() - began, 1)
+        row["bound_status"] = bound.status
         if bound.value is not None and bound.value > 0:
             row["bound"] = round(bound.value, 2)
             row["fast_vs_bound"] = round(objectives["fast"] / bound.value, 4)
@@ -118,6 +119,8 @@ def markdown(record: dict) -> str:
     for r in record["rows"]:
         ratio = "n/a" if r["fast_vs_bound"] is None else f"{100 * r['fast_vs_bound']:.1f}%"
         bound = "n/a" if r["bound"] is None else f"{r['bound']:g}"
+        if r["bound"] is not None and r.get("bound_status", "optimal") != "optimal":
+            bound += f" ({r['bound_status']}, {r.get('bound_seconds')} s: not tight)"
         lines.append(f"| {r['gpus']} | {r['jobs']} | {r['steps']} | {r['fast_ms']:.3f} "
                      f"| {r['fifo_ms']:.3f} | {r['priority_ms']:.3f} | {r['fast_peak_mib']} "
                      f"| {r['fast_objective']:g} | {bound} | {ratio} |")
