@@ -120,7 +120,7 @@ def markdown(record: dict) -> str:
         ratio = "n/a" if r["fast_vs_bound"] is None else f"{100 * r['fast_vs_bound']:.1f}%"
         bound = "n/a" if r["bound"] is None else f"{r['bound']:g}"
         if r["bound"] is not None and r.get("bound_status", "optimal") != "optimal":
-            bound += f" ({r['bound_status']}, {r.get('bound_seconds')} s: not tight)"
+            bound += f" ({r['bound_status']} at {r.get('bound_seconds')} s: valid, maybe loose)"
         lines.append(f"| {r['gpus']} | {r['jobs']} | {r['steps']} | {r['fast_ms']:.3f} "
                      f"| {r['fifo_ms']:.3f} | {r['priority_ms']:.3f} | {r['fast_peak_mib']} "
                      f"| {r['fast_objective']:g} | {bound} | {ratio} |")
