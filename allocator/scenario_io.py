@@ -116,13 +116,20 @@ def scenario_from_dict(raw: Any) -> Scenario:
 
 # -- field readers ---------------------------------------------------------------------------
 
-def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
-         default: int | None = None, minimum: int | None = None) -> int:
-    name = field or key
+def _given(obj: dict, key: str, job: str | None, name: str, default: object) -> object:
+    """The field's value; its default when absent or null; an error when it has none."""
     if key not in obj or obj[key] is None:
         if default is not None:
             return default
         raise InputError("is required", job=job, field=name)
+    return obj[key]
+
+
+def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
+         default: int | None = None, minimum: int | None = None) -> int:
+    name = field or key
+    if key not in obj or obj[key] is None:
+        return _given(obj, key, job, name, default)  # type: ignore[return-value]
     value = obj[key]
     if type(value) is not int:
         raise InputError(f"must be a JSON integer, got {json.dumps(value)}", job=job, field=name)
@@ -135,9 +142,7 @@ def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = 
             default: float | None = None) -> float:
     name = field or key
     if key not in obj or obj[key] is None:
-        if default is not None:
-            return default
-        raise InputError("is required", job=job, field=name)
+        return _given(obj, key, job, name, default)  # type: ignore[return-value]
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"must be a number, got {json.dumps(value)}", job=job, field=name)

@@ -8,6 +8,7 @@ raw need: forecast and optimiser then agree on switching cost.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -85,3 +86,27 @@ def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
         out[config.service] = shape_demand(raw, config.swap_limit,
                                            current.get(config.service))
     return out
+
+
+def fit_services(traffic: str | os.PathLike[str], services: str | os.PathLike[str],
+                 quantile: float):
+    """The services' configs and a profile fitted on their traffic: one way for every command.
+
+    A service with no traffic rows is bad input, named by the traffic file and service.
+    """
+    from forecasting.profile import DemandProfile
+    from forecasting.traffic import hourly, load_services, load_traffic
+
+    configs = load_services(services)
+    rows = load_traffic(traffic)
+    rows = rows[rows["service"].isin(list(configs))]
+    missing = [name for name in configs if name not in set(rows["service"])]
+    if missing:
+        raise InputError("no traffic rows for this service", file=str(traffic),
+                         job=missing[0], field="service")
+    model = DemandProfile(quantile=quantile)
+    try:
+        model.fit_hourly(hourly(rows, model.gap_fraction))
+    except InputError as err:
+        raise err.located(str(traffic)) from None
+    return model, configs

@@ -46,24 +46,11 @@ def profile(
     out: Path = typer.Option(..., "--out", help="PROFILE.json to write."),
 ) -> None:
     """Fit the weekly profile per service and write its GPU demand for a plan (PROFILE.json)."""
-    from forecasting.demand import demand_for_services
-    from forecasting.profile import DemandProfile
-    from forecasting.traffic import hourly, load_services, load_traffic
+    from forecasting.demand import demand_for_services, fit_services
 
     with input_errors():
         when = _parse_start(start)
-        configs = load_services(services)
-        rows = load_traffic(traffic)
-        rows = rows[rows["service"].isin(list(configs))]
-        missing = [s for s in configs if s not in set(rows["service"])]
-        if missing:
-            raise InputError("no traffic rows for this service", file=str(traffic),
-                             job=missing[0], field="service")
-        model = DemandProfile(quantile=quantile)
-        try:
-            model.fit_hourly(hourly(rows, model.gap_fraction))
-        except InputError as err:
-            raise err.located(str(traffic)) from None
+        model, configs = fit_services(traffic, services, quantile)
         demand = demand_for_services(model, configs, when, steps, step_minutes)
     doc = {
         "start": when.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -204,22 +204,9 @@ def realtime_from_traffic(traffic: str | Path, services: str | Path, start: str 
 
     Without a start, the plan begins at the hour after the history ends: same files, same day.
     """
-    from forecasting.demand import demand_for_services
-    from forecasting.profile import DemandProfile
-    from forecasting.traffic import hourly, load_services, load_traffic
+    from forecasting.demand import demand_for_services, fit_services
 
-    configs = load_services(services)
-    rows = load_traffic(traffic)
-    rows = rows[rows["service"].isin(list(configs))]
-    missing = [name for name in configs if name not in set(rows["service"])]
-    if missing:
-        raise InputError("no traffic rows for this service", file=str(traffic),
-                         job=missing[0], field="service")
-    model = DemandProfile(quantile=quantile)
-    try:
-        model.fit_hourly(hourly(rows, model.gap_fraction))
-    except InputError as err:
-        raise err.located(str(traffic)) from None
+    model, configs = fit_services(traffic, services, quantile)
     when = parse_start(start, model.last_hour_ + pd.Timedelta(hours=1))
     demand = demand_for_services(model, configs, when, steps, step_minutes,
                                  current={k: len(v) for k, v in current.items()})
