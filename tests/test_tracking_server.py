@@ -97,6 +97,9 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+    # A loaded CI machine answers slowly: generous timeouts, so slowness is not "unreachable".
+    monkeypatch.setattr(tracking, "PROBE_TIMEOUT_S", 30.0)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
     tracking.reset()
     history, quant, queue = small_history(tmp_path / "history")
     inputs = write_inputs(tmp_path / "in", gpus=32)
