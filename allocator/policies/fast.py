@@ -31,13 +31,15 @@ from allocator.policies.realtime import RealtimePlacer, place_realtime
 OrderKey = Callable[[BatchJob, int], tuple]
 
 # Value orders tried for batch jobs; each is cheap, and different contention shapes favour
-# different ones (big-first packs, short-first backfills, arrival order respects fairness).
+# different ones (big-first packs, short-first backfills, arrival order respects fairness,
+# long-first keeps the longest runs away from the horizon's end).
 ORDERS: tuple[OrderKey, ...] = (
     lambda j, i: (-j.priority, -j.gpus * j.duration_steps, j.arrival_step, i),
     lambda j, i: (-j.priority, j.arrival_step, j.duration_steps, i),
     lambda j, i: (-j.priority * j.gpus * j.duration_steps, i),
     lambda j, i: (-j.priority, -j.gpus, j.duration_steps, i),
     lambda j, i: (j.arrival_step, -j.priority, i),
+    lambda j, i: (-j.priority, -j.duration_steps, i),  # the horizon cuts long jobs the most
 )
 
 
