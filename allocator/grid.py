@@ -29,12 +29,6 @@ def to_ids(scenario: Scenario, grid: np.ndarray) -> list[list[str | None]]:
     return [[ids[c] if c >= 0 else None for c in row] for row in grid.tolist()]
 
 
-def from_ids(scenario: Scenario, rows: list[list[str | None]]) -> np.ndarray:
-    index = {job.id: i for i, job in enumerate(scenario.jobs)}
-    return np.array([[index[c] if c is not None else FREE for c in row] for row in rows],
-                    dtype=np.int32).reshape(scenario.T, scenario.G)
-
-
 def objective(scenario: Scenario, grid: np.ndarray) -> float:
     """MODEL.md's objective, vectorised for comparing candidate grids inside a policy.
 

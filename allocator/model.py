@@ -7,9 +7,7 @@ has been checked; code past that boundary trusts them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-BatchKind = Literal["training", "batch_inference", "quantization"]
 BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
 REALTIME = "realtime"
 
@@ -92,12 +90,6 @@ class Scenario:
             if j.id == job_id:
                 return j
         raise KeyError(job_id)
-
-
-def run_steps(job: BatchJob, start: int, horizon: int) -> range:
-    """The steps a batch job occupies inside the horizon if it starts at `start`."""
-    length = job.running.remaining_steps if job.running else job.duration_steps
-    return range(start, min(start + length, horizon))
 
 
 def ends_inside(job: BatchJob, start: int, horizon: int) -> bool:

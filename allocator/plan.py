@@ -14,7 +14,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import policies
-from allocator.model import BatchJob, Scenario, run_steps
+from allocator.model import BatchJob, Scenario
 from allocator.validator import Metrics, compute_metrics, violations
 
 
@@ -82,7 +82,3 @@ def make_plan(scenario: Scenario, policy: str, **options: Any) -> Plan:
         raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
     return Plan(scenario=scenario, policy=policy, grid=result,
                 metrics=compute_metrics(scenario, ids), latency_ms=latency_ms, extras=extras)
-
-
-def steps_run(scenario: Scenario, job: BatchJob, start: int) -> int:
-    return len(run_steps(job, start, scenario.T))
