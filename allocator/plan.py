@@ -45,19 +45,20 @@ class Plan:
                                "end": int(rows.max()) + 1}
         return out
 
-    def unplaced(self) -> list[str]:
-        placed = self.starts()
+    def unplaced(self, starts: dict[str, dict[str, int]] | None = None) -> list[str]:
+        placed = self.starts() if starts is None else starts
         return [j.id for j in self.scenario.batch_jobs if j.id not in placed]
 
     def to_dict(self) -> dict[str, Any]:
+        starts = self.starts()
         body = {
             "scenario": self.scenario.name,
             "policy": self.policy,
             "grid": self.id_grid(),
             "metrics": self.metrics.as_dict(),
             "latency_ms": self.latency_ms,
-            "starts": self.starts(),
-            "unplaced": self.unplaced(),
+            "starts": starts,
+            "unplaced": self.unplaced(starts),
             "kinds": {job.id: job.kind for job in self.scenario.jobs},
         }
         body.update(self.extras)

@@ -116,21 +116,19 @@ def scenario_from_dict(raw: Any) -> Scenario:
 
 # -- field readers ---------------------------------------------------------------------------
 
-def _given(obj: dict, key: str, job: str | None, name: str, default: object) -> object:
-    """The field's value; its default when absent or null; an error when it has none."""
-    if key not in obj or obj[key] is None:
-        if default is not None:
-            return default
+def _default(default: object, job: str | None, name: str) -> object:
+    """An absent or null field: its default, or an error when it has none."""
+    if default is None:
         raise InputError("is required", job=job, field=name)
-    return obj[key]
+    return default
 
 
 def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
          default: int | None = None, minimum: int | None = None) -> int:
     name = field or key
-    if key not in obj or obj[key] is None:
-        return _given(obj, key, job, name, default)  # type: ignore[return-value]
-    value = obj[key]
+    value = obj.get(key)
+    if value is None:
+        return _default(default, job, name)  # type: ignore[return-value]
     if type(value) is not int:
         raise InputError(f"must be a JSON integer, got {json.dumps(value)}", job=job, field=name)
     if minimum is not None and value < minimum:
@@ -141,9 +139,9 @@ def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = Non
 def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
             default: float | None = None) -> float:
     name = field or key
-    if key not in obj or obj[key] is None:
-        return _given(obj, key, job, name, default)  # type: ignore[return-value]
-    value = obj[key]
+    value = obj.get(key)
+    if value is None:
+        return _default(default, job, name)  # type: ignore[return-value]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"must be a number, got {json.dumps(value)}", job=job, field=name)
     try:

@@ -16,9 +16,9 @@ from allocator.errors import InputError
 from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.scenarios import SPECS, generate
-from allocator.validator import metrics_agree, violations
+from allocator.validator import compute_metrics, metrics_agree, violations
 from pipelines import atomic
-from pipelines.cliutil import EXIT_BAD_INPUT, input_errors
+from pipelines.cliutil import input_errors
 
 DEFAULT_SCENARIOS = Path("data/scenarios")
 
@@ -84,8 +84,6 @@ def check(
             raise InputError(f"cannot read plan: {err}") from None
         if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
             raise InputError("a plan is a JSON object with a grid", field="grid")
-    from allocator.validator import compute_metrics
-
     problems = violations(loaded, body["grid"])
     if not problems:
         problems = metrics_agree(body.get("metrics", {}), compute_metrics(loaded, body["grid"]))
@@ -127,9 +125,9 @@ def scenarios(
 
 def load_dir(directory: Path) -> list:
     files = sorted(directory.glob("*.json"))
-    if not files:
-        print(f"gpuplan: error: {directory}: no scenario files", flush=True)
-        raise typer.Exit(EXIT_BAD_INPUT)
+    with input_errors(str(directory)):
+        if not files:
+            raise InputError("no scenario files")
     loaded = []
     for f in files:
         with input_errors(str(f)):
@@ -234,9 +232,9 @@ def bench_compare(
 
     records = sorted(record_dir.glob("*.json"))
     if new is None or old is None:
-        if len(records) < 2:
-            print(f"gpuplan: error: {record_dir}: need two records to compare", flush=True)
-            raise typer.Exit(EXIT_BAD_INPUT)
+        with input_errors(str(record_dir)):
+            if len(records) < 2:
+                raise InputError("need two records to compare")
         new, old = new or records[-1], old or records[-2]
     a, b = bench_scale.load_record(new), bench_scale.load_record(old)
     typer.echo(f"{new} ({a['machine']})\n  vs {old} ({b['machine']})")
