@@ -1,4 +1,4 @@
-"""The fixed column names and categories of FORECASTING.md, and the GPU catalogue.
+"""The fixed column names and categories of FORECASTING.md.
 
 One place for names and allowed values, so that the generator, the loaders and
 the estimators cannot drift apart from the contract or from each other.
@@ -6,13 +6,15 @@ the estimators cannot drift apart from the contract or from each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from forecasting.gpu_catalog import GPU, GPUS  # noqa: F401 (re-exported)
 
 VARIANTS = (
     "full-sft", "full-dpo", "full-rlhf", "full-rlvr", "full-cpt",
     "lora-sft", "lora-dpo", "lora-rlhf", "lora-rlvr", "lora-cpt",
 )
 PRECISIONS = ("bf16", "fp8", "int4")
+# The synthetic history's GPU types, and LightGBM's fixed categories. Any type of the
+# GPU catalogue (forecasting.gpu_catalog: data/gpu_catalog.csv plus the user's own) is valid.
 GPU_TYPES = ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB")
 OPTIMIZERS = ("adamw", "adamw-8bit", "adafactor")
 ALGORITHMS = ("bitsandbytes", "awq", "gptq")
@@ -51,22 +53,3 @@ BATCH_FEATURES = ("params_b", "gpu_type", "requests", "avg_input_tokens", "avg_o
 OUTCOMES = ("gpus", "gpu_hours")
 SCORED = ("gpus", "duration_steps", "gpu_hours_p50", "gpu_hours_p90")
 QUEUE_REQUIRED = ("id", "kind", "priority")
-
-
-@dataclass(frozen=True)
-class GPU:
-    """Public datasheet figures: memory in GB and dense peak TFLOP/s (bf16, fp8)."""
-
-    memory_gb: float
-    bf16_tflops: float
-    fp8_tflops: float
-
-
-# NVIDIA datasheets, dense (no sparsity). A100 has no fp8: fp8 runs at bf16 speed.
-GPUS = {
-    "A100-40GB": GPU(40.0, 312.0, 312.0),
-    "A100-80GB": GPU(80.0, 312.0, 312.0),
-    "H100-80GB": GPU(80.0, 989.0, 1979.0),
-    "H200-141GB": GPU(141.0, 989.0, 1979.0),
-    "L40S-48GB": GPU(48.0, 362.0, 733.0),
-}

@@ -15,7 +15,7 @@ import pandas as pd
 from allocator.errors import InputError
 from forecasting.columns import (
     ALGORITHMS,
-    GPU_TYPES,
+    GPUS,
     OUTCOMES,
     QUANT_BITS,
     QUANT_DEFAULTS,
@@ -26,6 +26,8 @@ from forecasting.columns import (
     TRAINING_FEATURES,
     TRAINING_POSITIVE,
 )
+from forecasting.gpu_catalog import ENV as CATALOG_ENV
+from forecasting.gpu_catalog import canonical, known_types
 
 
 def read_table(path: str | Path, *, as_text: bool = False) -> pd.DataFrame:
@@ -112,8 +114,28 @@ def numeric(df: pd.DataFrame, col: str, problems: Problems, *, integer: bool = F
 
 
 def categorical(df: pd.DataFrame, col: str, allowed: tuple, problems: Problems) -> None:
+    if col == "gpu_type":
+        gpu_types(df, problems)
+        return
     ok = df[col].astype(str).isin(allowed).to_numpy()
     problems.flag(~ok, col, f"must be one of {', '.join(allowed)}")
+
+
+def gpu_types(df: pd.DataFrame, problems: Problems) -> None:
+    """A GPU type the catalogue knows (rows are canonicalised by with_canonical_gpus)."""
+    ok = df["gpu_type"].astype(str).isin(list(GPUS)).to_numpy()
+    problems.flag(~ok, "gpu_type",
+                  f"unknown GPU type; known: {known_types()} (add yours to a catalogue "
+                  f"named by {CATALOG_ENV}, see docs/estimators.md)")
+
+
+def with_canonical_gpus(df: pd.DataFrame) -> pd.DataFrame:
+    """`gpu_type` spelled as in the catalogue where it names a known type (H100 ->
+    H100-80GB); unknown spellings stay as written, for the checks to report."""
+    if "gpu_type" not in df.columns:
+        return df
+    names = canonical(df["gpu_type"])
+    return df.assign(gpu_type=names.where(names.notna(), df["gpu_type"]).to_numpy())
 
 
 def training_problems(df: pd.DataFrame, *, outcomes: bool = False) -> Problems:
@@ -165,7 +187,7 @@ def quant_problems(df: pd.DataFrame, *, outcomes: bool = False) -> Problems:
     categorical(df, "algorithm", ALGORITHMS, p)
     bits = numeric(df, "bits", p, integer=True, positive=True)
     p.flag(~np.isin(np.nan_to_num(bits), QUANT_BITS), "bits", "must be 4 or 8")
-    categorical(df, "gpu_type", GPU_TYPES, p)
+    gpu_types(df, p)
     for col in QUANT_OPTIONAL:
         if col in df.columns:  # optional: a blank cell takes the default
             vals = numeric(df.assign(**{col: df[col].fillna(QUANT_DEFAULTS[col])}), col, p,
@@ -181,7 +203,7 @@ def batch_problems(df: pd.DataFrame) -> Problems:
     """Per-row problems of batch-inference columns."""
     p = Problems(len(df))
     numeric(df, "params_b", p, positive=True)
-    categorical(df, "gpu_type", GPU_TYPES, p)
+    gpu_types(df, p)
     numeric(df, "requests", p, integer=True, positive=True)
     numeric(df, "avg_input_tokens", p)
     numeric(df, "avg_output_tokens", p)
@@ -231,6 +253,7 @@ def load_training_history(path: str | Path) -> tuple[pd.DataFrame, np.ndarray, n
     df = read_table(path)
     try:
         require_columns(df, [*TRAINING_FEATURES, *OUTCOMES], "a training history")
+        df = with_canonical_gpus(df)
         df = completed_only(df)
         if df.empty:
             raise InputError("no completed jobs in the history")
@@ -248,6 +271,7 @@ def load_quant_history(path: str | Path) -> tuple[pd.DataFrame, np.ndarray, np.n
     df = read_table(path)
     try:
         require_columns(df, [*QUANT_FEATURES, *OUTCOMES], "a quantization history")
+        df = with_canonical_gpus(df)
         df = completed_only(df)
         if df.empty:
             raise InputError("no completed jobs in the history")

@@ -96,6 +96,13 @@ def training_memory_gb(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return (rep + acts) / GB, shard / GB
 
 
+def activations_gb(df: pd.DataFrame) -> np.ndarray:
+    """The activation part of training_memory_gb's replicated GB (what a GPU holds for
+    its own micro-batch, whatever the layout)."""
+    keep = df.assign(params_b=0.0, reward_model_params_b=0.0, lora_rank=0, lora_targets=0)
+    return training_memory_gb(keep)[0]
+
+
 def smallest_power_of_two(replicated: np.ndarray, sharded: np.ndarray,
                           usable: np.ndarray) -> np.ndarray:
     """Smallest g in 1, 2, 4, ... with replicated + sharded / g <= usable; 0 if none <= MAX_GPUS."""
@@ -128,3 +135,77 @@ def min_inference_gpus(df: pd.DataFrame) -> np.ndarray:
     """bf16 weights plus 30% for the KV cache, split by tensor parallelism."""
     need = df["params_b"].to_numpy(float) * 2.0 * 1.3
     return smallest_power_of_two(np.zeros(len(need)), need, usable_gb(df["gpu_type"]))
+
+
+def layered_gpus(df: pd.DataFrame, scale: float | np.ndarray = 1.0) -> np.ndarray:
+    """GPUs for the layer-split layout (Hugging Face `device_map="auto"`, as ms-swift ran
+    a 14B full fine-tune and a 72B LoRA on two A100s): model states divided over the
+    GPUs, each GPU holding the activations of one micro-batch. What a job whose ZeRO
+    stage fits nowhere still runs on; 0 if nothing up to MAX_GPUS holds it."""
+    rep, shard = training_memory_gb(df)
+    acts = activations_gb(df)
+    return smallest_power_of_two(acts * scale, (rep - acts + shard) * scale,
+                                 usable_gb(df["gpu_type"]))
+
+
+def fitting_gpus(df: pd.DataFrame, scale: float | np.ndarray = 1.0) -> np.ndarray:
+    """The count a queued job gets when it states none: its ZeRO layout where that fits,
+    else the layer-split layout (0: neither fits on any power of two up to MAX_GPUS)."""
+    gpus = min_training_gpus(df, scale)
+    short = gpus == 0
+    if short.any():
+        gpus = gpus.copy()
+        gpus[short] = layered_gpus(df[short], np.asarray(scale)[short]
+                                   if np.ndim(scale) else scale)
+    return gpus
+
+
+def per_gpu_gb(df: pd.DataFrame, gpus: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """GB each GPU needs on `gpus` GPUs: the better of the ZeRO and layer-split layouts."""
+    rep, shard = training_memory_gb(df)
+    acts = activations_gb(df)
+    g = np.maximum(np.asarray(gpus, float), 1.0)
+    return scale * np.minimum(rep + shard / g, acts + (rep - acts + shard) / g)
+
+
+def memory_fixes(df: pd.DataFrame, scale: float = 1.0) -> list[str]:
+    """For each row, one line: the GB per GPU it needs against the GB usable, and the
+    changes that would make it fit (ZeRO-3, LoRA, QLoRA, an 8-bit optimizer, gradient
+    checkpointing, a larger GPU), each checked with this same memory model."""
+    usable = usable_gb(df["gpu_type"])
+    need = per_gpu_gb(df, np.full(len(df), MAX_GPUS), scale)
+    lines = []
+    for i in range(len(df)):
+        row = df.iloc[[i]]
+        tries = []
+        variant = str(row["variant"].iloc[0])
+        kind = variant.split("-", 1)[1]
+        if int(row["zero_stage"].iloc[0]) < 3:
+            tries.append(("zero_stage 3", row.assign(zero_stage=3)))
+        if int(row["gradient_checkpointing"].iloc[0]) == 0:
+            tries.append(("gradient_checkpointing 1", row.assign(gradient_checkpointing=1)))
+        if int(row["flash_attention"].iloc[0]) == 0:
+            tries.append(("flash_attention 1", row.assign(flash_attention=1)))
+        if variant.startswith("full"):
+            if str(row["optimizer"].iloc[0]) == "adamw":
+                tries.append(("optimizer adamw-8bit", row.assign(optimizer="adamw-8bit")))
+            lora = row.assign(variant=f"lora-{kind}", lora_rank=16, lora_targets=7)
+            tries.append((f"variant lora-{kind}", lora))
+            tries.append((f"variant lora-{kind} with precision int4 (QLoRA)",
+                          lora.assign(precision="int4")))
+        elif str(row["precision"].iloc[0]) != "int4":
+            tries.append(("precision int4 (QLoRA)", row.assign(precision="int4")))
+        bigger = sorted((g for g, v in GPUS.items()
+                         if v.memory_gb > GPUS[str(row["gpu_type"].iloc[0])].memory_gb),
+                        key=lambda g: GPUS[g].memory_gb)
+        tries += [(f"gpu_type {g}", row.assign(gpu_type=g)) for g in bigger[:1]]
+        fixes = []
+        for what, alt in tries:
+            g = int(fitting_gpus(alt, scale)[0])
+            if g:
+                fixes.append(f"{what} ({g} GPU{'s' if g > 1 else ''})")
+        hint = "; fits with " + ", or ".join(fixes) if fixes else \
+            "; no single change makes it fit: shorten seq_len or combine the changes above"
+        lines.append(f"needs {need[i]:.0f} GB per GPU even on {MAX_GPUS} GPUs, "
+                     f"{usable[i]:.0f} GB usable on a {row['gpu_type'].iloc[0]}{hint}")
+    return lines

@@ -52,7 +52,9 @@ class AlgorithmModel:
         self.tiers = [t for t in range(len(TIER_NAMES)) if counts[t] >= MIN_TIER_JOBS]
         if not self.tiers:  # a small history: one line over all sizes
             self.tiers = [int(np.argmax(counts))]
-        self.gpu_types = [g for g in GPU_TYPES if (frame["gpu_type"] == g).any()][1:]
+        seen = set(frame["gpu_type"])
+        order = [g for g in GPU_TYPES if g in seen] + sorted(seen - set(GPU_TYPES))
+        self.gpu_types = order[1:]  # offsets against the first; unseen types get none
         calib = np.log(self._tokens(frame))
         self.use_calib = bool(np.ptp(calib) > 0)
         import statsmodels.api as sm  # fitting only: scoring never pays for the import

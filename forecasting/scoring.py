@@ -8,6 +8,8 @@ kind needs, unreadable) is an InputError. Everything is vectorised per kind, so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -21,8 +23,15 @@ from forecasting.columns import (
     SCORED,
     TRAINING_FEATURES,
 )
-from forecasting.history import Problems, batch_problems, quant_problems, training_problems
-from forecasting.memory import MAX_GPUS
+from forecasting.history import (
+    Problems,
+    batch_problems,
+    clean_training,
+    quant_problems,
+    training_problems,
+    with_canonical_gpus,
+)
+from forecasting.memory import MAX_GPUS, fitting_gpus, memory_fixes, per_gpu_gb, usable_gb
 
 KIND_COLUMNS = {"training": TRAINING_FEATURES, "quantization": QUANT_FEATURES,
                 "batch_inference": BATCH_FEATURES}
@@ -72,19 +81,44 @@ def queue_problems(df: pd.DataFrame) -> Problems:
     return p
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """A scored queue: the rows scored, the rows rejected (row, id, field, reason) and
+    warnings on rows scored all the same (same columns)."""
+
+    scored: pd.DataFrame
+    rejects: pd.DataFrame
+    warnings: pd.DataFrame
+
+    def report(self) -> pd.DataFrame:
+        """Rejects then warnings, one table with a `level` column: the rejects file."""
+        return pd.concat([self.rejects.assign(level="rejected"),
+                          self.warnings.assign(level="warning")], ignore_index=True)
+
+
 def score_queue(df: pd.DataFrame, estimators: dict, *, step_minutes: float = 60.0,
                 duration_from: str = "p90") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scored rows with the four columns added, rejects with id, field, reason)."""
+    result = score_queue_full(df, estimators, step_minutes=step_minutes,
+                              duration_from=duration_from)
+    return result.scored, result.rejects
+
+
+def score_queue_full(df: pd.DataFrame, estimators: dict, *, step_minutes: float = 60.0,
+                     duration_from: str = "p90") -> Scoring:
+    """score_queue, plus a warning for each training row whose own `gpus` the memory
+    model thinks too few (the row is scored with the count it asked for)."""
     if step_minutes <= 0:
         raise InputError("must be > 0", field="step_minutes")
     if duration_from not in DURATION_FROM:
         raise InputError(f"must be one of {', '.join(DURATION_FROM)}", field="duration_from")
     check_queue_file(df)
     text = df.reset_index(drop=True)
-    df = typed(text)
+    df = with_canonical_gpus(typed(text))
     p = queue_problems(df)
     out = pd.DataFrame(np.nan, index=df.index, columns=list(SCORED))
     kind = df["kind"].astype(str).to_numpy()
+    warn_rows, warn_text = [], []
     for k, check in KIND_CHECKS.items():
         rows = np.flatnonzero((kind == k) & ~p.bad)
         if not len(rows):
@@ -100,6 +134,15 @@ def score_queue(df: pd.DataFrame, estimators: dict, *, step_minutes: float = 60.
             p.flag(_spread(np.ones(len(good), bool), good, len(df)), "kind", why)
             continue
         out.iloc[good, :] = est.reindex(columns=list(SCORED)).to_numpy(float)
+        if k == "training":
+            scale = getattr(estimators["training"], "memory_scale_", 1.0)
+            nofit = np.nan_to_num(out["gpus"].to_numpy()[good]) <= 0
+            for i, line in zip(good[nofit], memory_fixes(df.iloc[good[nofit]], scale),
+                               strict=True):
+                p.flag(_spread(np.ones(1, bool), np.array([i]), len(df)), "memory", line)
+            at, lines = _too_few_gpus(df.iloc[good], good, scale)
+            warn_rows += at
+            warn_text += lines
     g = out["gpus"].to_numpy()
     p.flag(~p.bad & (np.nan_to_num(g) <= 0), "gpus",
            f"does not fit in memory on any power of two up to {MAX_GPUS} GPUs")
@@ -118,7 +161,35 @@ def score_queue(df: pd.DataFrame, estimators: dict, *, step_minutes: float = 60.
     ids = df["id"].astype(str).where(df["id"].notna(), "")
     rejects = pd.DataFrame({"row": np.flatnonzero(~ok) + 1, "id": ids.to_numpy()[~ok],
                             "field": p.field[~ok], "reason": p.reason[~ok]})
-    return scored, rejects
+    keep = [j for j, r in enumerate(warn_rows) if ok[r]]
+    at = np.array([warn_rows[j] for j in keep], dtype=np.int64)
+    warnings = pd.DataFrame({"row": at + 1, "id": ids.to_numpy()[at],
+                             "field": ["gpus"] * len(at),
+                             "reason": [warn_text[j] for j in keep]})
+    return Scoring(scored, rejects, warnings)
+
+
+def _too_few_gpus(part: pd.DataFrame, rows: np.ndarray, scale: float):
+    """(row positions, warning lines) of training rows asking for fewer GPUs than the
+    memory model holds them on: the user's count wins (it may use GaLore, LISA, pure
+    bf16 or offload, which the model does not see), but the plan should know."""
+    if "gpus" not in part.columns:
+        return [], []
+    asked = pd.to_numeric(part["gpus"], errors="coerce").fillna(0).to_numpy()
+    frame = clean_training(part)
+    need = fitting_gpus(frame, scale)
+    short = (asked > 0) & ((need == 0) | (need > asked))
+    if not short.any():
+        return [], []
+    sub = frame[short]
+    gb = per_gpu_gb(sub, asked[short], scale)
+    usable = usable_gb(sub["gpu_type"])
+    text = [f"asks for {int(a)} GPU{'s' if a > 1 else ''}, the memory model needs "
+            f"{'more than ' + str(MAX_GPUS) if n == 0 else int(n)} ({gb_:.0f} GB per GPU on "
+            f"{int(a)}, {u:.0f} GB usable on a {t}); scored with {int(a)} as asked"
+            for a, n, gb_, u, t in zip(asked[short], need[short], gb, usable,
+                                       sub["gpu_type"], strict=True)]
+    return list(rows[short]), text
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -27,8 +27,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from forecasting.columns import GPUS, TRAINING_CATEGORICAL, TRAINING_FEATURES
-from forecasting.history import clean_training, training_problems
-from forecasting.memory import min_training_gpus
+from forecasting.history import clean_training, training_problems, with_canonical_gpus
+from forecasting.memory import fitting_gpus, min_training_gpus
 
 SCALE_GRID = np.exp(np.linspace(np.log(0.8), np.log(1.25), 46))
 
@@ -104,6 +104,7 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
 
     def _frame(self, X, reset: bool) -> pd.DataFrame:
         """Checked, typed 22 features of a job DataFrame (ValueError naming job and field)."""
+        X = with_canonical_gpus(X)
         err = training_problems(X).first(X)
         if err:
             raise err
@@ -113,7 +114,7 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
 
     def _gpus(self, X, frame: pd.DataFrame) -> np.ndarray:
         """GPUs the row asks for (a `gpus` column > 0), else the smallest that fits."""
-        fits = min_training_gpus(frame, self.memory_scale_)
+        fits = fitting_gpus(frame, self.memory_scale_)
         if "gpus" in X.columns:
             asked = pd.to_numeric(X["gpus"], errors="coerce").fillna(0).to_numpy()
             fits = np.where(asked > 0, asked, fits).astype(np.int64)
