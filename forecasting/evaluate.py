@@ -141,16 +141,18 @@ def target_checks(training: pd.DataFrame | None, quant: pd.DataFrame | None,
 
 def evaluate(train_hist: tuple | None, quant_hist: tuple | None, *, test_fraction: float = 0.25,
              seed: int = 0, noise_floor: float | None = None,
-             training_params: dict | None = None) -> Report:
-    """Fit on a seeded split of each history (X, gpus, gpu_hours) and score the rest."""
+             training_params: dict | None = None, extra_training: tuple | None = None) -> Report:
+    """Fit on a seeded split of each history (X, gpus, gpu_hours) and score the rest;
+    `extra_training` (X, gpus, gpu_hours) joins the training fit, never the held-out part."""
     tt = qt = pt = tr = None
     setup = {"test_fraction": test_fraction, "seed": seed, "noise_floor_mdape": noise_floor}
     if train_hist is not None:
         X, g, y = train_hist
         fit, test = split_index(len(y), test_fraction, seed)
+        Xf, gf, yf = join_histories((X.iloc[fit], g[fit], y[fit]), extra_training)
         est = TrainingCostEstimator(**(training_params or {}))
-        est.fit(X.iloc[fit], y[fit], gpus=g[fit])
-        base = PowerLawBaseline().fit(X.iloc[fit], y[fit], gpus=g[fit])
+        est.fit(Xf, yf, gpus=gf)
+        base = PowerLawBaseline().fit(Xf, yf, gpus=gf)
         tt = training_table(est, base, X.iloc[test], y[test], g[test])
         tt.attrs["formula_gpu_acc"] = float(np.mean(min_training_gpus(X.iloc[test]) == g[test]))
         setup["training_jobs"] = {"fit": len(fit), "held_out": len(test)}
@@ -163,6 +165,14 @@ def evaluate(train_hist: tuple | None, quant_hist: tuple | None, *, test_fractio
         tr = margin_tradeoff(q, X.iloc[test], y[test], g[test])
         setup["quantization_jobs"] = {"fit": len(fit), "held_out": len(test)}
     return Report(tt, qt, pt, target_checks(tt, qt, pt, noise_floor), setup, tr)
+
+
+def join_histories(*parts: tuple | None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """(X, gpus, gpu_hours) of several histories, one after the other (None skipped)."""
+    parts = [p for p in parts if p is not None]
+    return (pd.concat([p[0] for p in parts], ignore_index=True),
+            np.concatenate([np.asarray(p[1]) for p in parts]),
+            np.concatenate([np.asarray(p[2], dtype=float) for p in parts]))
 
 
 def _fmt(df: pd.DataFrame) -> pd.DataFrame:

@@ -125,3 +125,94 @@ def ratio_summary(pred: np.ndarray, actual: np.ndarray) -> dict:
     return {"runs": len(r), "within_2x": float(np.mean((r >= 0.5) & (r <= 2.0))),
             "median_ratio": float(np.median(r)), "worst_low": float(r.min()),
             "worst_high": float(r.max())}
+
+
+def calibrate(runs: pd.DataFrame) -> dict:
+    """The prior's constants that minimise the mean |log(predicted / actual)| over
+    `runs` (Nelder-Mead on log constants, from the module's values)."""
+    from scipy.optimize import minimize
+
+    from forecasting import prior
+    from forecasting.history import clean_training
+
+    frame = clean_training(runs)
+    gpus = runs["gpus"].to_numpy(float)
+    logy = np.log(runs["gpu_hours"].to_numpy(float))
+    names = prior.CONSTANTS
+    start = np.log([getattr(prior, n) for n in names])
+
+    def loss(x):
+        c = dict(zip(names, np.exp(x), strict=True))
+        if c["MFU_FULL"] > 0.8 or c["MFU_LORA"] > 0.8:
+            return 1e9
+        return float(np.mean(np.abs(prior.prior_log_hours(frame, gpus, c) - logy)))
+
+    best = minimize(loss, start, method="Nelder-Mead",
+                    options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-6})
+    return {n: float(round(v, 4)) for n, v in zip(names, np.exp(best.x), strict=True)}
+
+
+HISTORY_OUT = DATA / "calibration_history.csv"
+RUNS_OUT = DATA / "real_runs.csv"
+
+
+def check(models: Path) -> pd.DataFrame:
+    """Score every real run with the estimators in `models` as `gpuplan score` does, with
+    the published GPU count and without it: rejected, warned, within 2x, median ratio
+    (predicted / actual) of the report runs."""
+    from forecasting.scoring import score_queue_full
+    from forecasting.store import load_estimators
+
+    estimators = load_estimators(models)
+    runs = real_runs()
+    rows = []
+    for keep in (True, False):
+        result = score_queue_full(as_queue(runs, keep_gpus=keep).astype(str), estimators)
+        s = result.scored[["id", "gpu_hours_p50"]].merge(
+            runs[["id", "gpu_hours", "split", "source"]], on="id")
+        rep = s[s.split == "report"]
+        for src in [*sorted(rep.source.unique()), "all report runs"]:
+            part = rep if src == "all report runs" else rep[rep.source == src]
+            summary = ratio_summary(part.gpu_hours_p50.astype(float), part.gpu_hours)
+            rows.append({"gpus": "published" if keep else "memory model",
+                         "report runs": src, "rejected (all runs)": len(result.rejects),
+                         "warned (all runs)": len(result.warnings), **summary})
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from forecasting.compare import markdown
+
+    ap = argparse.ArgumentParser(prog="python -m forecasting.real_runs", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calibrate", action="store_true",
+                    help="print the prior's constants fitted on the calibration runs")
+    ap.add_argument("--write", action="store_true",
+                    help=f"write {RUNS_OUT.name} and {HISTORY_OUT.name} into {DATA}")
+    ap.add_argument("--models", type=Path, default=Path("models"),
+                    help="estimators to check on the real runs (default models/)")
+    args = ap.parse_args(argv)
+    runs = real_runs()
+    if args.calibrate:
+        print(calibrate(runs[runs.split == "calibration"]))
+        return 0
+    if args.write:
+        from pipelines.atomic import atomic_path
+
+        from forecasting.columns import TRAINING_FEATURES
+
+        with atomic_path(RUNS_OUT) as tmp:
+            runs.to_csv(tmp, index=False)
+        cal = runs[runs.split == "calibration"]
+        with atomic_path(HISTORY_OUT) as tmp:
+            cal[["id", *TRAINING_FEATURES, "gpus", "gpu_hours"]].to_csv(tmp, index=False)
+        print(f"wrote {RUNS_OUT} and {HISTORY_OUT}")
+        return 0
+    print(markdown(check(args.models)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,12 +23,13 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.model_selection import KFold
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from forecasting.columns import GPUS, TRAINING_CATEGORICAL, TRAINING_FEATURES
 from forecasting.history import clean_training, training_problems, with_canonical_gpus
 from forecasting.memory import fitting_gpus, min_training_gpus
+from forecasting.prior import prior_log_hours
 
 SCALE_GRID = np.exp(np.linspace(np.log(0.8), np.log(1.25), 46))
 
@@ -48,17 +49,24 @@ def ideal_log_hours(frame: pd.DataFrame) -> np.ndarray:
     return np.log((6.0 * n * tokens + 2.0 * n * gen.to_numpy(float)) / peak / 3600.0)
 
 
-def job_design(frame: pd.DataFrame, gpus: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
-    """(tree inputs, log-offset): the 22 features, categoricals typed, and derived ratios."""
+PRIORS = ("physics", "ideal")
+
+
+def job_design(frame: pd.DataFrame, gpus: np.ndarray, prior: str = "physics"
+               ) -> tuple[pd.DataFrame, np.ndarray]:
+    """(tree inputs, log-offset): the 22 features, categoricals typed, and derived ratios;
+    the offset is the physics prior (forecasting.prior) or the ideal hours at 100% of
+    the peak (the estimator before the prior)."""
     X = frame[list(TRAINING_FEATURES)].copy()
     for col, cats in TRAINING_CATEGORICAL.items():
         X[col] = pd.Categorical(X[col].astype(str), categories=list(cats))
-    offset = ideal_log_hours(frame)
+    ideal = ideal_log_hours(frame)
+    offset = prior_log_hours(frame, gpus) if prior == "physics" else ideal
     avg = np.minimum(frame["avg_tokens_per_sample"], frame["seq_len"]).to_numpy(float)
     n = frame["active_params_b"].to_numpy(float) * 1e9
     X["log2_gpus"] = np.log2(gpus)
-    X["log_ideal_hours"] = offset
-    X["log_ideal_per_gpu"] = offset - np.log(gpus)
+    X["log_ideal_hours"] = ideal
+    X["log_ideal_per_gpu"] = ideal - np.log(gpus)
     X["gen_ratio"] = np.log1p(frame["rollouts_per_prompt"] * frame["max_new_tokens"] / avg)
     X["reward_ratio"] = frame["reward_model_params_b"] / frame["active_params_b"]
     X["attention_share"] = np.log(frame["n_layers"] * frame["hidden_size"] * frame["seq_len"] / n)
@@ -77,11 +85,16 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         "min_child_samples": [Interval(Integral, 1, None, closed="left")],
         "calibration_folds": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
+        "prior": [StrOptions(set(PRIORS))],
+        "residual": ["boolean"],
     }
 
     def __init__(self, quantile=0.9, n_estimators=300, learning_rate=0.12, num_leaves=7,
-                 min_child_samples=20, calibration_folds=3, random_state=0):
+                 min_child_samples=20, calibration_folds=3, random_state=0,
+                 prior="physics", residual=True):
         self.quantile = quantile
+        self.prior = prior
+        self.residual = residual
         self.calibration_folds = calibration_folds
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -96,9 +109,12 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
 
     def _lgbm(self, **objective) -> lgb.LGBMRegressor:
         seed = self.random_state if isinstance(self.random_state, Integral) else 0
+        # A small history (a few dozen of a team's own runs) still gets leaves: at
+        # least a tenth of its jobs per leaf, never more than min_child_samples.
+        leaf = min(self.min_child_samples, max(3, getattr(self, "n_fit_", 10**9) // 10))
         return lgb.LGBMRegressor(
             n_estimators=self.n_estimators, learning_rate=self.learning_rate,
-            num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
+            num_leaves=self.num_leaves, min_child_samples=leaf,
             random_state=seed, deterministic=True, force_row_wise=True, n_jobs=1,
             verbose=-1, **objective)
 
@@ -121,8 +137,10 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         return fits
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, gpus=None):
-        """Fit on a job history: X the 22 features, y GPU-hours, gpus the counts used."""
+    def fit(self, X, y, gpus=None, sample_weight=None):
+        """Fit on a job history: X the 22 features, y GPU-hours, gpus the counts used
+        (sample_weight: how much each job counts, e.g. a team's own runs over a
+        generated history)."""
         self.job_frame_ = is_job_frame(X)
         if self.job_frame_:
             frame = self._frame(X, reset=True)
@@ -137,17 +155,34 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
                 self.memory_scale_ = calibrate_memory_scale(frame, used)
             if np.any(used <= 0):
                 raise ValueError("a job fits on no GPU count up to the maximum")
-            design, offset = job_design(frame, used)
+            design, offset = job_design(frame, used, self.prior)
         else:
             design, y = validate_data(self, X, y, y_numeric=True, reset=True)
             offset = np.zeros(len(y))
         if not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise ValueError("GPU-hours (y) must be finite and > 0")
+        # The trees fit the log-residual over the prior: the offset is LightGBM's
+        # init_score in all but name (the same gradients, for L2 and quantile losses).
         target = np.log(y) - offset
-        self.median_ = self._lgbm(objective="regression").fit(design, target)
-        self.upper_ = self._lgbm(objective="quantile", alpha=self.quantile).fit(design, target)
+        self.n_fit_ = len(target)
+        self.level_ = float(np.median(target))  # the prior alone: its level, fitted
+        self.upper_level_ = float(np.quantile(target, self.quantile))
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        self.median_ = self._lgbm(objective="regression").fit(design, target, sample_weight=w)
+        self.upper_ = self._lgbm(objective="quantile", alpha=self.quantile).fit(
+            design, target, sample_weight=w)
         self.upper_shift_ = self._upper_shift(design, target)
         return self
+
+    def _log_residuals(self, design) -> tuple[np.ndarray, np.ndarray]:
+        """(median, upper) log-residuals over the offset: the trees', or the prior's
+        fitted level when residual=False."""
+        n = design.shape[0]
+        if not self.residual:
+            return np.full(n, self.level_), np.full(n, max(self.upper_level_, self.level_))
+        lo = self.median_.predict(design, num_threads=0)
+        hi = self.upper_.predict(design, num_threads=0) + self.upper_shift_
+        return lo, np.maximum(hi, lo)
 
     def _upper_shift(self, design, target: np.ndarray) -> float:
         """Split-conformal correction: quantile trees fit in-sample cover too little out of
@@ -171,7 +206,7 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
             gpus = self._gpus(X, frame)
             # A job that fits nowhere gets GPU count 0 (callers reject it); its hours are
             # still estimated, as if on one GPU.
-            design, offset = job_design(frame, np.maximum(gpus, 1))
+            design, offset = job_design(frame, np.maximum(gpus, 1), self.prior)
             return design, offset, gpus
         design = validate_data(self, X, reset=False)
         return design, np.zeros(design.shape[0]), None
@@ -179,14 +214,12 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Median GPU-hours."""
         design, offset, _ = self._design(X)
-        return np.exp(self.median_.predict(design, num_threads=0) + offset)
+        return np.exp(self._log_residuals(design)[0] + offset)
 
     def predict_upper(self, X) -> np.ndarray:
         """Upper-quantile GPU-hours (never below the median)."""
         design, offset, _ = self._design(X)
-        lo = self.median_.predict(design, num_threads=0)
-        hi = self.upper_.predict(design, num_threads=0) + self.upper_shift_
-        return np.exp(np.maximum(hi, lo) + offset)
+        return np.exp(self._log_residuals(design)[1] + offset)
 
     def predict_gpus(self, X) -> np.ndarray:
         """GPU count: the row's own `gpus` if given, else the smallest power of two that fits
@@ -201,8 +234,7 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         design, offset, gpus = self._design(X)
         if gpus is None:
             raise ValueError("estimates need job DataFrames with the 22 training features")
-        lo = self.median_.predict(design, num_threads=0)
-        hi = np.maximum(self.upper_.predict(design, num_threads=0) + self.upper_shift_, lo)
+        lo, hi = self._log_residuals(design)
         return pd.DataFrame({"gpus": gpus, "gpu_hours_p50": np.exp(lo + offset),
                              "gpu_hours_p90": np.exp(hi + offset)}, index=X.index)
 

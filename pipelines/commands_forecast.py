@@ -105,11 +105,14 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Seed of the held-out split."),
     noise_sigma: float | None = typer.Option(
         None, "--noise-sigma", help="Noise floor sigma; default: meta.json beside the history."),
+    extra_history: list[Path] = typer.Option(
+        [], "--extra-history", help="More training history (e.g. real runs): joins every "
+        "training fit, never the held-out evaluation. Repeatable."),
 ) -> None:
     """Evaluate on a held-out split, print the report, then fit on all jobs and save."""
     from rich.console import Console
 
-    from forecasting.evaluate import evaluate, print_report, to_markdown
+    from forecasting.evaluate import evaluate, join_histories, print_report, to_markdown
     from forecasting.history import load_quant_history, load_training_history
     from forecasting.quantization import QuantizationCostEstimator
     from forecasting.store import save_estimators
@@ -117,15 +120,19 @@ def train(
 
     with input_errors():
         hist = load_training_history(history)
+        extra = [load_training_history(p) for p in extra_history]
         quant = load_quant_history(quantization) if quantization else None
         floor = _noise_floor(history, noise_sigma)
-    rep = evaluate(hist, quant, test_fraction=test_fraction, seed=seed, noise_floor=floor)
+    more = join_histories(*extra) if extra else None
+    rep = evaluate(hist, quant, test_fraction=test_fraction, seed=seed, noise_floor=floor,
+                   extra_training=more)
     print_report(rep, Console())
-    X, g, y = hist
+    X, g, y = join_histories(hist, more)
     estimators = {"training": TrainingCostEstimator().fit(X, y, gpus=g),
                   "baseline": PowerLawBaseline().fit(X, y, gpus=g)}
-    info = {"training": {"history": str(history), "jobs": len(y)},
-            "baseline": {"history": str(history), "jobs": len(y)}}
+    source = ", ".join(str(p) for p in [history, *extra_history])
+    info = {"training": {"history": source, "jobs": len(y)},
+            "baseline": {"history": source, "jobs": len(y)}}
     if quant is not None:
         Xq, gq, yq = quant
         estimators["quantization"] = QuantizationCostEstimator().fit(Xq, yq, gpus=gq)

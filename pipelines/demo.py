@@ -58,6 +58,12 @@ def traffic_end(path: Path) -> str:
     return (stamps.max().floor("h") + pd.Timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def extra_history() -> list[str]:
+    """The real fine-tuning runs that join the synthetic history (see docs/estimators.md)."""
+    real = Path("data/finetune_runs/calibration_history.csv")
+    return ["--extra-history", str(real)] if real.exists() else []
+
+
 def plan_steps(out: Path, full: bool) -> list[Step]:
     """The commands, in order; inputs that are missing are generated first."""
     steps: list[Step] = []
@@ -73,6 +79,7 @@ def plan_steps(out: Path, full: bool) -> list[Step]:
     steps.append(Step("train the estimators (training cost, quantization cost)",
                       ["train", str(history), "--quantization",
                        str(HISTORY / "quantization.csv"), "--models", str(models),
+                       *extra_history(),
                        "--report", str(out / "train" / "evaluation.md")]))
     scored = out / "queue" / "scored.csv"
     steps.append(Step("score the queued jobs", ["score", str(queue), "--out", str(scored),

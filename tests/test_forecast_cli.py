@@ -7,12 +7,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from forecasting.evaluate import join_histories
 from forecasting.history import load_training_history, read_table
 from forecasting.quantization import QuantizationCostEstimator
 from forecasting.store import load_estimators
 from forecasting.training import TrainingCostEstimator
 from pipelines import tracking
 from tests.forecast_fixtures import HISTORY, MODELS, QUEUE, forecast_app
+
+REAL_RUNS = HISTORY.parent / "finetune_runs" / "calibration_history.csv"
 
 runner = CliRunner()
 
@@ -106,7 +109,8 @@ def test_train_on_a_bad_history_exits_2_naming_file_job_and_field(small, tmp_pat
 
 @pytest.mark.slow
 def test_bundled_models_are_what_train_fits_on_the_bundled_history():
-    X, g, y = load_training_history(HISTORY / "training.csv")
+    X, g, y = join_histories(load_training_history(HISTORY / "training.csv"),
+                             load_training_history(REAL_RUNS))
     hist = pd.read_csv(HISTORY / "quantization.csv")
     bundled = load_estimators(MODELS)
     queue = read_table(QUEUE)

@@ -1,0 +1,138 @@
+"""The tables that chose the training-cost estimator: `python -m forecasting.compare`.
+
+Three candidates, on the same held-out split of the bundled history and on the real
+fine-tuning runs (forecasting.real_runs):
+- `ideal+trees`: LightGBM over the ideal hours at 100% of the peak (the estimator
+  before the physics prior);
+- `prior`: the physics prior alone (forecasting.prior), its level fitted on the history;
+- `prior+trees`: LightGBM on the log-residual over the prior (the estimator now).
+Each is fitted on the bundled (synthetic) history, on it plus the calibration half of
+the real runs (what `models/` is fitted on), and on the calibration runs alone (a
+team's own small history); the report half of the real runs is scored. The learning curve fits on the first 50, 200 and 1000 jobs of the bundled
+history's fit part and scores its held-out part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecasting.evaluate import join_histories, split_index
+from forecasting.history import clean_training, load_training_history
+from forecasting.real_runs import ratio_summary, real_runs
+from forecasting.training import TrainingCostEstimator
+
+CANDIDATES = {
+    "ideal+trees": {"prior": "ideal", "residual": True},
+    "prior": {"prior": "physics", "residual": False},
+    "prior+trees": {"prior": "physics", "residual": True},
+}
+CURVE_SIZES = (50, 200, 1000)
+
+
+def _fit(name: str, X, y, g) -> TrainingCostEstimator:
+    return TrainingCostEstimator(**CANDIDATES[name]).fit(X, y, gpus=g)
+
+
+def _scores(est, X, y, g) -> dict:
+    """As `gpuplan train`'s evaluation: GPU counts from the memory model, not given."""
+    e = est.estimate(X)
+    r = e["gpu_hours_p50"].to_numpy() / y
+    return {"mdape": float(np.median(np.abs(r - 1.0))),
+            "within_2x": float(np.mean((r >= 0.5) & (r <= 2.0))),
+            "median_ratio": float(np.median(r)),
+            "p90_coverage": float(np.mean(y <= e["gpu_hours_p90"].to_numpy()))}
+
+
+def _calibration_history() -> tuple:
+    runs = real_runs()
+    cal = runs[runs.split == "calibration"]
+    return clean_training(cal), cal.gpus.to_numpy(), cal.gpu_hours.to_numpy()
+
+
+def synthetic_table(history: Path, test_fraction: float = 0.25, seed: int = 0) -> pd.DataFrame:
+    X, g, y = load_training_history(history)
+    fit, test = split_index(len(y), test_fraction, seed)
+    own = (X.iloc[fit], g[fit], y[fit])
+    fits = {"bundled history": own,
+            "bundled + calibration runs": join_histories(own, _calibration_history())}
+    rows = []
+    for hist_name, (Xf, gf, yf) in fits.items():
+        for name in CANDIDATES:
+            est = _fit(name, Xf, yf, gf)
+            rows.append({"model": name, "fitted on": hist_name,
+                         **_scores(est, X.iloc[test], y[test], g[test])})
+    return pd.DataFrame(rows)
+
+
+def real_table(history: Path) -> pd.DataFrame:
+    """Each candidate on the report runs, fitted on the bundled history or on the
+    calibration runs; per source and overall."""
+    runs = real_runs()
+    rep = runs[runs.split == "report"]
+    bundled = load_training_history(history)
+    cal = _calibration_history()
+    fits = {"bundled history": bundled,
+            "bundled + calibration runs": join_histories(bundled, cal),
+            "calibration runs": cal}
+    rows = []
+    for hist_name, (X, g, y) in fits.items():
+        for name in CANDIDATES:
+            est = _fit(name, X, y, g)
+            pred = est.predict(clean_training(rep).assign(gpus=rep.gpus.to_numpy()))
+            groups = [(s, (rep.source == s).to_numpy()) for s in sorted(rep.source.unique())]
+            for src, m in [*groups, ("all report runs", np.ones(len(rep), bool))]:
+                rows.append({"model": name, "fitted on": hist_name, "report runs": src,
+                             **ratio_summary(pred[m], rep.gpu_hours.to_numpy()[m])})
+    return pd.DataFrame(rows)
+
+
+def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) -> pd.DataFrame:
+    X, g, y = load_training_history(history)
+    fit, test = split_index(len(y), test_fraction, seed)
+    rows = []
+    for n in CURVE_SIZES:
+        part = fit[:n]
+        for name in ("prior", "prior+trees"):
+            est = _fit(name, X.iloc[part], y[part], g[part])
+            rows.append({"history rows": n, "model": name,
+                         **_scores(est, X.iloc[test], y[test], g[test])})
+    return pd.DataFrame(rows)
+
+
+def markdown(df: pd.DataFrame) -> str:
+    out = df.copy()
+    for col in out.columns:
+        if col in ("within_2x", "p90_coverage"):
+            out[col] = out[col].map(lambda v: f"{100 * v:.1f}%")
+        elif out[col].dtype.kind == "f":
+            out[col] = out[col].map(lambda v: f"{v:.3f}")
+    lines = ["| " + " | ".join(out.columns) + " |", "|" + "---|" * len(out.columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in out.to_numpy()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m forecasting.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--history", type=Path, default=Path("data/history/training.csv"))
+    ap.add_argument("--only", choices=("synthetic", "real", "curve"), default=None)
+    args = ap.parse_args(argv)
+    parts = {"synthetic": ("Held-out split of the bundled history (25%, seed 0)",
+                           synthetic_table),
+             "real": ("Report half of the real runs", real_table),
+             "curve": ("Learning curve: the history's first n jobs, held-out split",
+                       learning_curve)}
+    for key, (title, fn) in parts.items():
+        if args.only in (None, key):
+            print(f"### {title}\n\n{markdown(fn(args.history))}\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
