@@ -5,8 +5,8 @@ a cluster with other GPUs adds its own rows in a CSV of the same columns, named
 by the environment variable GPUPLAN_GPU_CATALOG (its rows extend the bundled ones
 and replace a bundled type of the same name). Users write GPU types many ways
 (H100, h100-sxm, A100-80G, NVIDIA A100-SXM4-80GB), so every spelling is reduced
-to a key (upper case, letters and digits only, without vendor, SXM/PCIe form
-factor or a trailing B of GB) and looked up among each type's name and aliases.
+to a key (upper case, letters and digits only, without vendor, the SXM form
+factor or a trailing B of GB; PCIe and NVL parts are other types) and looked up among each type's name and aliases.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def spelling_key(name: str) -> str:
     """One key for the many spellings of a GPU type."""
     s = re.sub(r"[^A-Z0-9]", "", str(name).upper())
     s = re.sub(r"^(NVIDIA|AMD|TESLA|GEFORCE)+", "", s)
-    s = re.sub(r"SXM\d?|PCIE|NVLINK", "", s)
+    s = re.sub(r"SXM\d?", "", s)
     return re.sub(r"(\d+)GB?$", r"\1G", s)
 
 
@@ -78,16 +78,18 @@ def load_catalog(extra: str | Path | None = None) -> tuple[dict[str, GPU], dict[
     extra = extra if extra is not None else os.environ.get(ENV) or None
     frames = [read_catalog(BUNDLED)] + ([read_catalog(extra)] if extra else [])
     gpus: dict[str, GPU] = {}
-    keys: dict[str, str] = {}
+    names: dict[str, str] = {}
+    aliases: dict[str, str] = {}
     for df in frames:
         for row in df.itertuples(index=False):
             name = str(row.gpu_type).strip()
             gpus[name] = GPU(float(row.memory_gb), float(row.bf16_tflops),
                              float(row.fp8_tflops))
-            for spelling in [name, *str(row.aliases).split("|")]:
+            names[spelling_key(name)] = name
+            for spelling in str(row.aliases).split("|"):
                 if spelling.strip():
-                    keys[spelling_key(spelling)] = name
-    return gpus, keys
+                    aliases[spelling_key(spelling)] = name
+    return gpus, aliases | names  # a type's own name wins over another's alias
 
 
 GPUS, SPELLINGS = load_catalog()

@@ -206,6 +206,7 @@ def memory_fixes(df: pd.DataFrame, scale: float = 1.0) -> list[str]:
                 fixes.append(f"{what} ({g} GPU{'s' if g > 1 else ''})")
         hint = "; fits with " + ", or ".join(fixes) if fixes else \
             "; no single change makes it fit: shorten seq_len or combine the changes above"
-        lines.append(f"needs {need[i]:.0f} GB per GPU even on {MAX_GPUS} GPUs, "
+        lines.append(f"does not fit in memory on any power of two up to {MAX_GPUS} GPUs: "
+                     f"needs {need[i]:.0f} GB per GPU even on {MAX_GPUS}, "
                      f"{usable[i]:.0f} GB usable on a {row['gpu_type'].iloc[0]}{hint}")
     return lines

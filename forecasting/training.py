@@ -137,10 +137,8 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         return fits
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, gpus=None, sample_weight=None):
-        """Fit on a job history: X the 22 features, y GPU-hours, gpus the counts used
-        (sample_weight: how much each job counts, e.g. a team's own runs over a
-        generated history)."""
+    def fit(self, X, y, gpus=None):
+        """Fit on a job history: X the 22 features, y GPU-hours, gpus the counts used."""
         self.job_frame_ = is_job_frame(X)
         if self.job_frame_:
             frame = self._frame(X, reset=True)
@@ -167,10 +165,8 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         self.n_fit_ = len(target)
         self.level_ = float(np.median(target))  # the prior alone: its level, fitted
         self.upper_level_ = float(np.quantile(target, self.quantile))
-        w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        self.median_ = self._lgbm(objective="regression").fit(design, target, sample_weight=w)
-        self.upper_ = self._lgbm(objective="quantile", alpha=self.quantile).fit(
-            design, target, sample_weight=w)
+        self.median_ = self._lgbm(objective="regression").fit(design, target)
+        self.upper_ = self._lgbm(objective="quantile", alpha=self.quantile).fit(design, target)
         self.upper_shift_ = self._upper_shift(design, target)
         return self
 

@@ -57,7 +57,7 @@ BAD = [
     ("arrival_step", "-1", "whole number >= 0"),
     ("gpus", "3", "power of two"),
     ("params_b", "abc", "not a finite number"),
-    ("gpu_type", "V100", "must be one of"),
+    ("gpu_type", "TPU-v5e", "unknown GPU type; known: A10-24GB, A100-40GB"),
 ]
 
 
