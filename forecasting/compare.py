@@ -8,8 +8,9 @@ fine-tuning runs (forecasting.real_runs):
 - `prior+trees`: LightGBM on the log-residual over the prior (the estimator now).
 Each is fitted on the bundled (synthetic) history, on it plus the calibration half of
 the real runs (what `models/` is fitted on), and on the calibration runs alone (a
-team's own small history); the report half of the real runs is scored. The learning curve fits on the first 50, 200 and 1000 jobs of the bundled
-history's fit part and scores its held-out part.
+team's own small history); the report half of the real runs is scored. The learning
+curve fits on the first 50, 200 and 1000 jobs of the bundled history's fit part and
+scores its held-out part.
 """
 
 from __future__ import annotations

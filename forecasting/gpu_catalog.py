@@ -6,7 +6,8 @@ by the environment variable GPUPLAN_GPU_CATALOG (its rows extend the bundled one
 and replace a bundled type of the same name). Users write GPU types many ways
 (H100, h100-sxm, A100-80G, NVIDIA A100-SXM4-80GB), so every spelling is reduced
 to a key (upper case, letters and digits only, without vendor, the SXM form
-factor or a trailing B of GB; PCIe and NVL parts are other types) and looked up among each type's name and aliases.
+factor or a trailing B of GB; PCIe and NVL parts are other types) and looked up
+among each type's name and aliases.
 """
 
 from __future__ import annotations

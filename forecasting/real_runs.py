@@ -199,9 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         print(calibrate(runs[runs.split == "calibration"]))
         return 0
     if args.write:
-        from pipelines.atomic import atomic_path
-
         from forecasting.columns import TRAINING_FEATURES
+        from pipelines.atomic import atomic_path
 
         with atomic_path(RUNS_OUT) as tmp:
             runs.to_csv(tmp, index=False)
