@@ -195,18 +195,64 @@ def memory_fixes(df: pd.DataFrame, scale: float = 1.0) -> list[str]:
                           lora.assign(precision="int4")))
         elif str(row["precision"].iloc[0]) != "int4":
             tries.append(("precision int4 (QLoRA)", row.assign(precision="int4")))
-        bigger = sorted((g for g, v in GPUS.items()
-                         if v.memory_gb > GPUS[str(row["gpu_type"].iloc[0])].memory_gb),
-                        key=lambda g: GPUS[g].memory_gb)
-        tries += [(f"gpu_type {g}", row.assign(gpu_type=g)) for g in bigger[:1]]
         fixes = []
         for what, alt in tries:
             g = int(fitting_gpus(alt, scale)[0])
             if g:
                 fixes.append(f"{what} ({g} GPU{'s' if g > 1 else ''})")
+        own = GPUS[str(row["gpu_type"].iloc[0])].memory_gb
+        bigger = sorted((g for g, v in GPUS.items() if v.memory_gb > own),
+                        key=lambda g: GPUS[g].memory_gb)
+        for g_type in bigger:  # the smallest larger GPU that holds the job as it is
+            g = int(fitting_gpus(row.assign(gpu_type=g_type), scale)[0])
+            if g:
+                fixes.append(f"gpu_type {g_type} ({g} GPU{'s' if g > 1 else ''})")
+                break
+        if not fixes:  # no single change: the changes together, on this GPU or larger
+            fixes += _combined(row, [what for what, _ in tries], bigger, scale)
         hint = "; fits with " + ", or ".join(fixes) if fixes else \
-            "; no single change makes it fit: shorten seq_len or combine the changes above"
+            "; no change tried makes it fit: shorten seq_len"
         lines.append(f"does not fit in memory on any power of two up to {MAX_GPUS} GPUs: "
                      f"needs {need[i]:.0f} GB per GPU even on {MAX_GPUS}, "
                      f"{usable[i]:.0f} GB usable on a {row['gpu_type'].iloc[0]}{hint}")
     return lines
+
+
+def _apply(row: pd.DataFrame, what: str) -> pd.DataFrame:
+    """A memory_fixes change, by its description, applied to `row`."""
+    words = what.split()
+    if words[0] == "gpu_type":
+        return row.assign(gpu_type=words[1])
+    if words[0] == "variant":
+        kind = words[1].split("-", 1)[1]
+        row = row.assign(variant=f"lora-{kind}", lora_rank=16, lora_targets=7)
+        return row.assign(precision="int4") if "int4" in what else row
+    if words[0] == "precision":
+        return row.assign(precision="int4")
+    if words[0] == "optimizer":
+        return row.assign(optimizer=words[1])
+    return row.assign(**{words[0]: int(words[1])})
+
+
+def _combined(row: pd.DataFrame, changes: list[str], bigger: list[str],
+              scale: float) -> list[str]:
+    """The first prefix of `changes` that fits, on the row's GPU or the next larger."""
+    for g_type in [str(row["gpu_type"].iloc[0]), *bigger]:
+        alt = row.assign(gpu_type=g_type)
+        used = [] if g_type == str(row["gpu_type"].iloc[0]) else [f"gpu_type {g_type}"]
+        for what in changes:
+            alt, used = _apply(alt, what), [*used, what]
+            if fitting_gpus(alt, scale)[0]:
+                for extra in [u for u in used if not u.startswith("gpu_type")]:
+                    fewer = [u for u in used if u != extra]  # drop what is not needed
+                    if fitting_gpus(_apply_all(row, fewer), scale)[0]:
+                        used = fewer
+                g = int(fitting_gpus(_apply_all(row, used), scale)[0])
+                return [f"{' and '.join(used)} ({g} GPU{'s' if g > 1 else ''})"]
+    return []
+
+
+def _apply_all(row: pd.DataFrame, changes: list[str]) -> pd.DataFrame:
+    for what in changes:
+        row = _apply(row, what)
+    return row
