@@ -92,6 +92,33 @@ def real_table(history: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+EXTRAPOLATIONS = {
+    "models >= 30B, fitted on <= 14B": (lambda X: X["params_b"] <= 14,
+                                        lambda X: X["params_b"] >= 30),
+    "H200 and L40S, fitted on A100 and H100": (
+        lambda X: X["gpu_type"].isin(["A100-40GB", "A100-80GB", "H100-80GB"]),
+        lambda X: X["gpu_type"].isin(["H200-141GB", "L40S-48GB"])),
+    "packed jobs, fitted on unpacked": (lambda X: X["packing"] == 0,
+                                        lambda X: X["packing"] == 1),
+}
+
+
+def extrapolation_table(history: Path, test_fraction: float = 0.25, seed: int = 0
+                        ) -> pd.DataFrame:
+    """Fit on the fit part restricted to one region, score the held-out jobs outside it."""
+    X, g, y = load_training_history(history)
+    fit, test = split_index(len(y), test_fraction, seed)
+    rows = []
+    for case, (inside, outside) in EXTRAPOLATIONS.items():
+        f = fit[inside(X.iloc[fit]).to_numpy()]
+        t = test[outside(X.iloc[test]).to_numpy()]
+        for name in CANDIDATES:
+            est = _fit(name, X.iloc[f], y[f], g[f])
+            rows.append({"held-out jobs": case, "fit jobs": len(f), "scored": len(t),
+                         "model": name, **_scores(est, X.iloc[t], y[t], g[t])})
+    return pd.DataFrame(rows)
+
+
 def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) -> pd.DataFrame:
     X, g, y = load_training_history(history)
     fit, test = split_index(len(y), test_fraction, seed)
@@ -121,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m forecasting.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--history", type=Path, default=Path("data/history/training.csv"))
-    ap.add_argument("--only", choices=("synthetic", "real", "curve"), default=None)
+    ap.add_argument("--only", choices=("synthetic", "extrapolation", "real", "curve"),
+                    default=None)
     args = ap.parse_args(argv)
     parts = {"synthetic": ("Held-out split of the bundled history (25%, seed 0)",
                            synthetic_table),
+             "extrapolation": ("Outside the history: held-out jobs unlike any fitted one",
+                               extrapolation_table),
              "real": ("Report half of the real runs", real_table),
              "curve": ("Learning curve: the history's first n jobs, held-out split",
                        learning_curve)}

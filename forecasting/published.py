@@ -26,3 +26,46 @@ def published_frame() -> pd.DataFrame:
              "calibration_samples": 128, "calibration_seq_len": L, "gpu_hours": h}
             for s, p, a, g, n, L, h in PUBLISHED_TIMINGS]
     return pd.DataFrame(rows)
+
+
+# Published vLLM output throughputs (tokens/s, one GPU, bf16), as collected on
+# https://www.morphllm.com/vllm-benchmarks (third-party benchmarks of 2025-2026). A
+# job of 1,000 requests x 1,000 output tokens and no prompt at that rate is the
+# fastest the published run allows; the reservation (p90) must not fall below it.
+# The page's Llama 3.1 70B on one H100 ran FP8 weights, which the batch-inference
+# columns cannot state (no precision), so it is not checked.
+PUBLISHED_BATCH = (
+    # (source, params_b, gpu_type, output tokens/s)
+    ("Llama 3.1 8B (bf16), 1x H100 80GB: ~12,500 tok/s", 8.03, "H100-80GB", 12500.0),
+    ("DeepSeek-R1-Distill-Qwen-7B, 1x A100 80GB: 3,363 tok/s", 7.62, "A100-80GB", 3363.0),
+    ("DeepSeek-R1-Distill-Qwen-14B, 1x A100 80GB: 3,004 tok/s", 14.77, "A100-80GB", 3004.0),
+    ("DeepSeek-R1-Distill-Qwen-32B, 1x A100 80GB: 577 tok/s", 32.76, "A100-80GB", 577.0),
+)
+BATCH_REQUESTS, BATCH_OUTPUT_TOKENS = 1000, 1000
+
+
+def published_batch_frame() -> pd.DataFrame:
+    """The throughputs as batch-inference rows on one GPU, with the published GPU-hours."""
+    return pd.DataFrame([
+        {"source": s, "params_b": p, "gpu_type": g, "gpus": 1, "requests": BATCH_REQUESTS,
+         "avg_input_tokens": 0, "avg_output_tokens": BATCH_OUTPUT_TOKENS,
+         "gpu_hours": BATCH_REQUESTS * BATCH_OUTPUT_TOKENS / rate / 3600.0}
+        for s, p, g, rate in PUBLISHED_BATCH])
+
+
+def batch_table() -> pd.DataFrame:
+    """Published batch-inference GPU-hours against the estimate (`python -m
+    forecasting.published`)."""
+    from forecasting.batch_inference import estimate_batch
+
+    df = published_batch_frame()
+    e = estimate_batch(df)
+    return pd.DataFrame({"source": df["source"], "published_gpu_h": df["gpu_hours"].round(3),
+                         "p50_gpu_h": e["gpu_hours_p50"].round(3),
+                         "reserved_p90_gpu_h": e["gpu_hours_p90"].round(3)})
+
+
+if __name__ == "__main__":
+    from forecasting.compare import markdown
+
+    print(markdown(batch_table()))

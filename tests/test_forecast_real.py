@@ -12,6 +12,7 @@ from forecasting import gpu_catalog
 from forecasting.history import clean_training
 from forecasting.memory import fitting_gpus, memory_fixes, min_training_gpus
 from forecasting.prior import prior_log_hours
+from forecasting.published import PUBLISHED_BATCH, batch_table
 from forecasting.real_runs import as_queue, ratio_summary, real_runs
 from forecasting.scoring import score_queue_full
 from forecasting.store import load_estimators
@@ -158,3 +159,9 @@ def test_the_report_runs_are_not_in_the_calibration_history():
     runs = real_runs()
     assert set(cal["id"]) == set(runs.loc[runs["split"] == "calibration", "id"])
     assert not set(cal["id"]) & set(runs.loc[runs["split"] == "report", "id"])
+
+
+@pytest.mark.parametrize("source", [row[0] for row in PUBLISHED_BATCH])
+def test_no_batch_inference_reservation_below_a_published_throughput(source):
+    row = batch_table().set_index("source").loc[source]
+    assert row["reserved_p90_gpu_h"] >= row["published_gpu_h"], source
