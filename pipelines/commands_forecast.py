@@ -167,7 +167,7 @@ def score(
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
     from forecasting.history import read_table
-    from forecasting.scoring import score_queue
+    from forecasting.scoring import score_queue_full
     from pipelines import tracking
 
     start = time.perf_counter()
@@ -179,11 +179,12 @@ def score(
         estimators, refs = tracking.load_estimators(models)  # registry @champion, else models/
     with input_errors(str(queue)):
         df = read_table(queue, as_text=True)
-        scored, bad = score_queue(df, estimators, step_minutes=step_minutes,
+        result = score_queue_full(df, estimators, step_minutes=step_minutes,
                                   duration_from=duration_from)
+    scored, bad = result.scored, result.rejects
     rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     _write_table(scored, out)
-    _write_table(bad, rejects)
+    _write_table(result.report(), rejects)  # rejects, then warnings (column `level`)
     seconds = time.perf_counter() - start
     print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
     if len(bad):
@@ -193,10 +194,14 @@ def score(
             print(f"  {who}: field {r.field!r}: {r.reason}", file=sys.stderr)
         if len(bad) > MAX_LISTED_REJECTS:
             print(f"  ... and {len(bad) - MAX_LISTED_REJECTS} more", file=sys.stderr)
+    if len(result.warnings):
+        print(f"scored with warnings {len(result.warnings)} -> {rejects}", file=sys.stderr)
+        for r in result.warnings.head(MAX_LISTED_REJECTS).itertuples(index=False):
+            print(f"  {r.id or f'row {r.row}'}: {r.reason}", file=sys.stderr)
     print("estimators: " + ", ".join(f"{k} {r.uri} ({r.source})" for k, r in refs.items()))
     tracking.log_scoring(
         params={"queue": str(queue), "step_minutes": step_minutes,
                 "duration_from": duration_from, "models_dir": str(models), "caller": "score"},
         metrics={"jobs": len(df), "scored": len(scored), "rejected": len(bad),
-                 "seconds": seconds},
+                 "warned": len(result.warnings), "seconds": seconds},
         refs=refs, artifacts=[out, rejects])
