@@ -1,12 +1,17 @@
-"""Training-cost estimator: LightGBM on log GPU-hours, plus a size-only baseline.
+"""Training-cost estimator: LightGBM on the log-residual over a physics prior, plus a
+size-only baseline.
 
-The trees learn what the FLOPs rule does not know (MFU by variant, GPU and
-settings; generation in RL; start-up): they fit log(GPU-hours) minus the log of
-the ideal hours at the bf16 peak under C ~ 6 N D (Kaplan et al.), with `variant`
-and the other string features as native categoricals. The median comes from an
-L2 fit on logs (log-normal noise is symmetric there), the upper quantile from
-LightGBM's quantile objective. The GPU count is the memory formula of
-forecasting.memory, with one scale factor calibrated on the observed counts.
+The prior (forecasting.prior: FLOPs over the GPU's peak times a prior MFU, plus
+per-step costs) carries what physics knows, so that a job outside the history (a
+new size, packing, a GPU type never seen) degrades to it gracefully; the trees fit
+log(GPU-hours) minus the prior's log (LightGBM's init_score in all but name), with
+`variant` and the other string features as native categoricals. `prior="ideal"`
+is the estimator before the prior (the ideal hours at the bf16 peak under 6ND as
+the offset), `residual=False` the prior alone with its level fitted. The median
+comes from an L2 fit on logs (log-normal noise is symmetric there), the upper
+quantile from LightGBM's quantile objective. The GPU count is the row's own, else
+the memory formula of forecasting.memory, with one scale factor calibrated on the
+observed counts.
 
 Given a numeric array instead of a job DataFrame, the estimator fits the same two
 LightGBM models on the columns as they are: that is what sklearn's conformance
