@@ -160,6 +160,15 @@ def fitting_gpus(df: pd.DataFrame, scale: float | np.ndarray = 1.0) -> np.ndarra
     return gpus
 
 
+def smallest_any_layout(df: pd.DataFrame, scale: float = 1.0) -> np.ndarray:
+    """The fewest GPUs holding each job in either layout (0: none up to MAX_GPUS)."""
+    zero = min_training_gpus(df, scale)
+    split = layered_gpus(df, scale)
+    both = np.where(zero > 0, zero, MAX_GPUS + 1)
+    both = np.minimum(both, np.where(split > 0, split, MAX_GPUS + 1))
+    return np.where(both <= MAX_GPUS, both, 0).astype(np.int64)
+
+
 def per_gpu_gb(df: pd.DataFrame, gpus: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """GB each GPU needs on `gpus` GPUs: the better of the ZeRO and layer-split layouts."""
     rep, shard = training_memory_gb(df)

@@ -31,7 +31,13 @@ from forecasting.history import (
     training_problems,
     with_canonical_gpus,
 )
-from forecasting.memory import MAX_GPUS, fitting_gpus, memory_fixes, per_gpu_gb, usable_gb
+from forecasting.memory import (
+    MAX_GPUS,
+    memory_fixes,
+    per_gpu_gb,
+    smallest_any_layout,
+    usable_gb,
+)
 
 KIND_COLUMNS = {"training": TRAINING_FEATURES, "quantization": QUANT_FEATURES,
                 "batch_inference": BATCH_FEATURES}
@@ -177,17 +183,19 @@ def _too_few_gpus(part: pd.DataFrame, rows: np.ndarray, scale: float):
         return [], []
     asked = pd.to_numeric(part["gpus"], errors="coerce").fillna(0).to_numpy()
     frame = clean_training(part)
-    need = fitting_gpus(frame, scale)
-    short = (asked > 0) & ((need == 0) | (need > asked))
+    usable = usable_gb(frame["gpu_type"])
+    # Too few: the stated count holds the job in neither layout (ZeRO, layer split).
+    short = (asked > 0) & (per_gpu_gb(frame, np.maximum(asked, 1), scale) > usable)
     if not short.any():
         return [], []
     sub = frame[short]
+    need = smallest_any_layout(sub, scale)
     gb = per_gpu_gb(sub, asked[short], scale)
-    usable = usable_gb(sub["gpu_type"])
+    usable = usable[short]
     text = [f"asks for {int(a)} GPU{'s' if a > 1 else ''}, the memory model needs "
             f"{'more than ' + str(MAX_GPUS) if n == 0 else int(n)} ({gb_:.0f} GB per GPU on "
             f"{int(a)}, {u:.0f} GB usable on a {t}); scored with {int(a)} as asked"
-            for a, n, gb_, u, t in zip(asked[short], need[short], gb, usable,
+            for a, n, gb_, u, t in zip(asked[short], need, gb, usable,
                                        sub["gpu_type"], strict=True)]
     return list(rows[short]), text
 
