@@ -46,10 +46,10 @@ def test_full_7b_at_zero_0_does_not_fit_one_a100_by_zero_layout_but_is_scored(es
 
 
 def test_a_stated_gpu_count_is_kept_with_a_warning_when_memory_says_too_few(estimators):
-    result = score_queue_full(queue({**FULL_7B, "gpus": 1}, {**job(), "gpus": 4}),
-                              estimators)
+    result = score_queue_full(queue({**FULL_7B, "gpus": 1}, {**job(), "gpus": 4},
+                                    {**FULL_7B, "gpus": 2}), estimators)
     assert result.rejects.empty
-    assert result.scored["gpus"].astype(int).tolist() == [1, 4]
+    assert result.scored["gpus"].astype(int).tolist() == [1, 4, 2]  # 2 hold it split
     assert result.warnings["id"].tolist() == ["j0"]
     line = result.warnings["reason"].iloc[0]
     assert "asks for 1 GPU" in line and "GB per GPU on 1" in line and "A100-80GB" in line
