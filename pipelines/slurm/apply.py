@@ -10,6 +10,7 @@ never touched: gpuplan does not cancel, requeue or move running work.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ class Action:
     argv: tuple[str, ...]  # the scontrol arguments
 
     def line(self) -> str:
-        return "scontrol " + " ".join(self.argv)
+        return shlex.join(("scontrol", *self.argv))
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,16 @@ def nodes_for(first_gpu: int, gpus: int, nodes: list[str], node_size: int) -> li
 
 
 def _when(ts: float) -> str:
-    return pd.Timestamp(ts, unit="s", tz="UTC").tz_convert(None).strftime("%Y-%m-%dT%H:%M:%S")
+    """Epoch seconds -> scontrol's time syntax, which is the machine's local time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def _epoch(text: str) -> float:
+    """scontrol's local `2026-11-30T18:00:00` -> epoch seconds (0 when not a time)."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return 0.0
 
 
 def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
@@ -192,8 +202,7 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
                    durations.get(r["id"], 1) * plan.step_minutes)
         have = reservations.get(name)
         if have is not None:
-            have_begin = pd.Timestamp(have.get("StartTime", "")).tz_localize("UTC").timestamp() \
-                if have.get("StartTime") else 0.0
+            have_begin = _epoch(have.get("StartTime", ""))
             if (set(_expand(have.get("Nodes", ""))) == set(want)
                     and (abs(have_begin - begin) <= SLACK_S or have_begin <= now)):
                 if job.reservation != name:
