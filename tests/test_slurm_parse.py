@@ -83,7 +83,7 @@ def test_snapshot_packs_running_jobs_and_maps_gpus_to_nodes_in_name_order():
     running = {j["id"]: j for j in snap.running["jobs"]}
     assert set(running) == {"7", "9"}
     blocks = sorted((j["first_gpu"], j["gpus"]) for j in running.values())
-    assert all(8 <= b and b % k == 0 for b, k in blocks)  # on vm = node 1: GPUs 8-15
+    assert all(b >= 8 and b % k == 0 for b, k in blocks)  # on vm = node 1: GPUs 8-15
     assert blocks[0][0] + blocks[0][1] <= blocks[1][0]
     queue = snap.queue.set_index("id")
     assert list(queue.index) == ["8", "10", "11", "12", "13"]
@@ -136,3 +136,19 @@ def test_cli_bad_squeue_is_one_line_exit_2_and_nothing_written(tmp_path):
     assert done.stderr.strip().count("\n") == 0
     assert "job '3'" in done.stderr and "field 'job_state'" in done.stderr
     assert not out.exists()
+
+
+def test_squeue_reporting_an_error_is_refused_not_read_as_an_empty_queue():
+    with pytest.raises(InputError) as err:
+        parse_squeue(text("squeue-22.05-unreachable.json"))
+    assert err.value.field == "errors" and "slurm_load_jobs" in err.value.message
+
+
+def test_slurm_commands_missing_is_one_line_exit_1(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "slurm", "snapshot",
+                           "--out-dir", str(tmp_path / "out")], capture_output=True, text=True,
+                          check=False, env={"PATH": "/usr/bin:/bin",
+                                            "GPUPLAN_SLURM_BIN": str(tmp_path / "none")})
+    assert done.returncode == 1
+    assert done.stderr.startswith("gpuplan: error: squeue --json: ")
+    assert done.stderr.strip().count("\n") == 0 and not (tmp_path / "out").exists()

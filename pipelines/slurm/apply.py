@@ -133,7 +133,7 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
                  reservations: dict[str, dict[str, str]], now: float
                  ) -> tuple[list[Action], list[str]]:
     """(the actions that make Slurm match the plan's committed hour, notes on what is left)."""
-    gpu_nodes = [n for n in nodes if n.gpus > 0]
+    gpu_nodes = sorted((n for n in nodes if n.gpus > 0), key=lambda n: n.name)
     if not gpu_nodes:
         raise InputError("no node has GPUs", field="gres")
     size = gpu_nodes[0].gpus

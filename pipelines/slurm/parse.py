@@ -183,6 +183,11 @@ def _load(text: str, what: str) -> dict:
         raise InputError(f"{what} is not valid JSON: {err}") from None
     if not isinstance(doc, dict):
         raise InputError(f"{what}: expected a JSON object")
+    errors = doc.get("errors") or []
+    if errors:  # e.g. the controller did not answer: the lists beside it are empty, not true
+        first = errors[0] if isinstance(errors[0], dict) else {"description": str(errors[0])}
+        raise InputError(f"{what} reports an error: {first.get('description') or first}"
+                         f" ({first.get('source', '?')})", field="errors")
     return doc
 
 
