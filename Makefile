@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(JOBS) -q
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
