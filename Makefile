@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q
+	$(BIN)/python -m pytest -n $(JOBS) -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

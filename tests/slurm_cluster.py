@@ -1,4 +1,6 @@
-"""A real Slurm for the tests: scripts/slurm-up under a temporary directory, once per session.
+"""A real Slurm for the tests: scripts/slurm-up under a temporary directory, once per session
+(under pytest-xdist, once per worker that runs a Slurm test: each cluster is private to its
+base directory, ports and munge socket, so two can run side by side).
 
 Where Slurm cannot run (packages missing, not root) the tests that need it skip with one line
 saying so; under CI (CI=true) that is a failure instead, since CI installs the packages.
@@ -96,7 +98,10 @@ def start_cluster() -> SlurmCluster:
                           timeout=180, check=False)
     if done.returncode != 0:
         subprocess.run([str(SCRIPT), "--down", str(base)], env=env, check=False, timeout=120)
-        pytest.fail(f"scripts/slurm-up failed: {done.stderr.strip()[-500:]}")
+        logs = base / "log"
+        tail = "".join(p.read_text(errors="replace")[-300:] for p in sorted(logs.glob("*")))
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f"scripts/slurm-up failed: {done.stderr.strip()[-300:]}\n{tail}")
     env["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
     env["GPUPLAN_TRACKING"] = "off"
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True,

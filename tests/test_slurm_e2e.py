@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+pytestmark = pytest.mark.slow
 
 FEATURES = {"kind": "training", "priority": 5, "variant": "lora-sft", "params_b": 7.0,
             "active_params_b": 7.0, "n_layers": 32, "hidden_size": 4096, "seq_len": 4096,
