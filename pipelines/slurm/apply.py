@@ -49,6 +49,7 @@ class PlanView:
     unplaced: tuple[str, ...]
     running: tuple[str, ...]
     reservations: tuple[dict[str, int], ...]
+    rejected: dict[str, str]  # queue rows plan-day could not plan, with the reason
     label: str
 
 
@@ -99,11 +100,13 @@ def read_plan(doc: Any) -> PlanView:
                                            for k in ("start", "first_gpu", "gpus")}})
     # running jobs of the plan: placed from step 0 and not queued (plan-day's running list)
     running = tuple(str(j) for j in (doc.get("running") or []))
+    rejected = {str(r.get("id")): str(r.get("reason", "")) for r in doc.get("rejected") or []
+                if isinstance(r, dict)}
     return PlanView(start=start, step_minutes=_int(doc.get("step_minutes", 60), None,
                                                     "step_minutes"),
                     gpus=len(grid[0]), starts=clean, block=block,
                     unplaced=tuple(map(str, unplaced)),
-                    running=running, reservations=tuple(reservations),
+                    running=running, reservations=tuple(reservations), rejected=rejected,
                     label=f"{doc.get('policy', '?')} plan from {start:%Y-%m-%dT%H:%MZ}")
 
 
@@ -180,6 +183,11 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
                     "StartTime=now", mark)))
             if job.held:
                 release.append(Action(job_id, "release", ("release", job_id)))
+
+    for job_id, reason in plan.rejected.items():
+        job = by_id.get(job_id)
+        if job is not None and job.state == "PENDING":
+            notes.append(f"{job_id}: not in the plan ({reason}); left to Slurm")
 
     for job_id in plan.unplaced:
         job = by_id.get(job_id)
