@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.slurm_cluster import require_slurm
+
 pytestmark = pytest.mark.slow
+require_slurm(module_level=True)
 
 FEATURES = {"kind": "training", "priority": 5, "variant": "lora-sft", "params_b": 7.0,
             "active_params_b": 7.0, "n_layers": 32, "hidden_size": 4096, "seq_len": 4096,
