@@ -47,7 +47,6 @@ class PlanView:
     starts: dict[str, dict[str, int]]
     block: dict[str, int]  # GPUs each placed job holds (from the grid)
     unplaced: tuple[str, ...]
-    running: tuple[str, ...]
     reservations: tuple[dict[str, int], ...]
     rejected: dict[str, str]  # queue rows plan-day could not plan, with the reason
     label: str
@@ -98,15 +97,13 @@ def read_plan(doc: Any) -> PlanView:
         job = str(r.get("id"))
         reservations.append({"id": job, **{k: _int(r.get(k), job, f"reservations.{k}")
                                            for k in ("start", "first_gpu", "gpus")}})
-    # running jobs of the plan: placed from step 0 and not queued (plan-day's running list)
-    running = tuple(str(j) for j in (doc.get("running") or []))
     rejected = {str(r.get("id")): str(r.get("reason", "")) for r in doc.get("rejected") or []
                 if isinstance(r, dict)}
     return PlanView(start=start, step_minutes=_int(doc.get("step_minutes", 60), None,
                                                     "step_minutes"),
                     gpus=len(grid[0]), starts=clean, block=block,
                     unplaced=tuple(map(str, unplaced)),
-                    running=running, reservations=tuple(reservations), rejected=rejected,
+                    reservations=tuple(reservations), rejected=rejected,
                     label=f"{doc.get('policy', '?')} plan from {start:%Y-%m-%dT%H:%MZ}")
 
 
@@ -193,9 +190,9 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
         job = by_id.get(job_id)
         if job is None or job.state != "PENDING":
             continue
-        if not job.held:
-            restrain.append(Action(job_id, "hold", ("hold", job_id)))
+        if not job.held:  # marked first: a rerun after a failed hold redoes both
             restrain.append(Action(job_id, "hold", ("update", f"JobId={job_id}", mark)))
+            restrain.append(Action(job_id, "hold", ("hold", job_id)))
 
     wanted = set()
     for r in plan.reservations:
@@ -211,8 +208,10 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
         have = reservations.get(name)
         if have is not None:
             have_begin = _epoch(have.get("StartTime", ""))
+            soon = begin <= now + 2 * SLACK_S  # "now": any begin up to then is the same
             if (set(_expand(have.get("Nodes", ""))) == set(want)
-                    and (abs(have_begin - begin) <= SLACK_S or have_begin <= now)):
+                    and (abs(have_begin - begin) <= SLACK_S
+                         or (soon and have_begin <= now + 2 * SLACK_S))):
                 if job.reservation != name:
                     restrain.append(Action(r["id"], "reserve", (
                         "update", f"JobId={r['id']}", f"ReservationName={name}", mark)))
@@ -227,6 +226,10 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
     running_in = {j.reservation for j in jobs if j.state == "RUNNING"}
     for name in sorted(reservations):
         if name.startswith(RESV_PREFIX) and name not in wanted and name not in running_in:
+            for j in jobs:  # a pending job must not be left asking for a deleted reservation
+                if j.state == "PENDING" and j.reservation == name:
+                    restrain.append(Action(j.id, "unreserve", (
+                        "update", f"JobId={j.id}", "ReservationName=", mark)))
             restrain.append(Action(name[len(RESV_PREFIX):], "unreserve",
                                    ("delete", "reservation", name)))
     return restrain + release, notes

@@ -130,8 +130,10 @@ def snapshot(
     print(f"wrote {queue} ({len(snap.queue)} pending), {running} "
           f"({len(snap.running['jobs'])} running), {cluster} ({len(snap.cluster['nodes'])} "
           f"nodes of {c['node_size']} GPUs)")
-    for job, why in snap.skipped:
+    for job, why in snap.skipped[:MAX_LISTED]:
         print(f"  skipped {job}: {why}", file=sys.stderr)
+    if len(snap.skipped) > MAX_LISTED:
+        print(f"  ... and {len(snap.skipped) - MAX_LISTED} more skipped", file=sys.stderr)
 
 
 def _scontrol(argv: tuple[str, ...]) -> None:
