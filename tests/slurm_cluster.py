@@ -91,9 +91,41 @@ class SlurmCluster:
             for j in self.jobs().values()))
 
 
+PREFIX = "gpuplan-slurm-"
+OWNER = "owner.pid"  # the pytest process a base belongs to
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_stale(env: dict[str, str]) -> None:
+    """A run killed before its finalizer leaves daemons behind: stop those (by their recorded
+    PIDs) and remove their base, but only where the owning pytest process is gone, so that
+    another xdist worker's live cluster is left alone."""
+    for base in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        owner = base / OWNER
+        try:
+            pid = int(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            subprocess.run([str(SCRIPT), "--down", str(base)], env=env, check=False,
+                           timeout=120, capture_output=True)
+            shutil.rmtree(base, ignore_errors=True)
+
+
 def start_cluster() -> SlurmCluster:
-    base = Path(tempfile.mkdtemp(prefix="gpuplan-slurm-"))
     env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    stop_stale(env)
+    base = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (base / OWNER).write_text(str(os.getpid()))
     done = subprocess.run([str(SCRIPT), str(base)], env=env, capture_output=True, text=True,
                           timeout=180, check=False)
     if done.returncode != 0:
