@@ -144,6 +144,13 @@ def test_a_plan_for_another_cluster_is_refused():
     assert err.value.field == "grid"
 
 
+def test_a_plan_whose_committed_step_is_over_is_refused():
+    view = read_plan(plan_doc())
+    with pytest.raises(InputError) as err:
+        plan_actions(view, queue(), NODES, {}, view.start.timestamp() + STEP)
+    assert err.value.field == "start" and "plan again" in err.value.message
+
+
 def test_execute_stops_at_the_first_failure_and_says_what_was_not_applied(tmp_path):
     view = read_plan(plan_doc())
     actions, _ = plan_actions(view, queue(), NODES, {}, view.start.timestamp())

@@ -152,3 +152,17 @@ def test_slurm_commands_missing_is_one_line_exit_1(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("gpuplan: error: squeue --json: ")
     assert done.stderr.strip().count("\n") == 0 and not (tmp_path / "out").exists()
+
+
+def test_cli_bad_sacct_is_one_line_exit_2_and_nothing_written(tmp_path):
+    doc = json.loads(text("sacct-23.11.json"))
+    doc["jobs"][1]["tres"] = {"allocated": "gres/gpu=2"}
+    bad = tmp_path / "sacct.json"
+    bad.write_text(json.dumps(doc))
+    out = tmp_path / "history.csv"
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "slurm", "history",
+                           "--out", str(out), "--sacct", str(bad)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0
+    assert "job '5'" in done.stderr and "field 'tres.allocated'" in done.stderr
+    assert not out.exists()

@@ -144,6 +144,9 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
     by_id = {j.id: j for j in jobs}
     step_s = plan.step_minutes * 60
     t0 = plan.start.timestamp()
+    if now >= t0 + step_s:  # its "now" is over: starting its step-0 jobs would be a guess
+        raise InputError(f"the plan's committed step ended at {_when(t0 + step_s)} (local "
+                         "time); plan again", field="start")
     notes: list[str] = []
     restrain: list[Action] = []
     release: list[Action] = []
