@@ -79,7 +79,7 @@ def test_history_snapshot_plan_apply_on_real_slurm(slurm, tmp_path):
     gpuplan(slurm, "slurm", "history", "--text", "--out", str(tmp_path / "history-text.csv"))
     assert hist.read_text() == (tmp_path / "history-text.csv").read_text()
     ids = [line.split(",")[0] for line in hist.read_text().splitlines()[1:]]
-    assert ids == done
+    assert [i for i in ids if int(i) >= int(done[0])] == done  # (accounting outlives tests)
     assert f"{failed} (bad): state FAILED" in out.stderr
     assert f"{bare} (bare): no gpuplan metadata" in out.stderr
     models = tmp_path / "models"
