@@ -17,3 +17,6 @@ settings.register_profile("ci", max_examples=250, **_COMMON)
 settings.register_profile("quick", max_examples=10, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+
+# the real-Slurm fixtures (`slurm`, `slurm_session`), for tests/test_slurm_*.py
+from tests.slurm_cluster import slurm, slurm_session  # noqa: E402, F401
