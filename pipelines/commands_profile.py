@@ -16,6 +16,7 @@ from pipelines.cliutil import input_errors
 DEFAULT_TRAFFIC = "data/traffic/servegen_traffic.csv"
 DEFAULT_SERVICES = "data/traffic/services.json"
 DEFAULT_SERVEGEN = "data/traffic/servegen_language_14d_10min_rate.csv"
+DEFAULT_CLIENTS = "data/traffic/clients"
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("profile")(profile)
     app.command("profile-eval")(profile_eval)
     app.command("profile-servegen")(profile_servegen)
+    app.command("profile-clients")(profile_clients)
 
 
 def _parse_start(value: str, field: str = "start") -> pd.Timestamp:
@@ -50,7 +52,8 @@ def profile(
 
     with input_errors():
         when = _parse_start(start)
-        model, configs = fit_services(traffic, services, quantile)
+        model, configs = fit_services(traffic, services, quantile,
+                                      warn=lambda line: typer.echo(line, err=True))
         demand = demand_for_services(model, configs, when, steps, step_minutes)
     doc = {
         "start": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -164,3 +167,62 @@ def profile_servegen(
         rows = servegen_to_long(wide, anchor)
     write_text(out, rows.to_csv(index=False))
     typer.echo(f"wrote {out}: {len(rows)} rows")
+
+
+def profile_clients(
+    clients: Path = typer.Option(Path(DEFAULT_CLIENTS), "--clients",
+                                 help="Folder with servegen_clients.csv, services.json and "
+                                      "selection.json."),
+    which: str = typer.Option("reported", "--set",
+                              help="reported (the evaluation) or tuning (where settings "
+                                   "are chosen)."),
+    pools: bool = typer.Option(True, "--pools/--no-pools",
+                               help="Also replay the three pooled series (reported set only)."),
+    quantile: float = typer.Option(0.975, "--quantile", min=0.5, max=0.999,
+                                   help="Service level of the profile's upper curve."),
+    out_dir: Path = typer.Option(Path("out/profile"), "--out-dir"),
+) -> None:
+    """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
+    seasonal maximum and seasonal naive; write the per-client table and the aggregate."""
+    from forecasting import client_eval as ce
+    from forecasting.clients import clients_wide, load_clients
+    from forecasting.profile import DemandProfile
+    from forecasting.traffic import hourly, load_services, load_traffic
+    from pipelines.plan_day import read_json
+
+    with input_errors():
+        if which not in ("reported", "tuning"):
+            raise InputError("expected reported or tuning", field="set")
+        selection = read_json(clients / "selection.json")
+        names = selection.get(which) if isinstance(selection, dict) else None
+        if not isinstance(names, list) or not names:
+            raise InputError(f"no {which!r} list", file=str(clients / "selection.json"),
+                             field=which)
+        configs = load_services(clients / "services.json")
+        unsized = [n for n in names if n not in configs]
+        if unsized:
+            raise InputError("selected but not in services.json", job=unsized[0],
+                             file=str(clients / "services.json"), field="service")
+        wide = clients_wide(load_clients(str(clients / "servegen_clients.csv")))
+        absent = [n for n in names if n not in wide.columns]
+        if absent:
+            raise InputError("selected but has no rows", job=absent[0],
+                             file=str(clients / "servegen_clients.csv"), field="client")
+        pooled = None
+        if pools and which == "reported":
+            pooled = (hourly(load_traffic(DEFAULT_TRAFFIC)), load_services(DEFAULT_SERVICES))
+    table = ce.metrics(ce.replay(wide[names], {n: configs[n] for n in names},
+                                 model=DemandProfile(quantile=quantile)))
+    summary = ce.aggregate(table)
+    text = ce.markdown(table, summary)
+    if pooled is not None:
+        pool_table = ce.metrics(ce.replay(pooled[0], pooled[1],
+                                          model=DemandProfile(quantile=quantile)))
+        text += "\nPooled series (" + DEFAULT_TRAFFIC + "):\n\n" + ce.markdown(
+            pool_table, ce.aggregate(pool_table))
+        table = pd.concat([table, pool_table], ignore_index=True)
+    stem = out_dir / f"profile_clients_{which}"
+    _write_table(table, stem, text)
+    _write_table(summary, out_dir / f"profile_clients_{which}_summary")
+    typer.echo(text)
+    typer.echo(f"wrote {stem}.md, .csv")
