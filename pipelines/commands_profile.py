@@ -52,9 +52,11 @@ def profile(
 
     with input_errors():
         when = _parse_start(start)
-        model, configs = fit_services(traffic, services, quantile,
-                                      warn=lambda line: typer.echo(line, err=True))
+        warnings: list[str] = []
+        model, configs = fit_services(traffic, services, quantile, warn=warnings.append)
         demand = demand_for_services(model, configs, when, steps, step_minutes)
+    for line in warnings:  # only once the input is known good: bad input stays one line
+        typer.echo(line, err=True)
     doc = {
         "start": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "step_minutes": step_minutes,
