@@ -147,7 +147,7 @@ def aggregate(table: pd.DataFrame) -> pd.DataFrame:
 def markdown(table: pd.DataFrame, summary: pd.DataFrame) -> str:
     """One row per service (held / static peak and shortfall per method), then the aggregate."""
     methods = [m for m in METHODS if m != "static-peak"]
-    head = ["service", "peak GPUs", "static GPU-h", "static short"]
+    head = ["service", "test-week peak need", "static GPU-h", "static short"]
     head += [f"{m} {x}" for m in methods for x in ("held/static", "short")]
     head += ["profile worst day"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

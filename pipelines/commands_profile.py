@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -182,6 +183,9 @@ def profile_clients(
                                help="Also replay the three pooled series (reported set only)."),
     quantile: float = typer.Option(0.975, "--quantile", min=0.5, max=0.999,
                                    help="Service level of the profile's upper curve."),
+    lift_ceiling: bool = typer.Option(False, "--lift-ceiling",
+                                      help="Treat every client as growing: no ceiling at "
+                                           "the trailing-week peak (shows what it prevents)."),
     out_dir: Path = typer.Option(Path("out/profile"), "--out-dir"),
 ) -> None:
     """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
@@ -201,6 +205,8 @@ def profile_clients(
             raise InputError(f"no {which!r} list", file=str(clients / "selection.json"),
                              field=which)
         configs = load_services(clients / "services.json")
+        if lift_ceiling:
+            configs = {n: replace(c, growing=True) for n, c in configs.items()}
         unsized = [n for n in names if n not in configs]
         if unsized:
             raise InputError("selected but not in services.json", job=unsized[0],
