@@ -46,6 +46,19 @@ def trailing_peak(need: np.ndarray, t: int) -> int:
     return int(window.max()) if window.size else 0
 
 
+def known_peaks(need: np.ndarray, t: int, horizon: int) -> np.ndarray:
+    """For each of the next `horizon` hours, the peak need of its trailing week seen by hour t.
+
+    Hour t + k's trailing week is [t + k - 168, t + k); of it, [t + k - 168, t) is known at
+    t, and hours not yet seen can only raise the peak: this is the least it will be.
+    """
+    window = np.nan_to_num(need[max(t - WEEK, 0): t], nan=0.0)
+    window = np.concatenate([np.zeros(WEEK - len(window)), window])
+    suffix = np.maximum.accumulate(window[::-1])[::-1]  # suffix[k] = max(window[k:])
+    keep = np.minimum(np.arange(horizon), WEEK - DAY)
+    return suffix[keep].astype(np.int64)
+
+
 def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
            fit_hours: int = WEEK, horizon: int = DAY,
            model: DemandProfile | None = None) -> list[ClientReplay]:
@@ -72,7 +85,7 @@ def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
                                                         np.nan), axis=1))
             naive = need[i][np.clip(ahead - WEEK, 0, None)]
             raw = {
-                "profile": capped_gpus(up24[i], cfg, static),
+                "profile": capped_gpus(up24[i], cfg, known_peaks(need[i], t, horizon)),
                 "seasonal-max": smax.astype(np.int64),
                 "seasonal-naive": np.nan_to_num(naive).astype(np.int64),
             }

@@ -40,18 +40,37 @@ def gpus_needed(requests_per_hour: np.ndarray | Sequence[float],
 
 
 def capped_gpus(upper_requests: np.ndarray | Sequence[float], config: ServiceConfig,
-                ceiling: int | None) -> np.ndarray:
+                ceiling: int | np.ndarray | Sequence[int] | None) -> np.ndarray:
     """GPUs for a forecast's upper curve, never above `ceiling` unless the service is growing.
 
     `ceiling` is the trailing week's peak need (the static reservation a baseline would
-    make): a forecast that asks for more than the busiest hour of the last week is
-    extrapolating, and on sparse, bursty traffic that extrapolation is what blew a day's
-    reservation up to several times the peak. A service marked `growing` lifts the cap.
+    make), one number or one per step: a forecast that asks for more than the busiest hour
+    of the last week is extrapolating, and on sparse, bursty traffic that extrapolation is
+    what blew a day's reservation up to several times the peak. A per-step ceiling that
+    falls (an old peak leaving the week) is first lowered to a curve the swap limit can
+    follow (`ceiling_curve`), so the shaped demand stays under it at every step. A service
+    marked `growing` lifts the cap.
     """
     raw = gpus_needed(upper_requests, config)
     if ceiling is None or config.growing:
         return raw
-    return np.minimum(raw, max(int(ceiling), config.min_gpus))
+    cap = np.broadcast_to(np.maximum(np.asarray(ceiling, dtype=np.int64), config.min_gpus),
+                          raw.shape)
+    return np.minimum(raw, ceiling_curve(cap, config.swap_limit))
+
+
+def ceiling_curve(cap: np.ndarray | Sequence[int], swap_limit: int) -> np.ndarray:
+    """The largest list <= `cap` whose steps change by at most `swap_limit`.
+
+    The lower envelope min_j(cap[j] + swap_limit * |t - j|), the mirror of `shape_demand`:
+    any curve under it, shaped by `shape_demand`, stays under it (and so under `cap`).
+    """
+    out = np.array(cap, dtype=np.int64)
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = min(out[t], out[t + 1] + swap_limit)
+    for t in range(1, len(out)):
+        out[t] = min(out[t], out[t - 1] + swap_limit)
+    return out
 
 
 def shape_demand(raw: Sequence[int] | np.ndarray, swap_limit: int,
@@ -93,7 +112,12 @@ def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
     configs = list(services.values()) if isinstance(services, Mapping) else list(services)
     _, upper = model.forecast(start, steps, step_minutes)
     index = {s: i for i, s in enumerate(model.services_)}
-    peaks = model.trailing_peak()
+    step = pd.Timedelta(minutes=step_minutes)
+    when = pd.Timestamp(start)
+    when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    ahead = [int((when + step * j - model.last_hour_) / pd.Timedelta(hours=1)) - 1
+             for j in range(steps)]
+    peaks = np.stack([model.trailing_peak(a) for a in ahead], axis=1)
     current = current or {}
     out = {}
     for config in configs:
@@ -101,8 +125,7 @@ def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
             raise InputError("no traffic history for this service", job=config.service,
                              field="service")
         i = index[config.service]
-        ceiling = int(gpus_needed([peaks[i]], config)[0])
-        raw = capped_gpus(upper[i], config, ceiling)
+        raw = capped_gpus(upper[i], config, gpus_needed(peaks[i], config))
         out[config.service] = shape_demand(raw, config.swap_limit,
                                            current.get(config.service))
     return out

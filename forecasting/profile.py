@@ -255,10 +255,9 @@ class DemandProfile(BaseEstimator):
         raw = wide.to_numpy(float).T[:, -DAY:]
         self._recent[:, : raw.shape[1]] = raw
         self._recent_pos = raw.shape[1] % DAY
-        self._week = np.full((len(z), WEEK), np.nan)
+        self._week = np.full((len(z), WEEK), np.nan)  # oldest first, newest last
         kept = y[:, -WEEK:]
-        self._week[:, : kept.shape[1]] = kept
-        self._week_pos = kept.shape[1] % WEEK
+        self._week[:, WEEK - kept.shape[1]:] = kept
         self.last_hour_ = pd.Timestamp(wide.index[-1])
         self.n_hours_ = int(z.shape[1])
         return self
@@ -405,8 +404,8 @@ class DemandProfile(BaseEstimator):
         with np.errstate(invalid="ignore"):
             gap = (y < self.gap_fraction * local) & (local >= GAP_MIN_COUNT)
             y = np.where(gap, np.nan, y)
-        self._week[:, self._week_pos] = y
-        self._week_pos = (self._week_pos + 1) % WEEK
+        self._week[:, :-1] = self._week[:, 1:]
+        self._week[:, -1] = y
         z = self._log(y)
         upper = (state.level + state.trend + season + self.rho_ * state.dev
                  + self._q1() + self.delta_[:, 0] + self.offset_)
@@ -436,11 +435,18 @@ class DemandProfile(BaseEstimator):
 
     # ------------------------------------------------------------ prediction
 
-    def trailing_peak(self) -> np.ndarray:
-        """Per service, the largest hourly count of the last 168 hours seen (gaps excluded)."""
+    def trailing_peak(self, ahead: int = 0) -> np.ndarray:
+        """Per service, the largest hourly count seen in the 168 hours before the hour
+        `ahead` hours after the next one (gaps excluded).
+
+        With `ahead` > 0 only the seen hours still inside that window count: the least the
+        trailing-week peak will then be (hours not seen yet can only raise it). Beyond six
+        days ahead the last day seen stands in.
+        """
         check_is_fitted(self, "services_")
+        keep = WEEK - min(max(int(ahead), 0), WEEK - DAY)
         with _quiet():
-            return np.nan_to_num(np.nanmax(self._week, axis=1))
+            return np.nan_to_num(np.nanmax(self._week[:, -keep:], axis=1))
 
     def _q1(self) -> np.ndarray:
         with _quiet():

@@ -18,9 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forecasting.client_eval import metrics, replay, trailing_peak
+from forecasting.client_eval import known_peaks, metrics, replay, trailing_peak
 from forecasting.clients import client_services, clients_wide, load_clients
-from forecasting.demand import capped_gpus, demand_for_services, gpus_needed
+from forecasting.demand import (
+    capped_gpus,
+    ceiling_curve,
+    demand_for_services,
+    gpus_needed,
+    shape_demand,
+)
 from forecasting.profile import DemandProfile, mann_kendall_z, theil_sen
 from forecasting.traffic import ServiceConfig, load_services
 
@@ -124,6 +130,38 @@ def test_capped_gpus_never_above_the_ceiling_unless_growing(upper, ceiling, grow
         assert np.all(out == np.minimum(raw, max(ceiling, config.min_gpus)))
 
 
+@given(st.lists(st.integers(0, 80), min_size=1, max_size=30), st.integers(0, 8))
+def test_ceiling_curve_is_the_largest_swap_feasible_curve_under_the_cap(cap, swap):
+    out = ceiling_curve(cap, swap)
+    brute = [min(c + swap * abs(t - j) for j, c in enumerate(cap)) for t in range(len(cap))]
+    assert out.tolist() == brute
+    assert np.all(out <= np.array(cap))
+    assert np.all(np.abs(np.diff(out)) <= swap)
+
+
+@given(st.lists(st.integers(0, 80), min_size=1, max_size=30),
+       st.lists(st.integers(0, 80), min_size=30, max_size=30), st.integers(0, 8))
+def test_shaped_demand_under_a_falling_ceiling_stays_under_it(raw, cap, swap):
+    """An old peak leaving the trailing week lowers the ceiling within the plan: shaping a
+    demand capped by `capped_gpus` never lifts it back above the ceiling at any step."""
+    cap = np.array(cap[: len(raw)])
+    config = cfg(requests_per_gpu_hour=1.0, headroom=0.0, min_gpus=0, swap_limit=swap)
+    capped = capped_gpus(np.array(raw, float), config, cap)
+    shaped = shape_demand(capped, swap)
+    assert np.all(np.array(shaped) <= cap)
+
+
+def test_known_peaks_are_the_seen_part_of_each_future_trailing_week():
+    need = np.arange(400, dtype=float)
+    need[100] = 1000.0
+    out = known_peaks(need, 300, 24)
+    # hour 300 + k looks back to 132 + k: the 1000 at hour 100 is gone, the rest rises to 299
+    assert out.tolist() == [299] * 24
+    need[140] = 5000.0
+    out = known_peaks(need, 300, 24)
+    assert out[:9].tolist() == [5000] * 9 and out[9:].tolist() == [299] * 15
+
+
 @st.composite
 def sparse_series(draw) -> np.ndarray:
     """8 days of hourly counts: mostly idle, small counts, bursts, up to a billion."""
@@ -198,8 +236,7 @@ def test_replay_holds_at_most_the_static_peak_or_a_swap_limited_fall():
     for r in results:
         held, static = r.held["profile"], r.held["static-peak"]
         swap = configs[r.service].swap_limit
-        allowed = np.maximum(static, np.concatenate([[0], held[:-1] - swap]))
-        assert np.all(held <= allowed)
+        assert np.all(held <= static)
         assert np.all(np.abs(np.diff(held)) <= swap)
         full_need = np.concatenate([np.full(168, np.nan), r.need])
         assert static[30] == trailing_peak(
