@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecasting.demand import capped_gpus, gpus_needed, shape_demand
+from forecasting.demand import capped_gpus, demand_for_services, gpus_needed, shape_demand
 from forecasting.profile import DAY, WEEK, DemandProfile, _quiet
 from forecasting.traffic import ServiceConfig
 
@@ -94,6 +94,45 @@ def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
                 held[method][i, k] = _hold(curve, cfg.swap_limit, prev)
             held["static-peak"][i, k] = static
         model.update_hourly(wide.iloc[t: t + 1])
+    return [ClientReplay(name, need[i, fit_hours:], {m: held[m][i] for m in METHODS})
+            for i, name in enumerate(names)]
+
+
+def replay_day_ahead(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
+                     fit_hours: int = WEEK, quantile: float = 0.95,
+                     floor: float = 0.05) -> list[ClientReplay]:
+    """As `gpuplan profile` is used for a daily plan: at each midnight, fit on every hour
+    before it and hold the day's 24-step demand as planned (no hourly replanning).
+
+    The profile's demand comes from `demand_for_services` (the command's own path,
+    ceiling included), shaped from what was held at 23:00; seasonal max and seasonal naive
+    are shaped the same way from their own holdings; the static peak is the trailing
+    week's peak need at midnight, held all day.
+    """
+    names = [s for s in services if s in wide.columns]
+    wide = wide.loc[:, names]
+    values = wide.to_numpy(float).T
+    need = np.stack([_need(values[i], services[n]) for i, n in enumerate(names)])
+    n_test = len(wide) - fit_hours
+    held = {m: np.zeros((len(names), n_test), dtype=np.int64) for m in METHODS}
+    for d in range(0, n_test, DAY):
+        t = fit_hours + d
+        span = min(DAY, n_test - d)
+        model = DemandProfile(quantile=quantile, floor=floor).fit_hourly(wide.iloc[:t])
+        current = {n: int(held["profile"][i, d - 1]) for i, n in enumerate(names) if d}
+        demand = demand_for_services(model, services, wide.index[t], span, current=current)
+        for i, name in enumerate(names):
+            cfg = services[name]
+            ahead = np.arange(t, t + span)
+            lags = ahead[:, None] - DAY * np.arange(1, 8)[None, :]
+            with np.errstate(all="ignore"), _quiet():
+                smax = np.nan_to_num(np.nanmax(need[i][lags], axis=1)).astype(np.int64)
+            naive = np.nan_to_num(need[i][ahead - WEEK]).astype(np.int64)
+            held["profile"][i, d: d + span] = demand[name]
+            for method, curve in (("seasonal-max", smax), ("seasonal-naive", naive)):
+                prev = int(held[method][i, d - 1]) if d else None
+                held[method][i, d: d + span] = shape_demand(curve, cfg.swap_limit, prev)
+            held["static-peak"][i, d: d + span] = trailing_peak(need[i], t)
     return [ClientReplay(name, need[i, fit_hours:], {m: held[m][i] for m in METHODS})
             for i, name in enumerate(names)]
 

@@ -183,6 +183,12 @@ def profile_clients(
                                help="Also replay the three pooled series (reported set only)."),
     quantile: float = typer.Option(0.975, "--quantile", min=0.5, max=0.999,
                                    help="Service level of the profile's upper curve."),
+    floor: float = typer.Option(0.05, "--floor", min=0.0,
+                                help="Count floor of the log transform, as a share of the "
+                                     "median non-zero hour (DemandProfile.floor)."),
+    day_ahead: bool = typer.Option(False, "--day-ahead",
+                                   help="Plan each day at midnight with `gpuplan profile`'s "
+                                        "own path and hold it (no hourly replanning)."),
     lift_ceiling: bool = typer.Option(False, "--lift-ceiling",
                                       help="Treat every client as growing: no ceiling at "
                                            "the trailing-week peak (shows what it prevents)."),
@@ -219,18 +225,22 @@ def profile_clients(
         pooled = None
         if pools and which == "reported":
             pooled = (hourly(load_traffic(DEFAULT_TRAFFIC)), load_services(DEFAULT_SERVICES))
-    table = ce.metrics(ce.replay(wide[names], {n: configs[n] for n in names},
-                                 model=DemandProfile(quantile=quantile)))
+    def run(frame: pd.DataFrame, sized: dict) -> pd.DataFrame:
+        if day_ahead:
+            return ce.metrics(ce.replay_day_ahead(frame, sized, quantile=quantile, floor=floor))
+        return ce.metrics(ce.replay(frame, sized,
+                                    model=DemandProfile(quantile=quantile, floor=floor)))
+
+    table = run(wide[names], {n: configs[n] for n in names})
     summary = ce.aggregate(table)
     text = ce.markdown(table, summary)
     if pooled is not None:
-        pool_table = ce.metrics(ce.replay(pooled[0], pooled[1],
-                                          model=DemandProfile(quantile=quantile)))
+        pool_table = run(pooled[0], pooled[1])
         text += "\nPooled series (" + DEFAULT_TRAFFIC + "):\n\n" + ce.markdown(
             pool_table, ce.aggregate(pool_table))
         table = pd.concat([table, pool_table], ignore_index=True)
-    stem = out_dir / f"profile_clients_{which}"
+    stem = out_dir / f"profile_clients_{which}{'_day_ahead' if day_ahead else ''}"
     _write_table(table, stem, text)
-    _write_table(summary, out_dir / f"profile_clients_{which}_summary")
+    _write_table(summary, stem.with_name(stem.name + "_summary"))
     typer.echo(text)
     typer.echo(f"wrote {stem}.md, .csv")

@@ -280,3 +280,18 @@ def test_profile_warns_once_per_thing_and_still_writes(tmp_path):
     assert "does not set headroom, min_gpus, priority" in warnings[1]
     assert "96 hours of history, less than a week" in warnings[2]
     assert json.loads(out.read_text())["services"][0]["service"] == "chat"
+
+
+def test_day_ahead_replay_plans_each_day_once_and_stays_under_the_static_peak():
+    from forecasting.client_eval import replay_day_ahead
+
+    wide = clients_wide(load_clients(str(CLIENTS / "servegen_clients.csv")))
+    names = json.loads((CLIENTS / "selection.json").read_text())["tuning"][-3:]
+    configs = load_services(CLIENTS / "services.json")
+    results = replay_day_ahead(wide[names].iloc[: 168 + 48], {n: configs[n] for n in names})
+    for r in results:
+        static = r.held["static-peak"]
+        assert len(static) == 48
+        assert len(set(static[:24])) == 1 and len(set(static[24:])) == 1  # one per day
+        assert np.all(r.held["profile"] <= static)
+        assert np.all(np.abs(np.diff(r.held["profile"])) <= configs[r.service].swap_limit)
