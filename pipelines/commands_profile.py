@@ -49,13 +49,14 @@ def profile(
     out: Path = typer.Option(..., "--out", help="PROFILE.json to write."),
 ) -> None:
     """Fit the weekly profile per service and write its GPU demand for a plan (PROFILE.json)."""
-    from forecasting.demand import demand_for_services, fit_services
+    from forecasting.demand import demand_for_services, fit_services, gpus_needed
 
     with input_errors():
         when = _parse_start(start)
         warnings: list[str] = []
         model, configs = fit_services(traffic, services, quantile, warn=warnings.append)
         demand = demand_for_services(model, configs, when, steps, step_minutes)
+        peaks = model.trailing_peak()
     for line in warnings:  # only once the input is known good: bad input stays one line
         typer.echo(line, err=True)
     doc = {
@@ -69,6 +70,10 @@ def profile(
                 "profile": _rounded(model.profile(name)),
                 "profile_upper": _rounded(model.profile(name, upper=True)),
                 "demand": demand[name],
+                # The static reservation of the trailing week's peak: demand stays under it
+                # unless the service is marked growing (then null).
+                "ceiling_gpus": None if cfg.growing else int(gpus_needed(
+                    [peaks[model.services_.index(name)]], cfg)[0]),
                 "swap_limit": cfg.swap_limit,
                 "priority": cfg.priority,
                 "fit": model.fit_quality_[name],

@@ -279,7 +279,11 @@ def test_profile_warns_once_per_thing_and_still_writes(tmp_path):
     assert "'extra' has traffic but no entry" in warnings[0]
     assert "does not set headroom, min_gpus, priority" in warnings[1]
     assert "96 hours of history, less than a week" in warnings[2]
-    assert json.loads(out.read_text())["services"][0]["service"] == "chat"
+    entry = json.loads(out.read_text())["services"][0]
+    assert entry["service"] == "chat"
+    assert max(entry["demand"]) <= entry["ceiling_gpus"]
+    assert entry["ceiling_gpus"] == gpus_needed([rows[rows.service == "chat"].requests.max()],
+                                                cfg(requests_per_gpu_hour=100))[0]
 
 
 def test_day_ahead_replay_plans_each_day_once_and_stays_under_the_static_peak():
