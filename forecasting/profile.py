@@ -169,7 +169,7 @@ class DemandProfile(BaseEstimator):
     and weekday effects towards none; `clip` the sigmas beyond which an isolated jump is
     clipped; `window` the one-step errors the quantile is read from; `horizon` the hours
     over which the band's widening is measured; `adapt` the adaptive-conformal step;
-    `gap_fraction` below this share of the expected rate an hour is a gap; `floor` the
+    `gap_fraction` below this share of the last day's median rate an hour is a gap; `floor` the
     count offset of the log transform, as a share of the service's median non-zero hour
     (at least one request), so an idle hour sits a few log units below a busy one rather
     than ten; `trend_z` the Mann-Kendall z-score a run of daily levels must reach before
