@@ -54,9 +54,9 @@ def next_day_centre(model: DemandProfile) -> np.ndarray:
 
 
 def test_a_switch_on_is_not_a_trend():
-    """Idle for two days, then a steady 20k/h: the old Theil-Sen slope over those days put
-    the centre at ~2,000x the rate a week later (the trend was re-read from the model's
-    own extrapolated level, which confirmed it)."""
+    """Idle for two days, then a steady 20k/h: the old Theil-Sen slope over those days
+    (0.05 log/h) put the centre at 77,000x the rate a week later (the trend was re-read
+    from the model's own extrapolated level, which confirmed it); now 0.9x."""
     y = np.concatenate([np.zeros(48), daily(20_000, 12, seed=1)])
     model = DemandProfile().fit_hourly(frame(y[:168]))
     model.update_hourly(frame(y)[168: 168 + 5 * 24])  # Monday to Friday of week 2
@@ -67,7 +67,9 @@ def test_a_switch_on_is_not_a_trend():
 
 def test_a_real_drop_is_not_read_as_a_gap_forever():
     """A service falls from 100k/h to 1k/h and stays there. Judged against the forecast,
-    every new hour was below 5 % of it, so a gap, so never seen: the model stayed at 100k."""
+    every new hour was below 5 % of it, so a gap, so never seen: four days on the old model
+    still said 94x the new rate. Now 0.16x: the count floor, set at fit (5,000 here), is
+    coarse for a rate 100x lower until the next fit."""
     y = np.concatenate([daily(100_000, 7, seed=2), daily(1_000, 4, seed=3)])
     model = DemandProfile().fit_hourly(frame(y[:168]))
     model.update_hourly(frame(y)[168:])
@@ -76,9 +78,10 @@ def test_a_real_drop_is_not_read_as_a_gap_forever():
 
 def test_an_idle_day_does_not_become_a_weekday_effect_of_minus_ten_logs():
     """One idle Wednesday in the fit week: in log1p space a 0 sits ~11 logs below 50k/h, so
-    the weekday effect was -7 and the next Wednesday's normal hours, errors of +9 each,
-    drove the level to e^19. With the count floor the idle day sits 3 logs down; the
-    level still takes in a day of misfit (here ~8x the rate for a day), then comes back."""
+    the weekday effect was -6.7 and the next Wednesday's normal hours drove the level to
+    e^16.8: the next day's forecast was 1,756x the rate. With the count floor the idle day
+    sits 3 logs down; the level still takes in a day of misfit (7.6x for a day), then
+    comes back."""
     y = daily(50_000, 14, seed=4)
     y[48:72] = 0.0  # Wednesday of week 1
     model = DemandProfile().fit_hourly(frame(y[:168]))
