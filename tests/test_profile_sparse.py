@@ -302,3 +302,20 @@ def test_day_ahead_replay_plans_each_day_once_and_stays_under_the_static_peak():
         assert len(set(static[:24])) == 1 and len(set(static[24:])) == 1  # one per day
         assert np.all(r.held["profile"] <= static)
         assert np.all(np.abs(np.diff(r.held["profile"])) <= configs[r.service].swap_limit)
+
+
+@pytest.mark.parametrize("args, field", [(["--set", "everything"], "set"),
+                                         (["--clients", "nowhere"], "selection.json")])
+def test_profile_clients_bad_input_is_one_line_and_no_output(tmp_path, args, field):
+    import typer
+    from typer.testing import CliRunner
+
+    from pipelines.commands_profile import register
+
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["profile-clients", *args, "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and field in lines[0]
+    assert not list(tmp_path.iterdir())
