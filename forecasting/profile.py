@@ -169,14 +169,19 @@ class DemandProfile(BaseEstimator):
     and weekday effects towards none; `clip` the sigmas beyond which an isolated jump is
     clipped; `window` the one-step errors the quantile is read from; `horizon` the hours
     over which the band's widening is measured; `adapt` the adaptive-conformal step;
-    `gap_fraction` below this share of the expected rate an hour is a gap.
+    `gap_fraction` below this share of the last day's median rate an hour is a gap; `floor` the
+    count offset of the log transform, as a share of the service's median non-zero hour
+    (at least one request), so an idle hour sits a few log units below a busy one rather
+    than ten; `trend_z` the Mann-Kendall z-score a run of daily levels must reach before
+    its trend is extrapolated (sparse and bursty days rarely do).
     """
 
     def __init__(self, quantile: float = 0.95, alpha: float = 0.1, trend_days: int = 14,
                  phi: float = 0.98, gamma: float = 0.05, shrink: float = 5.0,
                  shrink_days: float = 0.5,
                  clip: float = 4.0, window: int = 336, horizon: int = DAY,
-                 adapt: float = 0.05, gap_fraction: float = GAP_FRACTION) -> None:
+                 adapt: float = 0.05, gap_fraction: float = GAP_FRACTION,
+                 floor: float = 0.05, trend_z: float = 1.645) -> None:
         self.quantile = quantile
         self.alpha = alpha
         self.trend_days = trend_days
@@ -189,6 +194,8 @@ class DemandProfile(BaseEstimator):
         self.horizon = horizon
         self.adapt = adapt
         self.gap_fraction = gap_fraction
+        self.floor = floor
+        self.trend_z = trend_z
 
     # ------------------------------------------------------------ fitting
 
@@ -210,7 +217,8 @@ class DemandProfile(BaseEstimator):
             if np.all(np.isnan(y[i])):
                 raise InputError("no usable traffic (all hours empty or gaps)",
                                  job=service, field="requests")
-        z = np.log1p(y)
+        self.floor_ = _count_floor(y, self.floor)
+        z = self._log(y)
         date = ((wide.index - wide.index[0].floor("D")) // pd.Timedelta(days=1)).to_numpy()
         self.hod_, self.wk_ = robust_season(z, how, date, self.shrink, self.shrink_days)
         season = self._season(how)
@@ -219,7 +227,7 @@ class DemandProfile(BaseEstimator):
             first = np.nanmedian(dev[:, :DAY], axis=1)
             level0 = np.where(np.isnan(first), np.nanmedian(dev, axis=1), first)
         days = daily_levels(dev)[:, -self.trend_days:]
-        trend0, no_ar = theil_sen(days), np.zeros(len(z))
+        trend0, no_ar = self._trend(days), np.zeros(len(z))
         # Three passes: the robust scale of deviations, then the AR(1) memory, then the state.
         e = self._pass(z, season, level0, trend0, no_ar, np.full(len(z), np.inf))[0]
         with _quiet():
@@ -235,6 +243,21 @@ class DemandProfile(BaseEstimator):
         self.fit_quality_ = self._quality(y, z, season, levels, trends, a, warm)
         self.offset_ = np.zeros(len(self.services_))
         self._days = days if days.shape[1] else np.full((len(z), 1), np.nan)
+        # The hours seen since the last midnight (deviation from season) and the last
+        # day of counts: the daily level the trend reads, and the local rate gaps are
+        # judged against, come from observations, never from the model's own forecast.
+        self._today = np.full((len(z), DAY), np.nan)
+        n_today = int(wide.index[-1].hour) + 1
+        if n_today < DAY:
+            take = min(n_today, z.shape[1])
+            self._today[:, n_today - take: n_today] = dev[:, -take:]
+        self._recent = np.full((len(z), DAY), np.nan)
+        raw = wide.to_numpy(float).T[:, -DAY:]
+        self._recent[:, : raw.shape[1]] = raw
+        self._recent_pos = raw.shape[1] % DAY
+        self._week = np.full((len(z), WEEK), np.nan)  # oldest first, newest last
+        kept = y[:, -WEEK:]
+        self._week[:, WEEK - kept.shape[1]:] = kept
         self.last_hour_ = pd.Timestamp(wide.index[-1])
         self.n_hours_ = int(z.shape[1])
         return self
@@ -246,6 +269,30 @@ class DemandProfile(BaseEstimator):
             raise ValueError("need 0 < alpha <= 1, trend_days >= 2, 0 < phi <= 1")
         if self.window < 10 or self.horizon < 1:
             raise ValueError("window must be >= 10 and horizon >= 1")
+        if not (self.floor >= 0 and self.trend_z >= 0):
+            raise ValueError("floor and trend_z must be >= 0")
+
+    def _log(self, y: np.ndarray) -> np.ndarray:
+        """Requests -> model scale: log(y + floor_), floor_ per service (S,) or row (S, 1)."""
+        floor = self.floor_ if np.ndim(y) == 1 else self.floor_[:, None]
+        return np.log(y + floor)
+
+    def _exp(self, z: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Model scale -> requests, never below 0 (`rows` picks services for a 1-D z)."""
+        floor = self.floor_ if rows is None else self.floor_[rows]
+        if np.ndim(z) == 2 and rows is None:
+            floor = floor[:, None]
+        return np.maximum(np.exp(z) - floor, 0.0)
+
+    def _trend(self, days: np.ndarray) -> np.ndarray:
+        """Theil-Sen slope of daily levels, kept only where Mann-Kendall says it is a trend.
+
+        A burst, a switch-on or a quiet day tilts a median of pairwise slopes through a
+        week of levels; extrapolated over a day and compounded by the hourly recursion, that
+        tilt was what multiplied sparse services' forecasts. A slope is used only when the
+        days rise (or fall) consistently enough: |z| >= trend_z.
+        """
+        return np.where(np.abs(mann_kendall_z(days)) >= self.trend_z, theil_sen(days), 0.0)
 
     def _season(self, how: np.ndarray) -> np.ndarray:
         return self.hod_[:, how % DAY] + self.wk_[:, how]
@@ -305,7 +352,8 @@ class DemandProfile(BaseEstimator):
             entry = {"hours": int(y.shape[1]), "gap_hours": int(y.shape[1] - hours_known)}
             if ok.any():
                 a = actual[i, ok]
-                c, u = np.expm1(pred[i, ok]), np.expm1(upper[i, ok])
+                c = self._exp(pred[i, ok], np.full(ok.sum(), i))
+                u = self._exp(upper[i, ok], np.full(ok.sum(), i))
                 entry["wape"] = round(float(np.sum(np.abs(a - c)) / max(np.sum(a), 1e-9)), 4)
                 entry["coverage"] = round(float(np.mean(a <= u)), 4)
                 entry["pinball"] = round(float(pinball(a, u, self.quantile)), 2)
@@ -346,11 +394,19 @@ class DemandProfile(BaseEstimator):
     def _update_one(self, y: np.ndarray, k: int) -> None:
         season = self.hod_[:, k % DAY] + self.wk_[:, k]
         state = self._state
-        expected = np.expm1(state.level + state.trend + season)
+        # A gap is judged against the last day's observed counts, as in fit (mask_gaps):
+        # judged against the forecast, a forecast that overshot would call every real hour
+        # a gap, never see it, and never come down.
+        self._recent[:, self._recent_pos] = y
+        self._recent_pos = (self._recent_pos + 1) % DAY
+        with _quiet():
+            local = np.nanmedian(self._recent, axis=1)
         with np.errstate(invalid="ignore"):
-            gap = (y < self.gap_fraction * expected) & (expected >= GAP_MIN_COUNT)
+            gap = (y < self.gap_fraction * local) & (local >= GAP_MIN_COUNT)
             y = np.where(gap, np.nan, y)
-        z = np.log1p(y)
+        self._week[:, :-1] = self._week[:, 1:]
+        self._week[:, -1] = y
+        z = self._log(y)
         upper = (state.level + state.trend + season + self.rho_ * state.dev
                  + self._q1() + self.delta_[:, 0] + self.offset_)
         _, eps = state.step(z, season, self.rho_, self.sigma_, self.alpha, self.clip)
@@ -365,13 +421,32 @@ class DemandProfile(BaseEstimator):
             self.wk_[seen, k] += self.gamma * state.dev[seen]
             self._buf[seen, self._pos] = eps[seen]
             self._pos = (self._pos + 1) % self.window
+        self._today[:, k % DAY] = z - season
         if k % DAY == DAY - 1:
-            # A day has closed: its level joins the daily history the trend is read from.
-            days = np.concatenate([self._days, state.level[:, None]], axis=1)
+            # A day has closed: the median of its observed deviations from the season joins
+            # the daily history the trend is read from (as in fit). The smoothed level would
+            # carry the trend's own extrapolation back into it and confirm it.
+            with _quiet():
+                closed = np.nanmedian(self._today, axis=1)
+            days = np.concatenate([self._days, closed[:, None]], axis=1)
             self._days = days[:, -self.trend_days:]
-            state.trend = theil_sen(self._days)
+            state.trend = self._trend(self._days)
+            self._today[:] = np.nan
 
     # ------------------------------------------------------------ prediction
+
+    def trailing_peak(self, ahead: int = 0) -> np.ndarray:
+        """Per service, the largest hourly count seen in the 168 hours before the hour
+        `ahead` hours after the next one (gaps excluded).
+
+        With `ahead` > 0 only the seen hours still inside that window count: the least the
+        trailing-week peak will then be (hours not seen yet can only raise it). Beyond six
+        days ahead the last day seen stands in.
+        """
+        check_is_fitted(self, "services_")
+        keep = WEEK - min(max(int(ahead), 0), WEEK - DAY)
+        with _quiet():
+            return np.nan_to_num(np.nanmax(self._week[:, -keep:], axis=1))
 
     def _q1(self) -> np.ndarray:
         with _quiet():
@@ -394,7 +469,7 @@ class DemandProfile(BaseEstimator):
                   + self.rho_[:, None] ** h * state.dev[:, None])
         widen = self.delta_[:, np.clip(h, 1, self.horizon) - 1] * (h >= 1)
         upper = centre + np.maximum(self._q1() + self.offset_, 0.0)[:, None] + widen
-        return np.maximum(np.expm1(centre), 0.0), np.maximum(np.expm1(upper), 0.0)
+        return self._exp(centre), self._exp(upper)
 
     def forecast(self, start: pd.Timestamp | str, steps: int,
                  step_minutes: int = 60) -> tuple[np.ndarray, np.ndarray]:
@@ -447,7 +522,7 @@ class DemandProfile(BaseEstimator):
         curve = self._state.level[i] + self.hod_[i, np.arange(WEEK) % DAY] + self.wk_[i]
         if upper:
             curve = curve + max(self._q1()[i] + self.offset_[i], 0.0) + self.delta_[i, -1]
-        return np.maximum(np.expm1(curve), 0.0)
+        return self._exp(curve, np.full(len(curve), i))
 
 
 class _State:
@@ -479,6 +554,29 @@ class _State:
         self.level = np.where(seen, base + alpha * ec, base)
         self.dev = np.where(seen, (1 - alpha) * ec, rho * self.dev)
         return e, eps
+
+
+def mann_kendall_z(daily: np.ndarray) -> np.ndarray:
+    """Per row, Mann-Kendall's z for a monotone trend over the finite days (0 below 3 days)."""
+    out = np.zeros(daily.shape[0])
+    for r, row in enumerate(daily):
+        x = row[np.isfinite(row)]
+        n = len(x)
+        if n < 3:
+            continue
+        i, j = np.triu_indices(n, k=1)
+        s = float(np.sum(np.sign(x[j] - x[i])))
+        var = n * (n - 1) * (2 * n + 5) / 18.0
+        out[r] = np.sign(s) * max(abs(s) - 1.0, 0.0) / np.sqrt(var)
+    return out
+
+
+def _count_floor(y: np.ndarray, share: float) -> np.ndarray:
+    """Per service, `share` of its median non-zero hour, at least one request."""
+    with _quiet():
+        positive = np.where(y > 0, y, np.nan)
+        med = np.nan_to_num(np.nanmedian(positive, axis=1), nan=1.0)
+    return np.maximum(share * med, 1.0)
 
 
 def _ar1(dev: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -38,6 +38,8 @@ class ServiceConfig:
     min_gpus: int = 1
     swap_limit: int = 2
     priority: float = 1.0
+    # Known to be growing: its demand may exceed the trailing week's peak (demand.capped_gpus).
+    growing: bool = False
 
 
 # ---------------------------------------------------------------- traffic files
@@ -213,6 +215,11 @@ def parse_services(doc: object) -> dict[str, ServiceConfig]:
         for field, kind in _SERVICE_FIELDS.items():
             if field in entry:
                 values[field] = _number(entry[field], kind, name, field)
+        if "growing" in entry:
+            if not isinstance(entry["growing"], bool):
+                raise InputError(f"expected true or false, got {entry['growing']!r}",
+                                 job=name, field="growing")
+            values["growing"] = entry["growing"]
         config = ServiceConfig(service=name, **values)
         _check_ranges(config)
         configs[name] = config

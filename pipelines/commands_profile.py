@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from pipelines.cliutil import input_errors
 DEFAULT_TRAFFIC = "data/traffic/servegen_traffic.csv"
 DEFAULT_SERVICES = "data/traffic/services.json"
 DEFAULT_SERVEGEN = "data/traffic/servegen_language_14d_10min_rate.csv"
+DEFAULT_CLIENTS = "data/traffic/clients"
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +25,7 @@ def register(app: typer.Typer) -> None:
     app.command("profile")(profile)
     app.command("profile-eval")(profile_eval)
     app.command("profile-servegen")(profile_servegen)
+    app.command("profile-clients")(profile_clients)
 
 
 def _parse_start(value: str, field: str = "start") -> pd.Timestamp:
@@ -46,12 +49,16 @@ def profile(
     out: Path = typer.Option(..., "--out", help="PROFILE.json to write."),
 ) -> None:
     """Fit the weekly profile per service and write its GPU demand for a plan (PROFILE.json)."""
-    from forecasting.demand import demand_for_services, fit_services
+    from forecasting.demand import demand_for_services, fit_services, gpus_needed
 
     with input_errors():
         when = _parse_start(start)
-        model, configs = fit_services(traffic, services, quantile)
+        warnings: list[str] = []
+        model, configs = fit_services(traffic, services, quantile, warn=warnings.append)
         demand = demand_for_services(model, configs, when, steps, step_minutes)
+        peaks = model.trailing_peak()
+    for line in warnings:  # only once the input is known good: bad input stays one line
+        typer.echo(line, err=True)
     doc = {
         "start": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "step_minutes": step_minutes,
@@ -63,6 +70,10 @@ def profile(
                 "profile": _rounded(model.profile(name)),
                 "profile_upper": _rounded(model.profile(name, upper=True)),
                 "demand": demand[name],
+                # The static reservation of the trailing week's peak: demand stays under it
+                # unless the service is marked growing (then null).
+                "ceiling_gpus": None if cfg.growing else int(gpus_needed(
+                    [peaks[model.services_.index(name)]], cfg)[0]),
                 "swap_limit": cfg.swap_limit,
                 "priority": cfg.priority,
                 "fit": model.fit_quality_[name],
@@ -164,3 +175,77 @@ def profile_servegen(
         rows = servegen_to_long(wide, anchor)
     write_text(out, rows.to_csv(index=False))
     typer.echo(f"wrote {out}: {len(rows)} rows")
+
+
+def profile_clients(
+    clients: Path = typer.Option(Path(DEFAULT_CLIENTS), "--clients",
+                                 help="Folder with servegen_clients.csv, services.json and "
+                                      "selection.json."),
+    which: str = typer.Option("reported", "--set",
+                              help="reported (the evaluation) or tuning (where settings "
+                                   "are chosen)."),
+    pools: bool = typer.Option(True, "--pools/--no-pools",
+                               help="Also replay the three pooled series (reported set only)."),
+    quantile: float = typer.Option(0.975, "--quantile", min=0.5, max=0.999,
+                                   help="Service level of the profile's upper curve."),
+    floor: float = typer.Option(0.05, "--floor", min=0.0,
+                                help="Count floor of the log transform, as a share of the "
+                                     "median non-zero hour (DemandProfile.floor)."),
+    day_ahead: bool = typer.Option(False, "--day-ahead",
+                                   help="Plan each day at midnight with `gpuplan profile`'s "
+                                        "own path and hold it (no hourly replanning)."),
+    lift_ceiling: bool = typer.Option(False, "--lift-ceiling",
+                                      help="Treat every client as growing: no ceiling at "
+                                           "the trailing-week peak (shows what it prevents)."),
+    out_dir: Path = typer.Option(Path("out/profile"), "--out-dir"),
+) -> None:
+    """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
+    seasonal maximum and seasonal naive; write the per-client table and the aggregate."""
+    from forecasting import client_eval as ce
+    from forecasting.clients import clients_wide, load_clients
+    from forecasting.profile import DemandProfile
+    from forecasting.traffic import hourly, load_services, load_traffic
+    from pipelines.plan_day import read_json
+
+    with input_errors():
+        if which not in ("reported", "tuning"):
+            raise InputError("expected reported or tuning", field="set")
+        selection = read_json(clients / "selection.json")
+        names = selection.get(which) if isinstance(selection, dict) else None
+        if not isinstance(names, list) or not names:
+            raise InputError(f"no {which!r} list", file=str(clients / "selection.json"),
+                             field=which)
+        configs = load_services(clients / "services.json")
+        if lift_ceiling:
+            configs = {n: replace(c, growing=True) for n, c in configs.items()}
+        unsized = [n for n in names if n not in configs]
+        if unsized:
+            raise InputError("selected but not in services.json", job=unsized[0],
+                             file=str(clients / "services.json"), field="service")
+        wide = clients_wide(load_clients(str(clients / "servegen_clients.csv")))
+        absent = [n for n in names if n not in wide.columns]
+        if absent:
+            raise InputError("selected but has no rows", job=absent[0],
+                             file=str(clients / "servegen_clients.csv"), field="client")
+        pooled = None
+        if pools and which == "reported":
+            pooled = (hourly(load_traffic(DEFAULT_TRAFFIC)), load_services(DEFAULT_SERVICES))
+    def run(frame: pd.DataFrame, sized: dict) -> pd.DataFrame:
+        if day_ahead:
+            return ce.metrics(ce.replay_day_ahead(frame, sized, quantile=quantile, floor=floor))
+        return ce.metrics(ce.replay(frame, sized,
+                                    model=DemandProfile(quantile=quantile, floor=floor)))
+
+    table = run(wide[names], {n: configs[n] for n in names})
+    summary = ce.aggregate(table)
+    text = ce.markdown(table, summary)
+    if pooled is not None:
+        pool_table = run(pooled[0], pooled[1])
+        text += "\nPooled series (" + DEFAULT_TRAFFIC + "):\n\n" + ce.markdown(
+            pool_table, ce.aggregate(pool_table))
+        table = pd.concat([table, pool_table], ignore_index=True)
+    stem = out_dir / f"profile_clients_{which}{'_day_ahead' if day_ahead else ''}"
+    _write_table(table, stem, text)
+    _write_table(summary, stem.with_name(stem.name + "_summary"))
+    typer.echo(text)
+    typer.echo(f"wrote {stem}.md, .csv")
