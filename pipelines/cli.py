@@ -13,6 +13,7 @@ import typer
 COMMAND_MODULES = (
     "pipelines.commands_allocator",
     "pipelines.commands_simulate",
+    "pipelines.commands_starve",
     "pipelines.commands_profile",
     "pipelines.commands_day",
     "pipelines.commands_forecast",

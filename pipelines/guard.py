@@ -40,6 +40,7 @@ class Guard:
     age: float = 0.25
     reserve: bool = True
     count: int = 1
+    patience: int = 0  # steps a job waits before it may be promised (0: from its arrival)
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
     later: int = 0  # promises moved later: a job on the block overran its prediction
@@ -79,7 +80,7 @@ class Guard:
             self.log.append((t0, code, t0 + got.start))
         if len(self.promised) < self.count:
             top = sorted((c for c in waiting if c not in self.promised
-                          and self.world.jobs[c].arrival < t0
+                          and self.world.jobs[c].arrival <= t0 - self.patience
                           and self.world.jobs[c].gpus <= scenario.G),
                          key=lambda c: (-jobs[waiting[c]].priority,
                                         self.world.jobs[c].arrival, c))

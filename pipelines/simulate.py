@@ -36,6 +36,7 @@ class SimConfig:
     decay: float | None = None  # override the world's decay (the horizon sweep uses it)
     age: float = 0.25  # claim per step waited, fast/full/backfill (pipelines/guard.py); 0: off
     reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
+    reservations: int = 1  # promises held at once
 
 
 @dataclass
@@ -150,7 +151,8 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
     held: list[set[int] | None] = [None] * len(world.services)
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
     if policy in GUARDED and (config.age > 0 or config.reserve):
-        rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve)
+        rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
+                          count=config.reservations)
     for t0 in range(0, L, config.replan_every):
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
         if rec.guard is not None:
@@ -294,7 +296,7 @@ def realized(rec: Replay) -> dict[str, float]:
         out[f"started_{k}gpu"] = float(sum(i in rec.starts for i in sized))
         waited = [(rec.starts[i][0] if i in rec.starts else L) - world.jobs[i].arrival
                   for i in sized]
-        out[f"wait_p95_{k}gpu"] = float(np.percentile(waited, 95)) if waited else 0.0
+        out[f"p95wait_{k}gpu"] = float(np.percentile(waited, 95)) if waited else 0.0
     out.update(estimate_accuracy(rec))
     if rec.guard is not None:
         out["promises"] = float(rec.guard.made)
