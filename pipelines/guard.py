@@ -70,6 +70,12 @@ class Guard:
         for code, (start, first) in list(self.promised.items()):
             job = jobs[waiting[code]]
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
+            if got is None or t0 + got.start > start:
+                # A promise made is kept even if the realtime forecast has grown since:
+                # only a job on the block that overran its prediction can push it later.
+                held = earliest(scenario, job, kept, forbidden, False, keep=first,
+                                limit=max(start - t0, 0))
+                got = held if held is not None else got
             if got is None:
                 del self.promised[code]
                 continue
