@@ -40,6 +40,7 @@ class Guard:
     age: float = 0.25
     reserve: bool = True
     count: int = 1
+    age_in_plan: bool = False  # claims replace priorities in the plan, not only in the pick
     patience: int = 0  # steps a job waits before it may be promised (0: from its arrival)
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
@@ -50,13 +51,15 @@ class Guard:
               started: dict[int, tuple[int, int]]) -> Scenario:
         """The scenario the policy plans: claims as priorities, the promises as reservations."""
         jobs = list(scenario.jobs)
+        claims: dict[int, float] = {}
         waiting: dict[int, int] = {}  # code -> scenario position, queued jobs
         for p, job in enumerate(jobs):
             if isinstance(job, BatchJob) and not job.running:
                 waiting[codes[p]] = p
-                if self.age > 0:
-                    waited = t0 - self.world.jobs[codes[p]].arrival
-                    jobs[p] = replace(job, priority=claim(job.priority, waited, self.age))
+                waited = t0 - self.world.jobs[codes[p]].arrival
+                claims[codes[p]] = claim(job.priority, waited, self.age)
+                if self.age_in_plan:
+                    jobs[p] = replace(job, priority=claims[codes[p]])
         scenario = replace(scenario, jobs=tuple(jobs))
         for code in [c for c in self.promised if c in started or c not in waiting]:
             del self.promised[code]
@@ -88,7 +91,7 @@ class Guard:
             top = sorted((c for c in waiting if c not in self.promised
                           and self.world.jobs[c].arrival <= t0 - self.patience
                           and self.world.jobs[c].gpus <= scenario.G),
-                         key=lambda c: (-jobs[waiting[c]].priority,
+                         key=lambda c: (-claims[c],
                                         self.world.jobs[c].arrival, c))
             for code in top[:1]:
                 got = earliest(scenario, jobs[waiting[code]], kept, forbidden, floor)

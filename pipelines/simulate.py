@@ -37,6 +37,7 @@ class SimConfig:
     age: float = 0.25  # claim per step waited, fast/full/backfill (pipelines/guard.py); 0: off
     reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
     reservations: int = 1  # promises held at once
+    age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
 
 
 @dataclass
@@ -152,7 +153,7 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
     if policy in GUARDED and (config.age > 0 or config.reserve):
         rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
-                          count=config.reservations)
+                          count=config.reservations, age_in_plan=config.age_in_plan)
     for t0 in range(0, L, config.replan_every):
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
         if rec.guard is not None:
