@@ -69,15 +69,15 @@ def explain(scenario: Scenario, grid: np.ndarray, policy: str, job_id: str,
     T = scenario.T
     start = _start_of(grid, index)
     end_search = T if start is None else start
-    holders = _holders(scenario, grid, index, job, end_search)
+    held = holders(scenario, grid, index, job, end_search)
     if start is not None and start <= job.arrival_step:
         reason = f"starts at its arrival (step {job.arrival_step})"
     elif job.arrival_step >= T:
         reason = f"arrives at step {job.arrival_step}, past the horizon ({T} steps)"
     elif job.gpus > scenario.G:
         reason = f"needs {job.gpus} GPUs, the cluster has {scenario.G}"
-    elif holders:
-        named = ", ".join(f"{h.job} ({h.kind}, until step {h.until})" for h in holders)
+    elif held:
+        named = ", ".join(f"{h.job} ({h.kind}, until step {h.until})" for h in held)
         reason = (f"no aligned block of {job.gpus} GPUs is free for its {job.duration_steps}"
                   f"-step run before step {end_search}; the block that frees first is held "
                   f"by {named}")
@@ -85,15 +85,15 @@ def explain(scenario: Scenario, grid: np.ndarray, policy: str, job_id: str,
             reason += "; the horizon ends first"
     else:
         reason = "a block was free earlier, but the policy's objective placed it later"
-    changes = _changes(scenario, policy, job, holders, start, movable)
+    changes = _changes(scenario, policy, job, held, start, movable)
     later = T + 1
     helping = [c for c in changes if (c.start if c.start is not None else later)
                < (start if start is not None else later)]
     best = min(helping, key=lambda c: c.start) if helping else None
-    return Explanation(job_id, start, reason, tuple(holders), tuple(changes), best)
+    return Explanation(job_id, start, reason, tuple(held), tuple(changes), best)
 
 
-def _holders(scenario: Scenario, grid: np.ndarray, index: int, job: BatchJob,
+def holders(scenario: Scenario, grid: np.ndarray, index: int, job: BatchJob,
              before: int) -> list[Holder]:
     """Who holds the block of the job's size that frees first after its arrival."""
     T, G, k = scenario.T, scenario.G, job.gpus
