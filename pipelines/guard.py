@@ -3,15 +3,20 @@
 Each plan, before the policy runs:
 
 1. **Claims.** A waiting job's claim is its priority plus `age` per step waited
-   (`allocator.reservations.claim`); the plan is made with claims as priorities, so a job
-   that waits long enough outranks every fresh one. `age = 0` turns it off.
+   (`allocator.reservations.claim`), so a job that waits long enough outranks every fresh
+   one. `age = 0` turns it off. Claims pick the top job; with `age_in_plan` they also
+   replace priorities in the plan (off by default: it cost 14-23% of value in the
+   over-full starvation worlds, docs/starvation.md).
 2. **Keep the promises.** Every job already promised a block is promised again at the
    earliest start now feasible (`allocator.reservations.earliest`, which looks past the
    horizon), on the same block when that start ties: a promise moves earlier or stays,
    and moves later only when a job on its block overran its predicted end (counted).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
-   with the highest claim that a plan has already seen and not started (it waited a
-   step) is promised its earliest block.
+   with the highest claim is promised its earliest block (even one that could start now:
+   the promise then pins it there). Promising only jobs that cannot start now, as Slurm
+   does, was tried and is worse here: the first large job gets a promise days out (every
+   node holds a multi-day 1-GPU job) and holds the only slot all week (Philly: 0 of 157
+   8-GPU jobs start, against 24 this way).
 
 The policy then gets the promises as the scenario's `reservations`: the reserved job is
 pinned there and other jobs only backfill on its block if they end before it (fast and
@@ -41,7 +46,6 @@ class Guard:
     reserve: bool = True
     count: int = 1
     age_in_plan: bool = False  # claims replace priorities in the plan, not only in the pick
-    patience: int = 0  # steps a job waits before it may be promised (0: from its arrival)
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
     later: int = 0  # promises moved later: a job on the block overran its prediction
@@ -89,7 +93,7 @@ class Guard:
             self.log.append((t0, code, t0 + got.start))
         if len(self.promised) < self.count:
             top = sorted((c for c in waiting if c not in self.promised
-                          and self.world.jobs[c].arrival <= t0 - self.patience
+                          and self.world.jobs[c].arrival <= t0
                           and self.world.jobs[c].gpus <= scenario.G),
                          key=lambda c: (-claims[c],
                                         self.world.jobs[c].arrival, c))
