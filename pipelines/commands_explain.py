@@ -8,6 +8,7 @@ change would take seconds each) with one change each.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from pipelines.cliutil import input_errors
 
+ALL = "ALL"
+
 
 def register(app: typer.Typer) -> None:
     app.command("explain")(explain)
@@ -29,7 +32,7 @@ def register(app: typer.Typer) -> None:
 def explain(
     scenario: Path = typer.Argument(..., help="Scenario JSON the plan was made from."),
     plan_file: Path = typer.Argument(..., help="Plan JSON."),
-    job_id: str = typer.Argument(..., help="The queued job to explain."),
+    job_id: str = typer.Argument(..., help="The queued job to explain (ALL: every one)."),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
 ) -> None:
     """Planned start, the binding reason, and the smallest change that starts it earlier."""
@@ -47,7 +50,7 @@ def explain(
             raise InputError(f"the plan is not legal for this scenario: {problems[0]}",
                              field="grid")
         job = next((j for j in loaded.jobs if j.id == job_id), None)
-        if not isinstance(job, BatchJob) or job.running:
+        if job_id != ALL and (not isinstance(job, BatchJob) or job.running):
             raise InputError("names no queued batch-like job of the scenario", job=job_id,
                              field="id")
         policy = body.get("policy", "fast")
@@ -56,7 +59,23 @@ def explain(
     index = {j.id: i for i, j in enumerate(loaded.jobs)}
     grid = np.array([[index[c] if c is not None else -1 for c in row] for row in body["grid"]],
                     dtype=np.int32)
-    result = explain_job(loaded, grid, policy, job_id)
+    if job_id == ALL:  # every queued job, with the time each explanation took
+        took = []
+        for j in loaded.batch_jobs:
+            if not j.running:
+                began = time.perf_counter()
+                result = explain_job(loaded, grid, policy, j.id)
+                took.append(time.perf_counter() - began)
+                _print(result, policy, as_json)
+        if took:
+            typer.echo(f"{len(took)} jobs explained: median {np.median(took):.3f} s, "
+                       f"max {max(took):.3f} s per job")
+        return
+    _print(explain_job(loaded, grid, policy, job_id), policy, as_json)
+
+
+def _print(result, policy: str, as_json: bool) -> None:
+    job_id = result.job
     if as_json:
         typer.echo(json.dumps(asdict(result), indent=1))
         return

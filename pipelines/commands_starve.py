@@ -41,6 +41,8 @@ def starvation(
     seed: int = typer.Option(7, "--seed", help="Seed of the worlds and Philly priorities."),
     age: float = typer.Option(0.25, "--age", help="Claim per step waited (0: off)."),
     reservations: int = typer.Option(1, "--reservations", help="Promises held at once."),
+    age_in_plan: bool = typer.Option(False, "--age-in-plan",
+                                     help="Plan with claims as priorities too."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -57,10 +59,12 @@ def starvation(
                              field="--age")
     built = [philly_world(PhillyConfig(seed=seed)) if n == "philly" else starve_world(n, seed)
              for n in names]
-    config = SimConfig(age=age, reserve=reservations > 0, reservations=max(reservations, 1))
+    config = SimConfig(age=age, reserve=reservations > 0, reservations=max(reservations, 1),
+                       age_in_plan=age_in_plan)
     metrics = measure(built, config, workers)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {seed} --age {age:g} "
-               f"--reservations {reservations} --out {out}")
+               f"--reservations {reservations}{' --age-in-plan' if age_in_plan else ''} "
+               f"--out {out}")
     text = render(built, metrics, command)
     atomic.write_text(out / "report.md", text)
     atomic.write_text(out / "metrics.json", json.dumps(metrics, indent=1, sort_keys=True))

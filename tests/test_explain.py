@@ -93,6 +93,8 @@ def test_the_command_prints_the_explanation_and_rejects_an_unknown_job(tmp_path:
     ok = runner.invoke(build_app(), ["explain", str(scenario_file), str(plan_file), "late"])
     assert ok.exit_code == 0, ok.output
     assert "planned start step 6" in ok.output and "earliest with one change" in ok.output
+    every = runner.invoke(build_app(), ["explain", str(scenario_file), str(plan_file), "ALL"])
+    assert every.exit_code == 0 and "2 jobs explained" in every.output
     bad = runner.invoke(build_app(), ["explain", str(scenario_file), str(plan_file), "nope"])
     assert bad.exit_code == 2
     assert "nope" in bad.output
