@@ -59,8 +59,8 @@ def starvation(
                              field="--age")
     built = [philly_world(PhillyConfig(seed=seed)) if n == "philly" else starve_world(n, seed)
              for n in names]
-    config = SimConfig(age=age, reserve=reservations > 0, reservations=max(reservations, 1),
-                       age_in_plan=age_in_plan)
+    config = SimConfig(guard=True, age=age, reserve=reservations > 0,
+                       reservations=max(reservations, 1), age_in_plan=age_in_plan)
     metrics = measure(built, config, workers)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {seed} --age {age:g} "
                f"--reservations {reservations}{' --age-in-plan' if age_in_plan else ''} "
@@ -77,7 +77,7 @@ def measure(worlds: list[World], config: SimConfig,
     out: dict[str, dict[str, dict[str, float]]] = {w.name: {} for w in worlds}
     for name, policy, m, _ in run_many(worlds, GUARDED_RUNS, config, workers):
         out[name][policy] = m
-    off = replace(config, age=0.0, reserve=False)
+    off = replace(config, guard=False)
     for name, _, m, _ in run_many(worlds, ("fast",), off, workers):
         out[name][UNGUARDED] = m
     return out

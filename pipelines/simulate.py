@@ -34,7 +34,8 @@ class SimConfig:
     level_rho: float = 0.8  # how far the last observed level carries into the forecast
     lead: int = 1  # provision each step for the max of itself and the next `lead` steps
     decay: float | None = None  # override the world's decay (the horizon sweep uses it)
-    age: float = 0.25  # claim per step waited, fast/full/backfill (pipelines/guard.py); 0: off
+    guard: bool = False  # the starvation guard for fast/full/backfill (pipelines/guard.py)
+    age: float = 0.25  # ... its claim per step waited; 0: off
     reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
     reservations: int = 1  # promises held at once
     age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
@@ -151,7 +152,7 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
                  provisioned=np.zeros((L, len(world.services)), dtype=np.int64))
     held: list[set[int] | None] = [None] * len(world.services)
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
-    if policy in GUARDED and (config.age > 0 or config.reserve):
+    if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
         rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
                           count=config.reservations, age_in_plan=config.age_in_plan)
     for t0 in range(0, L, config.replan_every):

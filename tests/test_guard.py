@@ -53,7 +53,7 @@ def _moves(log: list[tuple[int, int, int]]) -> tuple[int, int]:
     return later, earlier
 
 
-CONFIG = sim.SimConfig(horizon=6, margin=0.0, lead=0)
+CONFIG = sim.SimConfig(horizon=6, margin=0.0, lead=0, guard=True)
 
 
 @settings(max_examples=examples(0.3), deadline=None,
@@ -92,8 +92,8 @@ def _starving_world() -> World:
 
 def test_the_guard_starts_the_large_job_that_fast_alone_starves() -> None:
     world = _starving_world()
-    bare = sim.replay(world, "fast", sim.SimConfig(horizon=6, age=0.0, reserve=False))
-    guarded = sim.replay(world, "fast", sim.SimConfig(horizon=6))
+    bare = sim.replay(world, "fast", sim.SimConfig(horizon=6))
+    guarded = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True))
     assert 0 not in bare.starts  # the high-priority 10-step jobs always win the GPUs
     assert 0 in guarded.starts
     assert guarded.starts[0][0] < 20
@@ -109,9 +109,10 @@ def test_claims_grow_with_the_wait_and_age_zero_is_plain_priority() -> None:
 def test_baselines_get_no_guard_and_first_estimates_are_recorded() -> None:
     world = _starving_world()
     for policy in ("fifo", "priority"):
-        rec = sim.replay(world, policy, sim.SimConfig(horizon=6))
+        rec = sim.replay(world, policy, sim.SimConfig(horizon=6, guard=True))
         assert rec.guard is None
-    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6))
+    assert sim.replay(world, "fast", sim.SimConfig(horizon=6)).guard is None  # opt-in
+    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True))
     m = sim.realized(rec)
     assert set(rec.estimates) == {i for i, j in enumerate(world.jobs) if j.arrival < 40}
     assert 0.0 <= m["estimate_1h_pct"] <= m["estimate_3h_pct"] <= 100.0
