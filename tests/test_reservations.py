@@ -155,3 +155,22 @@ def test_earliest_looks_past_running_jobs_other_promises_and_the_realtime_floor(
     # A whole-cluster block would take the one GPU realtime needs: no promise.
     assert R.earliest(with_rt, big) is None
     assert R.earliest(with_rt, big, floor=False) == Reservation("big", 3, 0, 8)
+
+
+def test_plan_refuses_reservations_for_a_baseline_that_ignores_them(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    scenario = tmp_path / "s.json"
+    scenario.write_text(json.dumps(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                           "gpus": 8}])))
+    out = tmp_path / "p.json"
+    runner = CliRunner()
+    bad = runner.invoke(build_app(), ["plan", str(scenario), "--policy", "fifo", "--out",
+                                      str(out)])
+    assert bad.exit_code == 2 and not out.exists()
+    ok = runner.invoke(build_app(), ["plan", str(scenario), "--policy", "backfill", "--out",
+                                     str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(out.read_text())["reservations"][0]["id"] == "big"
