@@ -4,6 +4,7 @@ claims grow with the wait, and a guarded replay stays legal and starts the large
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,3 +117,15 @@ def test_baselines_get_no_guard_and_first_estimates_are_recorded() -> None:
     m = sim.realized(rec)
     assert set(rec.estimates) == {i for i, j in enumerate(world.jobs) if j.arrival < 40}
     assert 0.0 <= m["estimate_1h_pct"] <= m["estimate_3h_pct"] <= 100.0
+
+
+def test_full_keeps_the_promises_in_a_guarded_replay() -> None:
+    pytest.importorskip("highspy")
+    world = World(name="starving-small", gpus=4, steps=14, jobs=_starving_world().jobs[:9],
+                  services=())
+    rec = sim.replay(world, "full", sim.SimConfig(horizon=4, guard=True))
+    assert rec.guard is not None and rec.guard.made > 0
+    later, _ = _moves(rec.guard.log)
+    assert later == 0
+    assert 0 in rec.starts  # the 4-GPU job starts
+    assert sim.integrity(rec) == []
