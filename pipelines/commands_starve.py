@@ -60,7 +60,8 @@ def starvation(
     built = [philly_world(PhillyConfig(seed=seed)) if n == "philly" else starve_world(n, seed)
              for n in names]
     config = SimConfig(guard=True, age=age, reserve=reservations > 0,
-                       reservations=max(reservations, 1), age_in_plan=age_in_plan)
+                       reservations=max(reservations, 1), age_in_plan=age_in_plan,
+                       ranges=True)
     metrics = measure(built, config, workers)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {seed} --age {age:g} "
                f"--reservations {reservations}{' --age-in-plan' if age_in_plan else ''} "
@@ -139,11 +140,14 @@ def render(worlds: list[World], metrics: dict, command: str) -> str:
                            f"({r[f'p95wait_{k}gpu']:.0f})" for k in sizes),
                          f"{r.get('estimate_1h_pct', 0):.1f} / {r.get('estimate_3h_pct', 0):.1f}"
                          f" / {r.get('estimate_median_err', 0):g}",
+                         f"{r.get('estimate_range_pct', 0):.1f} / "
+                         f"{r.get('estimate_range_width', 0):g}",
                          f"{r['promises']:g}/{r['promises_later']:g}" if "promises" in r
                          else "-"])
         lines.append(markdown(["policy", "value", "util %", "rt short %",
                                *(f"{k} GPUs started (p95 wait)" for k in sizes),
                                "estimate within 1 h % / 3 h % / median error",
+                               "in p50..p90 range % / median width",
                                "promises / moved later"], rows))
         lines.append("")
         for target, ok, figures in checks(world, m):

@@ -17,6 +17,7 @@ import numpy as np
 
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
+from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
 
@@ -39,6 +40,7 @@ class SimConfig:
     reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
     reservations: int = 1  # promises held at once
     age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
+    ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Replay:
     churn_moved: int = 0  # ... of which its planned start moved
     blocked_starts: int = 0  # planned starts not taken: the block was still truly busy
     estimates: dict[int, int | None] = field(default_factory=dict)  # first plan's start
+    estimates_p90: dict[int, int | None] = field(default_factory=dict)  # ... at p90 durations
     guard: Guard | None = None  # the starvation guard's promises, for guarded policies
 
 
@@ -152,6 +155,7 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
                  provisioned=np.zeros((L, len(world.services)), dtype=np.int64))
     held: list[set[int] | None] = [None] * len(world.services)
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
+    sigma = duration_sigma(world)
     if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
         rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
                           count=config.reservations, age_in_plan=config.age_in_plan)
@@ -163,8 +167,12 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
         rec.plan_ms.append(plan.latency_ms)
         spots = planned_starts(scenario, plan.grid)
         previous = _churn(rec, scenario, codes, spots, previous, t0)
-        for code, start in previous.items():  # the start a user is first told
-            rec.estimates.setdefault(code, start)
+        new = [code for code in previous if code not in rec.estimates]
+        for code in new:  # the start a user is first told
+            rec.estimates[code] = previous[code]
+        if config.ranges and new and sigma > 0:
+            late = p90_starts(scenario, codes, policy, sigma, t0)
+            rec.estimates_p90.update({code: late.get(code) for code in new})
         for t in range(t0, min(t0 + config.replan_every, L)):
             _commit(world, rec, scenario, codes, spots, plan.grid[t - t0], t, t0, held)
     return rec
@@ -300,6 +308,7 @@ def realized(rec: Replay) -> dict[str, float]:
                   for i in sized]
         out[f"p95wait_{k}gpu"] = float(np.percentile(waited, 95)) if waited else 0.0
     out.update(estimate_accuracy(rec))
+    out.update(range_accuracy(rec))
     if rec.guard is not None:
         out["promises"] = float(rec.guard.made)
         out["promises_later"] = float(rec.guard.later)

@@ -60,7 +60,8 @@ def starve_world(name: str, seed: int = 7) -> World:
     jobs.sort(key=lambda j: (j.arrival, j.id))
     return World(name=f"starve-{name}", gpus=G, steps=L, jobs=tuple(jobs),
                  services=tuple(services),
-                 meta={"seed": seed, "level_load": LOADS[level], "kind": "starve"})
+                 meta={"seed": seed, "level_load": LOADS[level], "kind": "starve",
+                       "duration_sigma": SIGMA})
 
 
 def starve_names() -> list[str]:

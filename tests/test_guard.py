@@ -3,11 +3,14 @@ claims grow with the wait, and a guarded replay stays legal and starts the large
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.plan import make_plan
 from allocator.reservations import claim
 from pipelines import simulate as sim
 from pipelines.worlds import Service, SimJob, World
@@ -129,3 +132,27 @@ def test_full_keeps_the_promises_in_a_guarded_replay() -> None:
     assert later == 0
     assert 0 in rec.starts  # the 4-GPU job starts
     assert sim.integrity(rec) == []
+
+
+def test_the_p90_plan_stretches_running_and_queued_runs() -> None:
+    from allocator.model import BatchJob, Cluster, Running, Scenario
+    from pipelines.estimates import p90_starts
+
+    scenario = Scenario(cluster=Cluster(gpus=2, horizon_steps=12), jobs=(
+        BatchJob(id="run", kind="training", priority=1.0, gpus=2, duration_steps=6,
+                 running=Running(first_gpu=0, remaining_steps=4)),
+        BatchJob(id="next", kind="training", priority=1.0, gpus=2, duration_steps=2)))
+    # p50: `next` starts when `run` ends (4); p90 at sigma 0.5: 4 x 1.898 -> 8 steps.
+    assert make_plan(scenario, "fast").starts()["next"]["start"] == 4
+    assert p90_starts(scenario, [0, 1], "fast", 0.5, t0=10) == {1: 18}
+    assert p90_starts(scenario, [0, 1], "fast", 0.0, t0=10) == {1: 14}
+
+
+def test_a_replay_with_ranges_reports_how_often_the_start_fell_inside() -> None:
+    world = replace(_starving_world(), meta={"duration_sigma": 0.3})
+    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True, ranges=True))
+    m = sim.realized(rec)
+    assert set(rec.estimates_p90) == set(rec.estimates)
+    assert 0.0 <= m["estimate_range_pct"] <= 100.0
+    # The range [p50 - 1, p90 + 1] contains the 1-step window around the point estimate.
+    assert m["estimate_range_pct"] >= m["estimate_1h_pct"] - 1e-9
