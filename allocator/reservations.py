@@ -133,8 +133,8 @@ class Holds:
     """
 
     pins: tuple[tuple[int, int, int, int, int], ...]
-    batch_busy: np.ndarray
-    realtime_off: np.ndarray
+    batch_busy: np.ndarray | None  # None: no reservations (fast's hot path stays as it was)
+    realtime_off: np.ndarray | None
     reserved: frozenset[int] = frozenset()  # every reserved job's index: not placed freely
 
     def pin(self, grid: np.ndarray) -> None:
@@ -147,14 +147,17 @@ class Holds:
 
         Batch placement reads `grid >= 0` as busy, so OFF cells stay open to backfill.
         """
-        grid[self.realtime_off & (grid == FREE)] = OFF
+        if self.realtime_off is not None:
+            grid[self.realtime_off & (grid == FREE)] = OFF
 
-    @staticmethod
-    def release(grid: np.ndarray) -> None:
-        grid[grid == OFF] = FREE
+    def release(self, grid: np.ndarray) -> None:
+        if self.realtime_off is not None:
+            grid[grid == OFF] = FREE
 
 
 def holds(scenario: Scenario) -> Holds:
+    if not scenario.reservations:
+        return NO_HOLDS
     T, G = scenario.T, scenario.G
     index = {j.id: i for i, j in enumerate(scenario.jobs)}
     pins = []
@@ -173,6 +176,9 @@ def holds(scenario: Scenario) -> Holds:
             batch_busy[T - 1, cols] = True
     return Holds(tuple(pins), batch_busy, realtime_off,
                  frozenset(index[r.id] for r in scenario.reservations))
+
+
+NO_HOLDS = Holds((), None, None)
 
 
 def constrain_milp(model, scenario: Scenario) -> None:

@@ -174,3 +174,11 @@ def test_plan_refuses_reservations_for_a_baseline_that_ignores_them(tmp_path) ->
                                      str(out)])
     assert ok.exit_code == 0, ok.output
     assert json.loads(out.read_text())["reservations"][0]["id"] == "big"
+
+
+@settings(max_examples=examples(0.5), deadline=None)
+@given(scenarios(max_gpus=16, max_steps=12, max_batch=6))
+def test_backfill_without_reservations_is_exactly_priority(scenario) -> None:
+    from allocator.policies.backfill import backfill
+
+    assert (backfill(scenario) == baselines.priority(scenario)).all()

@@ -27,9 +27,13 @@ def backfill(scenario: Scenario) -> np.ndarray:
     gridlib.pin_running(scenario, grid)
     held = reservations.holds(scenario)
     busy = grid >= 0
-    reserve(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
-    held.pin(grid)
-    index = BlockIndex(busy | held.batch_busy)
+    if held.realtime_off is None:
+        reserve(scenario, grid, busy)
+    else:
+        reserve(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
+        held.pin(grid)
+        busy |= held.batch_busy
+    index = BlockIndex(busy)
     order = sorted((i for i, job in enumerate(scenario.jobs)
                     if isinstance(job, BatchJob) and not job.running and i not in held.reserved),
                    key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))

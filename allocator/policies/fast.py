@@ -102,7 +102,8 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
-    busy = grid >= 0 if held is None else (grid >= 0) | held.batch_busy
+    busy = grid >= 0 if held is None or held.batch_busy is None else \
+        (grid >= 0) | held.batch_busy
     free = Free(BlockIndex(busy), spare)
     skip = frozenset() if held is None else held.reserved
     queued = [i for i, job in enumerate(scenario.jobs)
