@@ -63,11 +63,27 @@ Job = BatchJob | RealtimeJob
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """A waiting job's promised block: `gpus` GPUs from `first_gpu`, from step `start`.
+
+    The plan runs the job there (if `start` is inside the horizon) and lets no other batch
+    job on that block run past `start` (backfill only ahead of it). Chosen outside the
+    allocator (allocator/reservations.py); an extension of MODEL.md, see its page.
+    """
+
+    id: str
+    start: int
+    first_gpu: int
+    gpus: int
+
+
+@dataclass(frozen=True)
 class Scenario:
     cluster: Cluster
     weights: Weights = field(default_factory=Weights)
     jobs: tuple[Job, ...] = ()
     name: str = ""
+    reservations: tuple[Reservation, ...] = ()
 
     @property
     def batch_jobs(self) -> tuple[BatchJob, ...]:

@@ -15,6 +15,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import policies
 from allocator.model import BatchJob, Scenario
+from allocator.reservations import as_dicts
 from allocator.validator import Metrics, compute_metrics, violations
 
 
@@ -60,6 +61,7 @@ class Plan:
             "starts": starts,
             "unplaced": self.unplaced(starts),
             "kinds": {job.id: job.kind for job in self.scenario.jobs},
+            "reservations": as_dicts(self.scenario.reservations),
         }
         body.update(self.extras)
         return body

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,13 @@ from allocator.model import (
     Cluster,
     Job,
     RealtimeJob,
+    Reservation,
     Running,
     Scenario,
     Weights,
 )
+from allocator.reservations import as_dicts
+from allocator.reservations import problems as reservation_problems
 
 
 class _NonFinite:
@@ -111,7 +115,36 @@ def scenario_from_dict(raw: Any) -> Scenario:
         seen.add(job.id)
         jobs.append(job)
     _check_occupancy(jobs, cluster)
-    return Scenario(cluster=cluster, weights=weights, jobs=tuple(jobs), name=name)
+    scenario = Scenario(cluster=cluster, weights=weights, jobs=tuple(jobs), name=name)
+    promised = _reservations(raw.get("reservations"))
+    if promised:
+        broken = reservation_problems(scenario, promised)
+        if broken:
+            job, fld, message = broken[0]
+            raise InputError(message, job=job, field=f"reservations.{fld}")
+        scenario = replace(scenario, reservations=promised)
+    return scenario
+
+
+def _reservations(raw: Any) -> tuple[Reservation, ...]:
+    """The optional `reservations` list: {"id", "start", "first_gpu", "gpus"} each."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("must be a list", field="reservations")
+    out = []
+    for n, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise InputError("must be an object", job=f"#{n}", field="reservations")
+        rid = entry.get("id")
+        if not isinstance(rid, str) or not rid:
+            raise InputError("must be a non-empty string", job=f"#{n}", field="reservations.id")
+        out.append(Reservation(
+            id=rid, start=_int(entry, "start", job=rid, field="reservations.start", minimum=0),
+            first_gpu=_int(entry, "first_gpu", job=rid, field="reservations.first_gpu",
+                           minimum=0),
+            gpus=_int(entry, "gpus", job=rid, field="reservations.gpus", minimum=1)))
+    return tuple(out)
 
 
 # -- field readers ---------------------------------------------------------------------------
@@ -301,4 +334,5 @@ def scenario_to_dict(scenario: Scenario) -> dict:
                     "horizon_steps": c.horizon_steps},
         "weights": {"realtime_penalty": w.realtime_penalty, "decay": w.decay},
         "jobs": jobs,
+        **({"reservations": as_dicts(scenario.reservations)} if scenario.reservations else {}),
     }

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from allocator.model import BatchJob, RealtimeJob, Scenario, ends_inside
+from allocator.reservations import plan_problems
 
 IdGrid = Sequence[Sequence[str | None]]
 
@@ -80,6 +81,10 @@ def violations(scenario: Scenario, grid: IdGrid) -> list[str]:
         problems.extend(_batch_violations(job, cells[job.id], T, G))
     for job in scenario.realtime_jobs:
         problems.extend(_swap_violations(job, cells[job.id]))
+    if scenario.reservations and not problems:
+        runs = batch_runs(scenario, grid)
+        problems.extend(plan_problems(scenario, {j: (r.start, r.first_gpu)
+                                                 for j, r in runs.items()}))
     return problems
 
 

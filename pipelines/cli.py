@@ -13,6 +13,8 @@ import typer
 COMMAND_MODULES = (
     "pipelines.commands_allocator",
     "pipelines.commands_simulate",
+    "pipelines.commands_starve",
+    "pipelines.commands_explain",
     "pipelines.commands_profile",
     "pipelines.commands_day",
     "pipelines.commands_forecast",

@@ -53,6 +53,9 @@ def plan(
         if policy not in policies.POLICIES:
             raise InputError(f"unknown policy {policy!r}; choose from "
                              f"{', '.join(sorted(policies.POLICIES))}", field="--policy")
+        if loaded.reservations and policy in ("fifo", "priority"):
+            raise InputError(f"policy {policy} is MODEL.md's baseline and ignores reservations;"
+                             " use fast, full or backfill", field="reservations")
     options: dict = {}
     if policy == "full":
         options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}

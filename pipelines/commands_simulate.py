@@ -74,6 +74,9 @@ def simulate(
     traffic: Path = typer.Option(SERVEGEN_CSV, "--traffic", help="ServeGen 10-min pool rates."),
     out: Path = typer.Option(Path("out/simulate"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
+    guard: bool = typer.Option(False, "--guard/--no-guard",
+                               help="Starvation guard for fast/full/backfill: age claims and "
+                                    "the top job's reservation (docs/starvation.md)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
 ) -> None:
     """Replay with forecast error: plan the horizon, commit the step, compare policies."""
@@ -91,7 +94,8 @@ def simulate(
                              ">= 1; --lead and --margin >= 0", field="--horizon")
         horizons = _ints(sweep_horizon, "--sweep-horizon") if sweep_horizon else []
         decays = _floats(sweep_decay, "--sweep-decay")
-        config = SimConfig(horizon=horizon, replan_every=replan_every, margin=margin, lead=lead)
+        config = SimConfig(horizon=horizon, replan_every=replan_every, margin=margin, lead=lead,
+                           guard=guard)
         source: object = {"seed": seed, "days": days}
         if world is not None:
             try:
@@ -112,6 +116,8 @@ def simulate(
                              field="--sweep-horizon")
     command = _command(world, use_suite, use_philly, seed, days, horizon, replan_every,
                        policies, margin, lead, gpus, philly_start, philly_vc, forecaster, out)
+    if guard:
+        command += " --guard"
     target = out / name
     files, summary = _compare(worlds, policies, config, workers, target, command, source)
     if horizons:

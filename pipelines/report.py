@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.explain import holders
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.plan import Plan
 
@@ -425,18 +426,31 @@ def _expected(plans, at, step: int) -> list[str]:
         rows.append([j, job.kind, f"{job.priority:g}", job.gpus,
                      hours(job.duration_steps, step), at(st["start"]),
                      at(end) + ("" if end <= s.T else " (after this plan)"),
-                     gpu_range(st["first_gpu"], job.gpus, s.cluster.node_size), fs])
+                     gpu_range(st["first_gpu"], job.gpus, s.cluster.node_size), fs,
+                     _waits_for(s, plan, job, st["start"], at)])
     lines = ["## Expected start of every queued job", "",
              "Like `squeue --start`: when and where each queued job is planned to run, "
              "sorted by start. Estimates move as jobs finish early or late; the plan is "
              "remade every run.", ""]
     if rows:
         lines += [_table(["job", "kind", "priority", "GPUs", "expected length",
-                          "expected start", "expected end", "where", "fifo would start"],
-                         rows), ""]
+                          "expected start", "expected end", "where", "fifo would start",
+                          "waits for"], rows), "",
+                  "\"waits for\": the jobs holding the block of its size that frees first "
+                  "(`gpuplan explain` adds the single change that would start it earlier).",
+                  ""]
     else:
         lines += ["No queued job is placed in this plan.", ""]
     return lines
+
+
+def _waits_for(s, plan, job, start: int, at) -> str:
+    """Who holds the block the job waits for, and until when (allocator.explain)."""
+    if start <= job.arrival_step:
+        return "-"
+    index = next(i for i, j in enumerate(s.jobs) if j.id == job.id)
+    held = holders(s, plan.grid, index, job, start)
+    return ", ".join(f"{h.job} ({h.kind}) until {at(h.until)}" for h in held) or "-"
 
 
 def _unplaced(plans, at) -> list[str]:

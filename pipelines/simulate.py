@@ -17,6 +17,8 @@ import numpy as np
 
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
+from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
+from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
 
 FREE = -1
@@ -33,6 +35,12 @@ class SimConfig:
     level_rho: float = 0.8  # how far the last observed level carries into the forecast
     lead: int = 1  # provision each step for the max of itself and the next `lead` steps
     decay: float | None = None  # override the world's decay (the horizon sweep uses it)
+    guard: bool = False  # the starvation guard for fast/full/backfill (pipelines/guard.py)
+    age: float = 0.25  # ... its claim per step waited; 0: off
+    reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
+    reservations: int = 1  # promises held at once
+    age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
+    ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
 
 
 @dataclass
@@ -49,6 +57,9 @@ class Replay:
     churn_pairs: int = 0  # (job, consecutive plans) pairs where the job stayed queued
     churn_moved: int = 0  # ... of which its planned start moved
     blocked_starts: int = 0  # planned starts not taken: the block was still truly busy
+    estimates: dict[int, int | None] = field(default_factory=dict)  # first plan's start
+    estimates_p90: dict[int, int | None] = field(default_factory=dict)  # ... at p90 durations
+    guard: Guard | None = None  # the starvation guard's promises, for guarded policies
 
 
 # -- forecast ---------------------------------------------------------------------------
@@ -144,12 +155,24 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
                  provisioned=np.zeros((L, len(world.services)), dtype=np.int64))
     held: list[set[int] | None] = [None] * len(world.services)
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
+    sigma = duration_sigma(world)
+    if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
+        rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
+                          count=config.reservations, age_in_plan=config.age_in_plan)
     for t0 in range(0, L, config.replan_every):
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
+        if rec.guard is not None:
+            scenario = rec.guard.apply(scenario, codes, t0, rec.starts)
         plan = make_plan(scenario, policy)
         rec.plan_ms.append(plan.latency_ms)
         spots = planned_starts(scenario, plan.grid)
         previous = _churn(rec, scenario, codes, spots, previous, t0)
+        new = [code for code in previous if code not in rec.estimates]
+        for code in new:  # the start a user is first told
+            rec.estimates[code] = previous[code]
+        if config.ranges and new and sigma > 0:
+            late = p90_starts(scenario, codes, policy, sigma, t0)
+            rec.estimates_p90.update({code: late.get(code) for code in new})
         for t in range(t0, min(t0 + config.replan_every, L)):
             _commit(world, rec, scenario, codes, spots, plan.grid[t - t0], t, t0, held)
     return rec
@@ -281,7 +304,40 @@ def realized(rec: Replay) -> dict[str, float]:
         sized = [i for i, j in enumerate(world.jobs) if j.gpus == k and j.arrival < L]
         out[f"arrived_{k}gpu"] = float(len(sized))
         out[f"started_{k}gpu"] = float(sum(i in rec.starts for i in sized))
+        waited = [(rec.starts[i][0] if i in rec.starts else L) - world.jobs[i].arrival
+                  for i in sized]
+        out[f"p95wait_{k}gpu"] = float(np.percentile(waited, 95)) if waited else 0.0
+    out.update(estimate_accuracy(rec))
+    out.update(range_accuracy(rec))
+    if rec.guard is not None:
+        out["promises"] = float(rec.guard.made)
+        out["promises_later"] = float(rec.guard.later)
     return out
+
+
+def estimate_accuracy(rec: Replay) -> dict[str, float]:
+    """The start the first plan that saw each job predicted, against the start it got.
+
+    Over jobs that arrived and started in the replay: the share predicted within 1 and
+    3 steps, and the median absolute error; a job the first plan left out of its horizon
+    has no estimate (counted as a miss, and in `estimate_none_pct`).
+    """
+    errors: list[float] = []
+    none = 0
+    for i, (start, _) in rec.starts.items():
+        guess = rec.estimates.get(i)
+        if guess is None:
+            none += 1
+            errors.append(float("inf"))
+        else:
+            errors.append(float(abs(start - guess)))
+    if not errors:
+        return {}
+    e = np.asarray(errors)
+    return {"estimate_1h_pct": 100.0 * float((e <= 1).mean()),
+            "estimate_3h_pct": 100.0 * float((e <= 3).mean()),
+            "estimate_median_err": float(np.median(e)),
+            "estimate_none_pct": 100.0 * none / len(errors)}
 
 
 def stranded(rec: Replay) -> int:

@@ -56,9 +56,22 @@ def policy_table(metrics: Mapping[str, Mapping[str, float]]) -> str:
                     if k.startswith("started_") and k.endswith("gpu")})
     if sizes:
         rows = [[policy, *(f"{m.get(f'started_{k}gpu', 0):g} / {m.get(f'arrived_{k}gpu', 0):g}"
+                           f" ({m.get(f'p95wait_{k}gpu', float('nan')):.0f})"
                            for k in sizes)] for policy, m in metrics.items()]
-        out += "\nJobs started / arrived, by size (GPUs):\n\n" + markdown(
+        out += ("\nJobs started / arrived, by size (GPUs), with the 95th-percentile wait in "
+                "steps (unstarted jobs counted to the end):\n\n") + markdown(
             ["policy", *(f"{k}" for k in sizes)], rows)
+    if any("estimate_1h_pct" in m for m in metrics.values()):
+        rows = [[policy, f"{m.get('estimate_1h_pct', float('nan')):.1f}",
+                 f"{m.get('estimate_3h_pct', float('nan')):.1f}",
+                 f"{m.get('estimate_median_err', float('nan')):g}",
+                 f"{m.get('estimate_none_pct', float('nan')):.1f}",
+                 f"{m['promises']:g} / {m['promises_later']:g}" if "promises" in m else "-"]
+                for policy, m in metrics.items()]
+        out += ("\nStart estimates (the first plan that saw a started job against its realized "
+                "start) and reservations:\n\n") + markdown(
+            ["policy", "within 1 h %", "within 3 h %", "median error (steps)",
+             "no estimate %", "reservations made / moved later"], rows)
     if "fifo" in metrics:
         base = metrics["fifo"]
         rows = []

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from allocator.model import Scenario
+from allocator.policies.backfill import backfill
 from allocator.policies.baselines import fifo, priority
 from allocator.policies.fast import fast
 
@@ -19,6 +20,7 @@ POLICIES: dict[str, Policy] = {
     "fast": fast,
     "fifo": fifo,
     "priority": priority,
+    "backfill": backfill,
 }
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator import reservations
 from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.blocks import BlockIndex
@@ -58,9 +59,13 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
+    held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
+    held.pin(base)
+    held.keep_realtime_off(base)
     realtime_first = base.copy()
     place_realtime(scenario, realtime_first)
-    candidates = [place_batch(scenario, realtime_first, None, search)]
+    held.release(realtime_first)
+    candidates = [place_batch(scenario, realtime_first, None, search, held)]
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -68,10 +73,12 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         placer.finish(around)
         reserve = placer.reserve()
         if reserve.any():
-            around = place_batch(scenario, around, reserve, search)
+            around = place_batch(scenario, around, reserve, search, held)
             placer.place(around, "later")
+            held.release(around)
             candidates.append(around)
-    candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
+    if not scenario.reservations:  # the baselines know nothing of reservations
+        candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
 
@@ -88,13 +95,19 @@ class Free:
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
-                search: int) -> np.ndarray:
-    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search."""
+                search: int, held: reservations.Holds | None = None) -> np.ndarray:
+    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
+
+    `held`: the reservations (their jobs already pinned; their blocks busy past the start).
+    """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
-    free = Free(BlockIndex(grid >= 0), spare)
+    busy = grid >= 0 if held is None or held.batch_busy is None else \
+        (grid >= 0) | held.batch_busy
+    free = Free(BlockIndex(busy), spare)
+    skip = frozenset() if held is None else held.reserved
     queued = [i for i, job in enumerate(scenario.jobs)
-              if isinstance(job, BatchJob) and not job.running]
+              if isinstance(job, BatchJob) and not job.running and i not in skip]
     decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
     best_value, best_order, best_spots = -1.0, (), {}
     seen: set[tuple[int, ...]] = set()

@@ -24,6 +24,7 @@ import numpy as np
 import pulp
 
 from allocator import grid as gridlib
+from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies.fast import fast
 from allocator.validator import violations
@@ -223,6 +224,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> Model:
 
     if strengthen:
         _strengthen(model, scenario, pinned, per_job)
+    reservations.constrain_milp(model, scenario)  # the reserved runs, as variable bounds
     return model
 
 
@@ -784,6 +786,7 @@ def _free_window(model: Model, scenario: Scenario, grid: np.ndarray, lo: int, hi
             x.lowBound, x.upBound = 0, 1
         else:
             x.lowBound = x.upBound = int(grid[t, g] == i)
+    reservations.constrain_milp(model, scenario)
 
 
 def _keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:

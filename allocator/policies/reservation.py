@@ -12,10 +12,13 @@ import numpy as np
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
 
-def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray) -> None:
+def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray,
+            blocked: np.ndarray | None = None) -> None:
     """Fill the realtime cells of `grid` and mark every reserved GPU busy for batch work.
 
     A reserved GPU not yet acquired stays idle: busy for batch jobs, empty in the grid.
+    `blocked` (G bools): GPUs promised to a waiting job (the Slurm-style baseline), never
+    taken; MODEL.md's baselines pass none.
     """
     T, G = scenario.T, scenario.G
     pinned = np.zeros(G, dtype=bool)
@@ -28,6 +31,8 @@ def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray) -> None:
         if job.current_gpus:
             someones_current[list(job.current_gpus)] = True
     taken = pinned.copy()
+    if blocked is not None:
+        taken |= blocked
     for index, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue

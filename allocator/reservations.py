@@ -1,0 +1,279 @@
+"""Reservations: a waiting job's promised block, so large jobs are not starved by backfill.
+
+A `Reservation` (allocator.model) says: job `id` runs on `[first_gpu, first_gpu + gpus)`
+from step `start`; no other batch job on that block may run past `start` (it may only
+backfill ahead of it). This module holds everything the policies share about them:
+
+- `problems`: the input rules (the loader raises on the first; the replay never breaks them);
+- `plan_problems`: whether a grid keeps its reservations (the validator calls it);
+- `Holds`: what a policy must do with them (pin the job, keep other batch work off the
+  block past the start, keep realtime off the block so a service never settles on GPUs
+  the reserved job needs); fast and the Slurm-style baseline use it;
+- `constrain_milp`: the same as variable bounds on full's MILP;
+- `earliest`: the earliest aligned block a waiting job could be promised, looking past the
+  horizon (running jobs' predicted ends, other reservations, the realtime floor).
+
+Choosing the top job and keeping its reservation across replans is the replay's business
+(pipelines/guard.py); the allocator only honours what it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.model import BatchJob, Reservation, Scenario
+
+FOREVER = 1 << 30
+FREE, OFF = -1, -2  # grid codes: a free cell, a free cell realtime must not take
+
+
+def _runs(job: BatchJob, start: int) -> tuple[int, int]:
+    return start, start + job.duration_steps
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def problems(scenario: Scenario, reservations: Iterable[Reservation]) -> list[tuple[str, str,
+                                                                                       str]]:
+    """Broken input rules as (job id, field, message); empty when the reservations are sound.
+
+    A reservation names a queued batch job of its size, on an aligned block inside the
+    cluster, no earlier than the job's arrival, clear of every running block while that
+    runs, of every realtime job's `current_gpus`, and of the other reservations' runs.
+    """
+    by_id = {j.id: j for j in scenario.jobs}
+    out: list[tuple[str, str, str]] = []
+    seen: list[tuple[Reservation, BatchJob]] = []
+    current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+    for r in reservations:
+        job = by_id.get(r.id)
+        if not isinstance(job, BatchJob):
+            out.append((r.id, "id", "names no batch-like job of the scenario"))
+            continue
+        if job.running:
+            out.append((r.id, "id", "the job is already running"))
+            continue
+        if any(o.id == r.id for o, _ in seen):
+            out.append((r.id, "id", "reserved twice"))
+            continue
+        if r.gpus != job.gpus:
+            out.append((r.id, "gpus", f"is {r.gpus}, the job needs {job.gpus}"))
+            continue
+        if r.first_gpu % r.gpus or not 0 <= r.first_gpu <= scenario.G - r.gpus:
+            out.append((r.id, "first_gpu", f"{r.first_gpu} is not an aligned block of "
+                        f"{r.gpus} inside the cluster"))
+            continue
+        if r.start < job.arrival_step:
+            out.append((r.id, "start", f"{r.start} is before the job's arrival "
+                        f"{job.arrival_step}"))
+            continue
+        block = set(range(r.first_gpu, r.first_gpu + r.gpus))
+        if block & current:
+            out.append((r.id, "first_gpu", f"the block holds a realtime job's current GPU "
+                        f"{min(block & current)}"))
+            continue
+        run = _runs(job, r.start)
+        for other in scenario.batch_jobs:
+            if other.running and _overlap((0, other.running.remaining_steps), run) and \
+                    block & set(range(other.running.first_gpu,
+                                      other.running.first_gpu + other.gpus)):
+                out.append((r.id, "start", f"the block is held by running {other.id!r} "
+                            f"until step {other.running.remaining_steps}"))
+                break
+        else:
+            for o, ojob in seen:
+                if block & set(range(o.first_gpu, o.first_gpu + o.gpus)) and \
+                        _overlap(_runs(ojob, o.start), run):
+                    out.append((r.id, "start", f"overlaps the reservation of {o.id!r}"))
+                    break
+            else:
+                seen.append((r, job))
+    return out
+
+
+def plan_problems(scenario: Scenario, starts: dict[str, tuple[int, int]]) -> list[str]:
+    """How a grid breaks its scenario's reservations; `starts` maps batch id -> (start, first)."""
+    out = []
+    T = scenario.T
+    by_id = {j.id: j for j in scenario.batch_jobs}
+    for r in scenario.reservations:
+        got = starts.get(r.id)
+        if r.start < T and got != (r.start, r.first_gpu):
+            out.append(f"{r.id}: reserved from step {r.start} on GPU {r.first_gpu}, the plan "
+                       f"has {'nothing' if got is None else f'step {got[0]} on GPU {got[1]}'}"
+                       " (reservation)")
+        elif r.start >= T and got is not None:
+            out.append(f"{r.id}: reserved from step {r.start}, past the horizon, but the plan "
+                       f"starts it at step {got[0]} (reservation)")
+        block = range(r.first_gpu, r.first_gpu + r.gpus)
+        for jid, (s, first) in starts.items():
+            job = by_id[jid]
+            if jid == r.id or job.running:
+                continue
+            if first < block.stop and block.start < first + job.gpus and \
+                    s < r.start < s + job.duration_steps:
+                out.append(f"{jid}: runs on {r.id}'s reserved block past its start {r.start} "
+                           f"(steps {s}..{s + job.duration_steps - 1}; reservation)")
+    return out
+
+
+@dataclass(frozen=True)
+class Holds:
+    """What a policy does with the reservations, as grid masks.
+
+    `pins`: (job index, start, end, first GPU, gpus) for reservations inside the horizon;
+    `batch_busy`: cells other batch jobs must treat as busy (the pinned runs, and for a
+    reservation past the horizon its block at the last step, which no job that would run
+    past the reserved start can avoid); `realtime_off`: the reserved blocks, every step.
+    """
+
+    pins: tuple[tuple[int, int, int, int, int], ...]
+    batch_busy: np.ndarray | None  # None: no reservations (fast's hot path stays as it was)
+    realtime_off: np.ndarray | None
+    reserved: frozenset[int] = frozenset()  # every reserved job's index: not placed freely
+
+    def pin(self, grid: np.ndarray) -> None:
+        """Write the reserved runs into `grid`, as a running job's pin is written."""
+        for i, start, end, first, gpus in self.pins:
+            grid[start:end, first : first + gpus] = i
+
+    def keep_realtime_off(self, grid: np.ndarray) -> None:
+        """Mark the reserved blocks' free cells taken (OFF), so realtime placement skips them.
+
+        Batch placement reads `grid >= 0` as busy, so OFF cells stay open to backfill.
+        """
+        if self.realtime_off is not None:
+            grid[self.realtime_off & (grid == FREE)] = OFF
+
+    def release(self, grid: np.ndarray) -> None:
+        if self.realtime_off is not None:
+            grid[grid == OFF] = FREE
+
+
+def holds(scenario: Scenario) -> Holds:
+    if not scenario.reservations:
+        return NO_HOLDS
+    T, G = scenario.T, scenario.G
+    index = {j.id: i for i, j in enumerate(scenario.jobs)}
+    pins = []
+    batch_busy = np.zeros((T, G), dtype=bool)
+    realtime_off = np.zeros((T, G), dtype=bool)
+    for r in scenario.reservations:
+        i = index[r.id]
+        job = scenario.jobs[i]
+        cols = slice(r.first_gpu, r.first_gpu + r.gpus)
+        realtime_off[:, cols] = True
+        if r.start < T:
+            end = min(r.start + job.duration_steps, T)
+            pins.append((i, r.start, end, r.first_gpu, r.gpus))
+            batch_busy[r.start : end, cols] = True
+        elif T:
+            batch_busy[T - 1, cols] = True
+    return Holds(tuple(pins), batch_busy, realtime_off,
+                 frozenset(index[r.id] for r in scenario.reservations))
+
+
+NO_HOLDS = Holds((), None, None)
+
+
+def constrain_milp(model, scenario: Scenario) -> None:
+    """The same rule as bounds on full's variables: the reserved run fixed, nothing else on
+    the block past the start, no realtime on the block. Called after every bound reset."""
+    if not scenario.reservations:
+        return
+    by_id = {j.id: (i, j) for i, j in enumerate(scenario.jobs)}
+    rules = []
+    for r in scenario.reservations:
+        i, _ = by_id[r.id]
+        rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus)))
+    for var, st in model.starts:
+        job = scenario.jobs[st.job]
+        for i, r, block in rules:
+            if st.job == i:
+                on = st.start == r.start and st.first == r.first_gpu
+                var.lowBound = var.upBound = int(on)
+            elif st.first < block.stop and block.start < st.first + job.gpus and \
+                    st.start < r.start < st.start + job.duration_steps:
+                var.lowBound = var.upBound = 0
+    for (_, g, _), x in model.realtime.items():
+        if any(g in block for _, _, block in rules):
+            x.lowBound = x.upBound = 0
+
+
+def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = (),
+             forbidden: Iterable[int] = (), floor: bool = True, keep: int | None = None,
+             limit: int = FOREVER) -> Reservation | None:
+    """The earliest aligned block `job` could be promised, looking past the horizon.
+
+    A block qualifies from step s when every GPU in it is clear of running jobs (by their
+    predicted ends) and of the `others`' runs for the whole run, holds no `forbidden` GPU
+    (realtime's current GPUs, or a baseline's static realtime columns) and, with `floor`,
+    leaves realtime its forecast demand at every step of the horizon outside all reserved
+    blocks. Ties on s keep block `keep`, else the lowest (realtime stacks at the top).
+    """
+    T, G, k, d = scenario.T, scenario.G, job.gpus, job.duration_steps
+    if k > G:
+        return None
+    sizes = {j.id: j for j in scenario.batch_jobs}
+    busy_until = np.zeros(G, dtype=np.int64)
+    for j in scenario.batch_jobs:
+        if j.running:
+            busy_until[j.running.first_gpu : j.running.first_gpu + j.gpus] = \
+                j.running.remaining_steps
+    held = [(o.first_gpu, o.first_gpu + o.gpus, o.start, o.start + sizes[o.id].duration_steps)
+            for o in others]
+    banned = np.zeros(G, dtype=bool)
+    banned[list(forbidden)] = True
+    demand = np.zeros(T, dtype=np.int64)
+    for rt in scenario.realtime_jobs:
+        demand += np.asarray(rt.demand, dtype=np.int64)
+    run_busy = np.zeros((T, G), dtype=bool)
+    for g in range(G):
+        run_busy[: min(int(busy_until[g]), T), g] = True
+    off = np.zeros(G, dtype=bool)
+    for a, b, _, _ in held:
+        off[a:b] = True
+    without = (~(run_busy | off[None, :])).sum(axis=1)
+    candidates = sorted({job.arrival_step, *(int(v) for v in busy_until),
+                         *(e for _, _, _, e in held)})
+    firsts = list(range(0, G - k + 1, k))
+    if keep is not None and keep in firsts:
+        firsts.remove(keep)
+        firsts.insert(0, keep)
+    for s in candidates:
+        if s < job.arrival_step or s > limit:
+            continue
+        for b in firsts:
+            if banned[b : b + k].any() or (busy_until[b : b + k] > s).any():
+                continue
+            if any(a < b + k and b < e and s < re and rs < s + d for a, e, rs, re in held):
+                continue
+            if floor and demand.any():
+                mask = off.copy()
+                mask[b : b + k] = True
+                left = (~(run_busy | mask[None, :])).sum(axis=1)
+                if (left < np.minimum(demand, without)).any():
+                    continue  # the promise would cost realtime GPUs it could have had
+            return Reservation(id=job.id, start=s, first_gpu=b, gpus=k)
+    return None
+
+
+def claim(priority: float, waited: int, age: float) -> float:
+    """A waiting job's claim: its priority plus `age` per step waited (additive, as Slurm's
+    age factor), so any job that waits long enough outranks every fresh one."""
+    return priority + age * max(waited, 0)
+
+
+def as_dicts(reservations: Iterable[Reservation]) -> list[dict[str, int | str]]:
+    """The plan file's `reservations` list (docs/contract/MODEL.md)."""
+    return [{"id": r.id, "start": r.start, "first_gpu": r.first_gpu, "gpus": r.gpus}
+            for r in reservations]
+
+
+__all__ = ["Holds", "Reservation", "as_dicts", "claim", "constrain_milp",
+           "earliest", "holds", "plan_problems", "problems"]

@@ -1,0 +1,158 @@
+"""The replay's starvation guard: promises never move later (unless an overrun forces it),
+claims grow with the wait, and a guarded replay stays legal and starts the large job."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator.plan import make_plan
+from allocator.reservations import claim
+from pipelines import simulate as sim
+from pipelines.worlds import Service, SimJob, World
+from tests.strategies import examples
+
+
+def _service(level: list[float], swap: int) -> Service:
+    actual = np.asarray(level, dtype=float)
+    expected = np.asarray(level + [level[-1]] * 48, dtype=float)
+    return Service(id="serve", priority=10.0, swap_limit=swap, actual=actual,
+                   expected=expected)
+
+
+@st.composite
+def worlds(draw: st.DrawFn, exact: bool) -> World:
+    """Small contended worlds: long small jobs and a few whole-node ones, maybe a service."""
+    G = draw(st.sampled_from([4, 8, 16]))
+    L = draw(st.integers(8, 20))
+    jobs = []
+    for k in range(draw(st.integers(2, 10))):
+        gpus = draw(st.sampled_from([1, 1, 1, 2, G // 2, G]))
+        true = draw(st.integers(1, 12))
+        pred = true if exact else draw(st.integers(1, 12))
+        jobs.append(SimJob(id=f"j{k}", kind="training",
+                           priority=float(draw(st.sampled_from([1, 2, 5, 8]))), gpus=gpus,
+                           arrival=draw(st.integers(0, L - 1)), true_steps=true,
+                           predicted_steps=pred))
+    services = ()
+    if draw(st.booleans()):
+        level = [float(draw(st.integers(1, max(1, G // 4)))) for _ in range(L)]
+        services = (_service(level, draw(st.integers(1, 2))),)
+    return World(name="drawn", gpus=G, steps=L, jobs=tuple(jobs), services=services)
+
+
+def _moves(log: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """(moves later, moves earlier) of each promise across consecutive plans."""
+    last: dict[int, int] = {}
+    later = earlier = 0
+    for _, code, start in log:
+        if code in last:
+            later += start > last[code]
+            earlier += start < last[code]
+        last[code] = start
+    return later, earlier
+
+
+CONFIG = sim.SimConfig(horizon=6, margin=0.0, lead=0, guard=True)
+
+
+@settings(max_examples=examples(0.3), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(worlds(exact=True), st.sampled_from(["fast", "backfill"]))
+def test_a_promise_never_moves_later_when_durations_are_exact(world: World,
+                                                              policy: str) -> None:
+    rec = sim.replay(world, policy, CONFIG)
+    assert rec.guard is not None
+    later, _ = _moves(rec.guard.log)
+    assert later == 0 and rec.guard.later == 0
+    assert sim.integrity(rec) == []
+
+
+@settings(max_examples=examples(0.3), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(worlds(exact=False), st.sampled_from(["fast", "backfill"]))
+def test_with_overruns_every_later_move_is_counted_and_the_replay_stays_legal(
+        world: World, policy: str) -> None:
+    rec = sim.replay(world, policy, CONFIG)
+    assert rec.guard is not None
+    later, _ = _moves(rec.guard.log)
+    assert later == rec.guard.later
+    assert sim.integrity(rec) == []
+
+
+def _starving_world() -> World:
+    """Four 1-GPU jobs of 10 steps keep arriving on 4 GPUs; one 4-GPU job waits."""
+    jobs = [SimJob(id="big", kind="training", priority=1.0, gpus=4, arrival=0, true_steps=3,
+                   predicted_steps=3)]
+    for k in range(20):
+        jobs.append(SimJob(id=f"s{k}", kind="training", priority=8.0, gpus=1,
+                           arrival=(k // 4) * 8, true_steps=10, predicted_steps=10))
+    return World(name="starving", gpus=4, steps=40, jobs=tuple(jobs), services=())
+
+
+def test_the_guard_starts_the_large_job_that_fast_alone_starves() -> None:
+    world = _starving_world()
+    bare = sim.replay(world, "fast", sim.SimConfig(horizon=6))
+    guarded = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True))
+    assert 0 not in bare.starts  # the high-priority 10-step jobs always win the GPUs
+    assert 0 in guarded.starts
+    assert guarded.starts[0][0] < 20
+    assert sim.integrity(guarded) == []
+
+
+def test_claims_grow_with_the_wait_and_age_zero_is_plain_priority() -> None:
+    assert claim(1.0, 0, 0.25) == 1.0
+    assert claim(1.0, 40, 0.25) > claim(8.0, 0, 0.25)
+    assert claim(3.0, 100, 0.0) == 3.0
+
+
+def test_baselines_get_no_guard_and_first_estimates_are_recorded() -> None:
+    world = _starving_world()
+    for policy in ("fifo", "priority"):
+        rec = sim.replay(world, policy, sim.SimConfig(horizon=6, guard=True))
+        assert rec.guard is None
+    assert sim.replay(world, "fast", sim.SimConfig(horizon=6)).guard is None  # opt-in
+    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True))
+    m = sim.realized(rec)
+    assert set(rec.estimates) == {i for i, j in enumerate(world.jobs) if j.arrival < 40}
+    assert 0.0 <= m["estimate_1h_pct"] <= m["estimate_3h_pct"] <= 100.0
+
+
+def test_full_keeps_the_promises_in_a_guarded_replay() -> None:
+    pytest.importorskip("highspy")
+    world = World(name="starving-small", gpus=4, steps=14, jobs=_starving_world().jobs[:9],
+                  services=())
+    rec = sim.replay(world, "full", sim.SimConfig(horizon=4, guard=True))
+    assert rec.guard is not None and rec.guard.made > 0
+    later, _ = _moves(rec.guard.log)
+    assert later == 0
+    assert 0 in rec.starts  # the 4-GPU job starts
+    assert sim.integrity(rec) == []
+
+
+def test_the_p90_plan_stretches_running_and_queued_runs() -> None:
+    from allocator.model import BatchJob, Cluster, Running, Scenario
+    from pipelines.estimates import p90_starts
+
+    scenario = Scenario(cluster=Cluster(gpus=2, horizon_steps=12), jobs=(
+        BatchJob(id="run", kind="training", priority=1.0, gpus=2, duration_steps=6,
+                 running=Running(first_gpu=0, remaining_steps=4)),
+        BatchJob(id="next", kind="training", priority=1.0, gpus=2, duration_steps=2)))
+    # p50: `next` starts when `run` ends (4); p90 at sigma 0.5: 4 x 1.898 -> 8 steps.
+    assert make_plan(scenario, "fast").starts()["next"]["start"] == 4
+    assert p90_starts(scenario, [0, 1], "fast", 0.5, t0=10) == {1: 18}
+    assert p90_starts(scenario, [0, 1], "fast", 0.0, t0=10) == {1: 14}
+
+
+def test_a_replay_with_ranges_reports_how_often_the_start_fell_inside() -> None:
+    world = replace(_starving_world(), meta={"duration_sigma": 0.3})
+    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True, ranges=True))
+    m = sim.realized(rec)
+    assert set(rec.estimates_p90) == set(rec.estimates)
+    assert 0.0 <= m["estimate_range_pct"] <= 100.0
+    # The range [p50 - 1, p90 + 1] contains the 1-step window around the point estimate.
+    assert m["estimate_range_pct"] >= m["estimate_1h_pct"] - 1e-9

@@ -1,0 +1,184 @@
+"""Reservations in the allocator: the loader's rules, the validator's check, and every
+policy that honours them (fast, full, backfill) producing legal grids that keep them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator import grid as gridlib
+from allocator import reservations as R
+from allocator.errors import InputError
+from allocator.model import BatchJob, Reservation
+from allocator.plan import make_plan
+from allocator.policies import baselines
+from allocator.scenario_io import scenario_from_dict, scenario_to_dict
+from allocator.validator import violations
+from tests.strategies import examples, scenarios
+
+BASE = {
+    "cluster": {"gpus": 8, "horizon_steps": 6},
+    "jobs": [
+        {"id": "long", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 9,
+         "running": {"first_gpu": 0, "remaining_steps": 3}},
+        {"id": "big", "kind": "training", "priority": 1, "gpus": 8, "duration_steps": 2},
+        {"id": "small", "kind": "training", "priority": 9, "gpus": 1, "duration_steps": 6},
+        {"id": "short", "kind": "training", "priority": 9, "gpus": 1, "duration_steps": 2},
+    ],
+}
+
+
+def _with(reservations: list[dict]) -> dict:
+    return {**BASE, "reservations": reservations}
+
+
+def _reserved_scenario(scenario):
+    """A scenario with its largest queued job reserved at its earliest block, or None."""
+    current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+    queued = [j for j in scenario.batch_jobs if not j.running]
+    for job in sorted(queued, key=lambda j: (-j.gpus, -j.duration_steps, j.id)):
+        got = R.earliest(scenario, job, forbidden=current)
+        if got is not None:
+            return replace(scenario, reservations=(got,))
+    return None
+
+
+def test_a_reserved_block_keeps_longer_jobs_off_and_lets_short_ones_backfill() -> None:
+    scenario = scenario_from_dict(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                          "gpus": 8}]))
+    for policy in ("fast", "backfill"):
+        plan = make_plan(scenario, policy)
+        starts = plan.starts()
+        assert starts["big"]["start"] == 3 and starts["big"]["first_gpu"] == 0
+        # 6 steps would run past the promised start: only after the big job, if at all
+        assert starts.get("small", {"start": 5})["start"] >= 5
+        assert starts["short"]["start"] + 2 <= 3  # backfilled ahead of it
+    # Without the reservation the high-priority long job starts at once.
+    assert make_plan(scenario_from_dict(BASE), "fast").starts()["small"]["start"] < 3
+
+
+def test_the_plan_file_carries_the_reservations_in_the_contract_shape() -> None:
+    scenario = scenario_from_dict(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                          "gpus": 8}]))
+    body = json.loads(make_plan(scenario, "fast").to_json())
+    assert body["reservations"] == [{"id": "big", "start": 3, "first_gpu": 0, "gpus": 8}]
+    assert json.loads(make_plan(scenario_from_dict(BASE), "fast").to_json())["reservations"] \
+        == []
+    assert scenario_from_dict(scenario_to_dict(scenario)) == scenario
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"id": "nope", "start": 3, "first_gpu": 0, "gpus": 8}, "reservations.id"),
+    ({"id": "long", "start": 3, "first_gpu": 0, "gpus": 1}, "reservations.id"),
+    ({"id": "big", "start": 3, "first_gpu": 0, "gpus": 4}, "reservations.gpus"),
+    ({"id": "short", "start": 3, "first_gpu": 9, "gpus": 1}, "reservations.first_gpu"),
+    ({"id": "big", "start": 2, "first_gpu": 0, "gpus": 8}, "reservations.start"),
+    ({"id": "big", "start": -1, "first_gpu": 0, "gpus": 8}, "reservations.start"),
+    ({"id": "big", "start": 3.0, "first_gpu": 0, "gpus": 8}, "reservations.start"),
+])
+def test_the_loader_names_the_broken_reservation_field(entry: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_with([entry]))
+    assert field in str(err.value)
+
+
+def test_two_reservations_may_not_overlap_and_must_avoid_current_realtime_gpus() -> None:
+    both = [{"id": "big", "start": 3, "first_gpu": 0, "gpus": 8},
+            {"id": "short", "start": 4, "first_gpu": 3, "gpus": 1}]
+    with pytest.raises(InputError, match="overlaps the reservation of 'big'"):
+        scenario_from_dict(_with(both))
+    raw = _with([{"id": "short", "start": 0, "first_gpu": 5, "gpus": 1}])
+    raw["jobs"] = [*raw["jobs"], {"id": "rt", "kind": "realtime", "priority": 5,
+                                  "demand": [1] * 6, "swap_limit": 1, "current_gpus": [5]}]
+    with pytest.raises(InputError, match="current GPU 5"):
+        scenario_from_dict(raw)
+
+
+def test_the_validator_catches_a_grid_that_breaks_a_reservation() -> None:
+    scenario = scenario_from_dict(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                          "gpus": 8}]))
+    bare = scenario_from_dict(BASE)
+    grid = baselines.priority(bare)  # knows nothing of the promise
+    problems = violations(scenario, gridlib.to_ids(scenario, grid))
+    assert any("(reservation)" in p for p in problems)
+    assert violations(scenario, make_plan(scenario, "fast").id_grid()) == []
+
+
+@settings(max_examples=examples(0.5), deadline=None,
+          suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(scenarios(max_gpus=16, max_steps=12, max_batch=6), st.sampled_from(["fast", "backfill"]))
+def test_the_guard_never_makes_a_plan_illegal(scenario, policy: str) -> None:
+    reserved = _reserved_scenario(scenario)
+    if reserved is None:
+        return
+    assert R.problems(reserved, reserved.reservations) == []
+    plan = make_plan(reserved, policy)  # make_plan validates, the reservation included
+    r = reserved.reservations[0]
+    got = plan.starts().get(r.id)
+    if r.start < reserved.T:
+        assert got == {"start": r.start, "first_gpu": r.first_gpu,
+                       "end": min(r.start + reserved.job(r.id).duration_steps, reserved.T)}
+    else:
+        assert got is None
+
+
+def test_full_keeps_the_reservation_as_constraints() -> None:
+    pytest.importorskip("highspy")
+    scenario = scenario_from_dict(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                          "gpus": 8}]))
+    plan = make_plan(scenario, "full", time_limit=10)
+    assert plan.starts()["big"] == {"start": 3, "first_gpu": 0, "end": 5}
+    # The MILP alone (no fast grid to fall back on) keeps it too.
+    from allocator.policies.full import build_model, run_solver
+    model = build_model(scenario)
+    run_solver("highs", model.prob, time_limit=10, mip_gap=1e-6, start=None, target=None)
+    grid = model.grid(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert (grid[3:5] == 1).all() and not (grid[:3, :] == 1).any()
+    assert not (grid[:5, 0] == 2).any()  # "small" never on the block before the big job
+
+
+def test_earliest_looks_past_running_jobs_other_promises_and_the_realtime_floor() -> None:
+    scenario = scenario_from_dict(BASE)
+    big = scenario.job("big")
+    assert isinstance(big, BatchJob)
+    assert R.earliest(scenario, big) == Reservation("big", 3, 0, 8)
+    other = Reservation("short", 2, 0, 1)  # holds GPU 0 at steps 2..3
+    assert R.earliest(scenario, big, [other]) == Reservation("big", 4, 0, 8)
+    raw = {**BASE, "jobs": [*BASE["jobs"], {"id": "rt", "kind": "realtime", "priority": 5,
+                                            "demand": [1] * 6, "swap_limit": 1}]}
+    with_rt = scenario_from_dict(raw)
+    # A whole-cluster block would take the one GPU realtime needs: no promise.
+    assert R.earliest(with_rt, big) is None
+    assert R.earliest(with_rt, big, floor=False) == Reservation("big", 3, 0, 8)
+
+
+def test_plan_refuses_reservations_for_a_baseline_that_ignores_them(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    scenario = tmp_path / "s.json"
+    scenario.write_text(json.dumps(_with([{"id": "big", "start": 3, "first_gpu": 0,
+                                           "gpus": 8}])))
+    out = tmp_path / "p.json"
+    runner = CliRunner()
+    bad = runner.invoke(build_app(), ["plan", str(scenario), "--policy", "fifo", "--out",
+                                      str(out)])
+    assert bad.exit_code == 2 and not out.exists()
+    ok = runner.invoke(build_app(), ["plan", str(scenario), "--policy", "backfill", "--out",
+                                     str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(out.read_text())["reservations"][0]["id"] == "big"
+
+
+@settings(max_examples=examples(0.5), deadline=None)
+@given(scenarios(max_gpus=16, max_steps=12, max_batch=6))
+def test_backfill_without_reservations_is_exactly_priority(scenario) -> None:
+    from allocator.policies.backfill import backfill
+
+    assert (backfill(scenario) == baselines.priority(scenario)).all()
