@@ -21,14 +21,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipelines import tracking
+from pipelines.home import bundled
 
-HISTORY = Path("data/history")
-QUEUE_DIR = Path("data/queue")
-TRAFFIC = Path("data/traffic/servegen_traffic.csv")
-SERVEGEN = Path("data/traffic/servegen_language_14d_10min_rate.csv")
-SERVICES = Path("data/traffic/services.json")
-CLUSTER = Path("data/cluster.json")
-RUNNING = Path("data/running.json")
+# The bundled inputs, wherever the demo is run from (pipelines.home).
+HISTORY = bundled("data/history")
+QUEUE_DIR = bundled("data/queue")
+TRAFFIC = bundled("data/traffic/servegen_traffic.csv")
+SERVEGEN = bundled("data/traffic/servegen_language_14d_10min_rate.csv")
+SERVICES = bundled("data/traffic/services.json")
+CLUSTER = bundled("data/cluster.json")
+RUNNING = bundled("data/running.json")
+SCENARIOS = bundled("data/scenarios")
 BENCH_REPEATS = 10
 
 
@@ -93,8 +96,8 @@ def plan_steps(out: Path, full: bool) -> list[Step]:
         steps.append(Step("plan the day (full: the MILP review)",
                           [*day, "--full", "--out-dir", str(out / "day-full")]))
     steps.append(Step("run the allocator benchmark",
-                      ["bench", "--out-dir", str(out / "bench"), "--repeats",
-                       str(BENCH_REPEATS)]))
+                      ["bench", "--scenarios", str(SCENARIOS), "--out-dir",
+                       str(out / "bench"), "--repeats", str(BENCH_REPEATS)]))
     return steps
 
 
@@ -133,14 +136,15 @@ def log_bench(out: Path, tracker: tracking.Tracker) -> None:
         run.artifacts(sorted((out / "bench").glob("*")), "bench")
 
 
-def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
+def run_demo(out_dir: Path, full: bool = False) -> None:
     console = Console()
     missing = [p for p in (SERVICES, CLUSTER, RUNNING, SERVEGEN) if not p.exists()]
     if missing:
         from allocator.errors import InputError
 
-        raise InputError("not found here: run the demo from the project directory "
-                         "(where data/ is), e.g. `make demo`", file=str(missing[0]))
+        raise InputError("a bundled input is missing: gpuplan's demo needs the project's "
+                         "data/ folder (a checkout, installed with `pip install -e .`)",
+                         file=str(missing[0]))
     began = time.perf_counter()
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)

@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from pipelines.home import bundled
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
 
-PHILLY_CSV = Path("data/philly/philly_6c71a0_2017-10-30_3w.csv")
-SERVEGEN_CSV = Path("data/traffic/servegen_language_14d_10min_rate.csv")
+PHILLY_CSV = bundled("data/philly/philly_6c71a0_2017-10-30_3w.csv")
+SERVEGEN_CSV = bundled("data/traffic/servegen_language_14d_10min_rate.csv")
 POOLS: tuple[tuple[str, float, int], ...] = (
     # ServeGen pool, priority, swap limit (GPUs changed per hour)
     ("m-large", 10.0, 2),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -17,3 +18,13 @@ settings.register_profile("ci", max_examples=250, **_COMMON)
 settings.register_profile("quick", max_examples=10, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path_factory, monkeypatch):
+    """No test reads or writes the caller's gpuplan state or MLflow store: GPUPLAN_HOME is a
+    fresh directory, MLFLOW_TRACKING_URI and GPUPLAN_TRACKING are unset (a test that needs
+    a store sets its own)."""
+    monkeypatch.setenv("GPUPLAN_HOME", str(tmp_path_factory.mktemp("gpuplan-home")))
+    for name in ("MLFLOW_TRACKING_URI", "GPUPLAN_TRACKING"):
+        monkeypatch.delenv(name, raising=False)
