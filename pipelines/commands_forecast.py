@@ -211,11 +211,11 @@ def score(
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
         estimators, refs = tracking.load_estimators(models)  # --models, else @champion
-    print(tracking.describe_refs(refs))
     with input_errors(str(queue)):
         df = read_table(queue, as_text=True)
         scored, bad = score_queue(df, estimators, step_minutes=step_minutes,
                                   duration_from=duration_from)
+    print(tracking.describe_refs(refs))
     rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     share = len(bad) / len(df) if len(df) else 1.0
     failed = len(scored) == 0 or share > max_reject_share

@@ -20,11 +20,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 
-@pytest.fixture(autouse=True)
-def _isolated_state(tmp_path_factory, monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_state(tmp_path_factory):
     """No test reads or writes the caller's gpuplan state or MLflow store: GPUPLAN_HOME is a
     fresh directory, MLFLOW_TRACKING_URI and GPUPLAN_TRACKING are unset (a test that needs
-    a store sets its own)."""
-    monkeypatch.setenv("GPUPLAN_HOME", str(tmp_path_factory.mktemp("gpuplan-home")))
-    for name in ("MLFLOW_TRACKING_URI", "GPUPLAN_TRACKING"):
-        monkeypatch.delenv(name, raising=False)
+    a store sets its own with monkeypatch). Session-wide, so hypothesis tests may use it."""
+    saved = {k: os.environ.get(k) for k in ("GPUPLAN_HOME", "MLFLOW_TRACKING_URI",
+                                            "GPUPLAN_TRACKING")}
+    os.environ["GPUPLAN_HOME"] = str(tmp_path_factory.mktemp("gpuplan-home"))
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    os.environ.pop("GPUPLAN_TRACKING", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    """mlflow.set_tracking_uri also sets MLFLOW_TRACKING_URI in os.environ: after each test,
+    drop it, so the next test does not inherit the previous one's store."""
+    yield
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
