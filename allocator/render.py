@@ -30,12 +30,13 @@ FAMILIES = {
     "realtime": "Reds",
 }
 KIND_LABELS = {"training": "training", "quantization": "quantization",
-               "batch_inference": "batch inference", "realtime": "realtime (hatched)"}
+               "batch_inference": "batch inference", "realtime": "realtime"}
 FIG_WIDTH_IN = 13.0
 DPI = 110
-CHAR_W_IN = 0.075  # one character of the 7 pt label font, in inches (a safe overestimate)
+CHAR_W_IN = 0.064  # one character of the 7 pt label font, in inches (a safe overestimate)
 ROW_H_IN = 0.22  # one GPU row
 MAX_LEGEND = 60
+HATCHES = ("xxx", "///", "\\\\\\", "++", "..", "oo")  # one per realtime service
 
 
 def _colours(ids: list[str], kinds: dict[str, str]) -> dict[str, tuple]:
@@ -111,6 +112,8 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
                  key=lambda j: (list(FAMILIES).index(kinds.get(j, "training"))
                                 if kinds.get(j, "training") in FAMILIES else 9, j))
     colour = _colours(ids, kinds)
+    services = [j for j in ids if kinds.get(j) == "realtime"]
+    hatch = {j: HATCHES[i % len(HATCHES)] for i, j in enumerate(services)}
     clock, minutes = _clock(plans)
     if isinstance(start, str):
         clock = _clock([{"start": start}])[0]
@@ -146,7 +149,7 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
                     for s, e in _runs(grid, job, g):
                         ax.add_patch(Rectangle((s, g), e - s, 1, facecolor=colour[job],
                                                edgecolor="darkred", linewidth=0.8,
-                                               hatch="xxx"))
+                                               hatch=hatch[job]))
                         if best is None or e - s > best[1] - best[0]:
                             best = (s, e, g)
                 if best is not None and job not in drawn_rt:
@@ -194,8 +197,10 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
         ax.set_axisbelow(True)
         _ticks(ax, T, clock, minutes)
     handles = [Patch(facecolor=plt.get_cmap(FAMILIES[k])(0.6), edgecolor="black",
-                     hatch="xxx" if k == "realtime" else None, label=KIND_LABELS[k])
-               for k in FAMILIES if any(kinds.get(j) == k for j in ids)]
+                     label=KIND_LABELS[k])
+               for k in FAMILIES if k != "realtime" and any(kinds.get(j) == k for j in ids)]
+    handles += [Patch(facecolor=colour[j], edgecolor="darkred", hatch=hatch[j],
+                      label=f"realtime: {j}") for j in services[:8]]
     numbered_text = [f"{i + 1} = {job}" for i, job in enumerate(numbered[:MAX_LEGEND])]
     if len(numbered) > MAX_LEGEND:
         numbered_text.append(f"... {len(numbered) - MAX_LEGEND} more")
@@ -208,12 +213,13 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
         fig.text(0.45, 0.008, "small boxes:\n" + text, fontsize=7, family="monospace",
                  va="bottom")
     name = plans[0].get("scenario", "") if plans else ""
-    bottom_in = 1.05 + 0.12 * max(legend_rows - 2, 0)  # x labels, then the legends
+    legend_lines = max(legend_rows + 1, (len(handles) + 3) // 4)
+    bottom_in = 0.95 + 0.16 * legend_lines  # x labels, then the legends
     height = top_in + sum(panel_h) + gap_in * (len(plans) - 1) + bottom_in
     fig.set_size_inches(FIG_WIDTH_IN, height)
     fig.suptitle(f"gpuplan: {name}", fontsize=12, x=0.06, ha="left",
                  y=1 - 0.12 / height)
-    fig.subplots_adjust(left=0.09, right=0.98, top=1 - top_in / height,
+    fig.subplots_adjust(left=0.09, right=0.965, top=1 - top_in / height,
                         bottom=bottom_in / height)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
