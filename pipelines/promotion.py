@@ -19,8 +19,8 @@ import numpy as np
 # Below these, a fitted estimator is mostly noise: the committed models (fitted on 4000 and
 # 2000 synthetic jobs) or the size-only power law are the safer estimate. Warn, still fit.
 MIN_ROWS = {"training": 500, "quantization": 200}
-DATE_COLUMNS = ("submitted_at", "submitted", "submit_time", "started", "start_time", "finished", "end_time",
-                "timestamp", "date")
+DATE_COLUMNS = ("submitted_at", "submitted", "submit_time", "started", "start_time",
+                "finished", "end_time", "timestamp", "date")
 
 
 @dataclass(frozen=True)

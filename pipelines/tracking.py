@@ -46,11 +46,21 @@ EXPERIMENT_NOTES = {
                   "(Models tab); @champion moves only on evidence.",
     "scoring": "One run per scored queue (`gpuplan score`, or `plan-day` on an unscored "
                "queue): which model versions scored it, how many rows were rejected.",
-    "plans": "One run per daily plan (`gpuplan plan-day`), named <cluster> <plan start>; "
-             "tags policy, cluster, commit. The run's Description is the report's first "
-             "part (what to start now); the full report and grid picture are artifacts "
-             "under plan/.",
+    "plans": "One run per daily plan (`gpuplan plan-day`), named after the cluster, the "
+             "plan's start and the policy; filter by the tags policy, cluster, plan_start "
+             "and commit. The run's Description is the report's first part (what to start "
+             "now); the full report and the grid picture are artifacts under plan/.",
     "bench": "The demo's allocator benchmark: fast against fifo and priority per scenario.",
+}
+MODEL_NOTES = {
+    "training": "gpuplan's training-cost estimator (GPU count and p50/p90 GPU-hours of a "
+                "fine-tuning job). Every `gpuplan train` registers a version described by "
+                "its history and held-out evaluation; @champion, which `score` and "
+                "`plan-day` load, moves only when a version is at least as good on the same "
+                "held-out rows (or `gpuplan train --promote`).",
+    "quantization": "gpuplan's quantization-cost estimator (GPU count and p50/p90 "
+                    "GPU-hours of a GPTQ/AWQ/bitsandbytes job). Versions and @champion as "
+                    "for gpuplan-training-cost.",
 }
 CHAMPION = "champion"
 STORE_DIR = "mlruns"
@@ -378,6 +388,9 @@ class Run:
                                                 pip_requirements=_PIP)
             version = str(info.registered_model_version)
             client = self.tracker.client()
+            note = MODEL_NOTES.get(kind, "")
+            if note and client.get_registered_model(name).description != note:
+                client.update_registered_model(name, description=note)
             if description:
                 client.update_model_version(name, version, description=description[:5000])
             if promote:
