@@ -172,7 +172,8 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
             width = len(held)
             ax.add_patch(Rectangle((s, first), e - s, width, facecolor=colour[job],
                                    edgecolor="black", linewidth=0.6))
-            _label(ax, job, s, first, e - s, width, cell_w, cell_h, numbered)
+            # a box over several nodes is labelled in its first node, off the node line
+            _label(ax, job, s, first, e - s, min(width, node), cell_w, cell_h, numbered)
         for b in range(0, rows + 1, node):
             ax.axhline(b, color="black", linewidth=1.6)
         if rows % node:
@@ -204,16 +205,18 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
     numbered_text = [f"{i + 1} = {job}" for i, job in enumerate(numbered[:MAX_LEGEND])]
     if len(numbered) > MAX_LEGEND:
         numbered_text.append(f"... {len(numbered) - MAX_LEGEND} more")
-    fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.06, 0.0), ncol=4,
+    fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.02, 0.0), ncol=2,
                fontsize=8, frameon=False, title="kind", title_fontsize=8)
     if numbered_text:
-        legend_rows = (len(numbered_text) + 5) // 6
+        width = max(len(t) for t in numbered_text) + 3
+        per_row = max(1, int(FIG_WIDTH_IN * 0.58 / (CHAR_W_IN * 1.05 * width)))
+        legend_rows = -(-len(numbered_text) // per_row)
         cols = [numbered_text[i::legend_rows] for i in range(legend_rows)]
-        text = "\n".join("    ".join(f"{c:<22}" for c in row) for row in cols)
-        fig.text(0.45, 0.008, "small boxes:\n" + text, fontsize=7, family="monospace",
+        text = "\n".join("".join(f"{c:<{width}}" for c in row) for row in cols)
+        fig.text(0.4, 0.008, "small boxes:\n" + text, fontsize=7, family="monospace",
                  va="bottom")
     name = plans[0].get("scenario", "") if plans else ""
-    legend_lines = max(legend_rows + 1, (len(handles) + 3) // 4)
+    legend_lines = max(legend_rows + 1, (len(handles) + 1) // 2 + 1)
     bottom_in = 0.95 + 0.16 * legend_lines  # x labels, then the legends
     height = top_in + sum(panel_h) + gap_in * (len(plans) - 1) + bottom_in
     fig.set_size_inches(FIG_WIDTH_IN, height)
@@ -232,12 +235,11 @@ def _label(ax, job: str, x: float, y: float, w: float, h: float, cell_w: float,
     """The id inside the box when it fits (horizontally, or turned for tall boxes),
     else a number listed below the picture."""
     box_w, box_h = w * cell_w, h * cell_h
-    need = CHAR_W_IN * len(job) + 0.06
+    need = CHAR_W_IN * len(job) + 0.1
     cx, cy = x + w / 2, y + h / 2
-    style = {"ha": "center", "va": "center", "fontsize": 7, "clip_on": True}
-    if realtime:
-        style["bbox"] = {"boxstyle": "round,pad=0.15", "facecolor": "white",
-                         "edgecolor": "darkred", "linewidth": 0.6}
+    style = {"ha": "center", "va": "center", "fontsize": 7, "clip_on": True,
+             "bbox": {"boxstyle": "round,pad=0.12", "facecolor": (1, 1, 1, 0.75),
+                      "edgecolor": "darkred" if realtime else "none", "linewidth": 0.6}}
     if box_w >= need and box_h >= 0.12:
         ax.text(cx, cy, job, **style)
     elif box_h >= need and box_w >= 0.12:
@@ -246,5 +248,6 @@ def _label(ax, job: str, x: float, y: float, w: float, h: float, cell_w: float,
         if job not in numbered:
             numbered.append(job)
         number = str(numbered.index(job) + 1)
-        if box_w >= CHAR_W_IN * len(number) and box_h >= 0.1:
-            ax.text(cx, cy, number, **{**style, "fontsize": 6})
+        if box_w >= CHAR_W_IN * len(number) + 0.04 and box_h >= 0.1:
+            ax.text(cx, cy, number, **{**style, "fontsize": 6,
+                                       "bbox": {**style["bbox"], "pad": 0.05}})
