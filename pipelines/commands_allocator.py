@@ -100,7 +100,7 @@ def show(
     plans: list[Path] = typer.Argument(..., help="Plan JSON files, drawn top to bottom."),
     png: Path = typer.Option(..., "--png", help="Output PNG."),
 ) -> None:
-    """Draw plans as the article's figure (GPUs as rows, steps as columns)."""
+    """Draw plans: GPUs as rows by node, time as columns, one labelled box per job."""
     from allocator.render import render_png
 
     bodies = []
