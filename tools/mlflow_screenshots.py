@@ -51,15 +51,16 @@ def fill(home: Path) -> None:
     env = {**os.environ, "GPUPLAN_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
     out = home / "mine"
-    gpuplan("train", str(EXAMPLES / "history" / "training.csv"), "--quantization",
-            str(EXAMPLES / "history" / "quantization.csv"), "--models", str(out / "models"),
+    E = EXAMPLES.relative_to(ROOT)  # the commands run in the checkout, as the README's do
+    gpuplan("train", str(E / "history" / "training.csv"), "--quantization",
+            str(E / "history" / "quantization.csv"), "--models", str(out / "models"),
             "--report", str(out / "evaluation.md"), env=env)
-    gpuplan("score", str(EXAMPLES / "queue.csv"), "--out", str(out / "scored.csv"), env=env)
+    gpuplan("score", str(E / "queue.csv"), "--out", str(out / "scored.csv"), env=env)
     for policy_flag in ([], ["--full", "--time-limit", "20"]):
         gpuplan("plan-day", "--queue", str(out / "scored.csv"), "--cluster",
-                str(EXAMPLES / "cluster.json"), "--traffic", str(EXAMPLES / "traffic.csv"),
-                "--services", str(EXAMPLES / "services.json"), "--running",
-                str(EXAMPLES / "running.json"), "--out-dir",
+                str(E / "cluster.json"), "--traffic", str(E / "traffic.csv"),
+                "--services", str(E / "services.json"), "--running",
+                str(E / "running.json"), "--out-dir",
                 str(out / ("day-full" if policy_flag else "day")), *policy_flag, env=env)
 
 
