@@ -35,6 +35,7 @@ FIG_WIDTH_IN = 13.0
 DPI = 110
 CHAR_W_IN = 0.064  # one character of the 7 pt label font, in inches (a safe overestimate)
 ROW_H_IN = 0.22  # one GPU row
+MAX_PANEL_IN = 14.0
 MAX_LEGEND = 60
 HATCHES = ("xxx", "///", "\\\\\\", "++", "..", "oo")  # one per realtime service
 
@@ -123,8 +124,9 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
     node = int(node_size or (plans[0].get("node_size") if plans else 0) or 8)
     G = max((len(p["grid"][0]) for p in plans if p["grid"]), default=1)
     T = max((len(p["grid"]) for p in plans), default=1)
-    panel_h = [max(1.6, ROW_H_IN * len(p["grid"][0]) + 1.0) if p["grid"] else 1.6
-               for p in plans]
+    # a GPU row is ROW_H_IN high, the panel at most MAX_PANEL_IN (big clusters: thinner rows)
+    panel_h = [max(1.6, min(ROW_H_IN * len(p["grid"][0]), MAX_PANEL_IN) + 1.0)
+               if p["grid"] else 1.6 for p in plans]
     numbered: list[str] = []  # jobs whose box is too small for the id: number -> id
 
     legend_rows = 0  # known once the labels are placed
@@ -175,7 +177,7 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
             # a box over several nodes is labelled in its first node, off the node line
             _label(ax, job, s, first, e - s, min(width, node), cell_w, cell_h, numbered)
         for b in range(0, rows + 1, node):
-            ax.axhline(b, color="black", linewidth=1.6)
+            ax.axhline(b, color="black", linewidth=1.6 if rows // node <= 64 else 0.4)
         if rows % node:
             ax.axhline(rows, color="black", linewidth=1.6)
         m = plan.get("metrics", {})
@@ -187,7 +189,7 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
         ax.set_ylim(rows, 0)
         ax.set_ylabel(f"GPU (nodes of {node})", fontsize=9)
         ax.set_yticks([b + node / 2 for b in range(0, rows, node)] if rows > node
-                      else range(0, rows))
+                      else [g + 0.5 for g in range(rows)])
         if rows > node:
             ax.set_yticklabels([f"node {b // node}\nGPU {b}-{min(b + node, rows) - 1}"
                                 for b in range(0, rows, node)], fontsize=7)
