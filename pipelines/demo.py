@@ -130,7 +130,8 @@ def log_bench(out: Path, tracker: tracking.Tracker) -> None:
                     "completed_before", "completed_after", "fast_ms"):
             if r.get(key) not in (None, ""):
                 metrics[f"{r['scenario']}.vs_{r['baseline']}.{key}"] = r[key]
-    with tracker.run("bench", "bench") as run:
+    scenarios = len({r["scenario"] for r in rows})
+    with tracker.run("bench", f"bench {scenarios} scenarios", tags=tracking.run_tags()) as run:
         run.params({"repeats": BENCH_REPEATS, "scenarios": len({r["scenario"] for r in rows})})
         run.metrics(metrics)
         run.artifacts(sorted((out / "bench").glob("*")), "bench")
@@ -195,6 +196,7 @@ def run_demo(out_dir: Path, full: bool = False) -> None:
                   f"benchmark: {out / 'bench' / 'bench.md'}; step logs: {out / 'logs'}/")
     if tracked:
         console.print(f"  MLflow: runs and registered models in {tracker.uri}; browse them "
-                      "with `make ui` (http://127.0.0.1:5000)")
+                      "with `make ui`, then in MLflow 3 click \"Model training\" at the top "
+                      "left (http://127.0.0.1:5000/#/experiments?workflowType=machine_learning)")
     else:
         console.print("  MLflow was not reachable: nothing tracked, every file above written.")
