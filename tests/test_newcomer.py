@@ -157,3 +157,33 @@ def test_explicit_models_win_over_the_registry(store, tmp_path):
 def test_tests_do_not_inherit_the_callers_state():
     assert "MLFLOW_TRACKING_URI" not in os.environ
     assert homelib.home().path != homelib.project_dir()
+
+
+# -- the README's own-data example runs as written ------------------------------------
+
+
+def test_the_examples_score_and_plan_a_day(tmp_path, monkeypatch):
+    """data/examples/ through score and plan-day, every path explicit, from another cwd."""
+    import json
+
+    from pipelines.cli import build_app
+
+    examples = homelib.bundled("data/examples")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUPLAN_TRACKING", "off")
+    res = run("score", examples / "queue.csv", "--out", tmp_path / "scored.csv",
+              "--models", MODELS)
+    assert res.exit_code == 0, res.output
+    scored = pd.read_csv(tmp_path / "scored.csv")
+    assert sorted(scored["kind"]) == ["batch_inference", "quantization", "training"]
+    res = runner.invoke(build_app(), [
+        "plan-day", "--queue", str(tmp_path / "scored.csv"), "--cluster",
+        str(examples / "cluster.json"), "--traffic", str(examples / "traffic.csv"),
+        "--services", str(examples / "services.json"), "--running",
+        str(examples / "running.json"), "--out-dir", str(tmp_path / "day")])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((tmp_path / "day" / "plan.json").read_text())
+    assert plan["starts"]["run-dpo-13b"] == {"start": 0, "first_gpu": 2, "end": 6}
+    assert set(plan["starts"]) >= set(scored["id"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["day", "scored.csv",
+                                                          "scored.rejects.csv"]
