@@ -113,7 +113,9 @@ def train(
     noise_sigma: float | None = typer.Option(
         None, "--noise-sigma", help="Noise floor sigma; default: meta.json beside the history."),
 ) -> None:
-    """Evaluate on a held-out split, print the report, then fit on all jobs and save."""
+    """Evaluate on a held-out split, print the report, fit on all jobs, save, and register
+    a new model version; it becomes @champion only if it is at least as good as the current
+    one on the same held-out rows (or with --promote)."""
     from rich.console import Console
 
     from forecasting.evaluate import evaluate, print_report, split_index, to_markdown
