@@ -552,7 +552,11 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
         raise err.located(str(args.cluster)) from None
     plans = plan_day(day, full=args.full, time_limit=args.time_limit)
     cluster_name = cluster_label(day.scenario.name, args.cluster)
-    run_name = f"{cluster_name} {start.strftime('%Y-%m-%d %H:%M')} {plans.plan.policy}"
+    # the cluster, the plan's start and the policy; the wall-clock minute it was planned
+    # tells reruns of the same day apart (the plan itself never depends on the clock)
+    planned = pd.Timestamp.now(tz="UTC").strftime("%H:%M")
+    run_name = (f"{cluster_name} {start.strftime('%Y-%m-%d %H:%M')} {plans.plan.policy} "
+                f"(planned {planned} UTC)")
     tags = {**tracking.run_tags(), "policy": plans.plan.policy, "cluster": cluster_name,
             "plan_start": start.strftime("%Y-%m-%dT%H:%MZ")}
     with tracker.run("plans", run_name, tags=tags) as run:
