@@ -72,8 +72,8 @@ def home() -> Home:
     project = project_dir()
     if (project / "pyproject.toml").exists() and _inside(Path.cwd(), project):
         return Home(project, "the project directory (the current directory is inside it)")
-    return Home(_user_dir(), f"the per-user directory (outside the project; set ${ENV} "
-                "to choose another)")
+    return Home(_user_dir(), f"the per-user directory: the current directory is outside "
+                f"the project; set ${ENV} to choose another")
 
 
 def out_dir(*parts: str) -> Path:
