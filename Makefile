@@ -28,12 +28,15 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/gpuplan bench
 
-# The embedded store `gpuplan` writes by default (pipelines/tracking.py); UI_PORT=5001 to move it.
+# The store `gpuplan` writes (`gpuplan where`: GPUPLAN_HOME, else this checkout's mlruns/);
+# UI_PORT=5001 to move it. MLflow 3 opens in its GenAI view: the runs are under "Model training".
 UI_PORT ?= 5000
 
 ui: $(STAMP)
-	mkdir -p mlruns
-	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db \
+	@echo "gpuplan's runs: http://127.0.0.1:$(UI_PORT)/#/experiments?workflowType=machine_learning"
+	uri="$$($(BIN)/gpuplan where --uri)"; \
+	case "$$uri" in sqlite:///*) mkdir -p "$$(dirname "$${uri#sqlite:///}")";; esac; \
+	MLFLOW_DISABLE_TELEMETRY=true $(BIN)/mlflow ui --backend-store-uri "$$uri" \
 		--host 127.0.0.1 --port $(UI_PORT) --workers 1
 
 clean-venv:

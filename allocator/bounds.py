@@ -6,7 +6,7 @@ Two relaxations, both solved with HiGHS:
 - `block_capacity`: integer starts kept, placement dropped; per step it only checks that
   the jobs fit the free aligned blocks of each power-of-two size (buddy capacity), and a
   realtime job's held count moves by at most its swap limit. Far tighter, and small
-  enough to bound 256-GPU scenarios in seconds (FACTS.md, "Solving the exact model").
+  enough to bound 256-GPU scenarios in seconds (docs/sources.md, "Solving the exact model").
 Every feasible plan is feasible in both, so each value is a proven ceiling.
 """
 

@@ -103,7 +103,7 @@ def _batch_violations(job: BatchJob, held: list[set[int]], T: int, G: int) -> li
         out.append(f"{job.id}: holds GPUs {sorted(block)} at step {start}, not a contiguous "
                    f"block of {job.gpus} (constraints 2-3)")
         return out
-    if first % job.gpus:
+    if first % job.gpus and not job.running:  # a running block stays where it runs
         out.append(f"{job.id}: block starts at GPU {first}, not aligned to {job.gpus} "
                    f"(constraint 3)")
     if job.running:

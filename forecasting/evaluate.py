@@ -217,7 +217,7 @@ def to_markdown(report: Report, command: str) -> str:
         parts += ["## One uniform margin instead (held-out): under-prediction vs "
                   "over-reservation", "", *table(report.tradeoff)]
     if report.published is not None:
-        parts += ["## Published timings (FACTS.md) against the estimate", "",
+        parts += ["## Published timings (docs/sources.md) against the estimate", "",
                   *table(report.published)]
     parts += ["## Targets", "", *table(report.targets.assign(
         met=report.targets["met"].map({True: "met", False: "MISSED"})))]

@@ -1,4 +1,4 @@
-"""Published quantization timings (FACTS.md), as rows the estimator can score.
+"""Published quantization timings (docs/sources.md), as rows the estimator can score.
 
 Each is a real run or claim; the reservation must never fall below it. Where a
 source names no GPU, the row uses an A100-80GB, the GPTQ paper's reference GPU.

@@ -5,7 +5,7 @@ Why this shape: quantization time is close to linear in parameter count within a
 size range but not across (loading dominates small models, per-block work large
 ones), so each tier gets its own intercept and slope; GPU type and calibration
 tokens shift all tiers alike. Headline timings understate real runs 4-8x
-(FACTS.md, AWQ), so the reservation carries a margin chosen on the history:
+(docs/sources.md, AWQ), so the reservation carries a margin chosen on the history:
 the smallest one at which at most `target_underprediction` of jobs (after the
 rounding up) would have overrun their reservation.
 """

@@ -1,4 +1,4 @@
-"""Seeded synthetic job history, grounded in ../shared/FACTS.md.
+"""Seeded synthetic job history, grounded in docs/sources.md.
 
 Real job histories with all 22 features are not public, so the estimators learn
 from a generator whose every constant is a published figure or arithmetic on one:
@@ -9,14 +9,14 @@ Training (GPU-hours = model FLOPs / (peak FLOP/s x MFU), plus start-up):
   LoRA skips weight gradients of the frozen base, so its backward is one forward.
   Gradient checkpointing recomputes one forward.
 - DPO: policy forward+backward on chosen and rejected plus a reference forward
-  on both: 16N per pair, ~2.7x SFT (FACTS, derived).
+  on both: 16N per pair, ~2.7x SFT (docs/sources.md, derived).
 - RLHF/RLVR: `rollouts_per_prompt` samples of ~0.7 x `max_new_tokens` generated
   per prompt at GEN_EFFICIENCY of the training MFU (memory-bound decoding),
   which makes generation ~80% of the time as in OpenRLHF's README; then actor
   training, a reference forward and, for RLHF, a critic trained and a reward
   model run at `reward_model_params_b`.
 - MFU: a range per variant (full fine-tuning below pre-training's 38-43%, LoRA
-  lower still, FACTS); where a job falls in its range is a deterministic function
+  lower still, docs/sources.md); where a job falls in its range is a deterministic function
   of its size and sequence length, scaled by GPU type, flash attention,
   optimizer, ZeRO stage, scale-out over its GPUs, fp8 (x1.35 where the GPU has
   it) and a 4-bit base (x0.5: ms-swift's int4 LoRA runs at 0.44-0.56 of bf16,
@@ -35,7 +35,7 @@ Quantization (wall hours x GPUs):
 - Calibration cost scales with the square root of calibration tokens; Hopper
   GPUs take 0.55x the A100 time, L40S 1.1x.
 - Noise exp(N(0, quant_sigma)) and a QUANT_OUTLIER_RATE of slow runs at 2-5x
-  (FACTS: AQLM, vLLM W8A8 runs of many hours).
+  (docs/sources.md: AQLM, vLLM W8A8 runs of many hours).
 """
 
 from __future__ import annotations

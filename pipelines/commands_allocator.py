@@ -19,8 +19,10 @@ from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
 from pipelines import atomic
 from pipelines.cliutil import input_errors
+from pipelines.home import bundled
+from pipelines.home import out_dir as out_dir_default
 
-DEFAULT_SCENARIOS = Path("data/scenarios")
+DEFAULT_SCENARIOS = bundled("data/scenarios")  # wherever gpuplan is run from
 
 
 def register(app: typer.Typer) -> None:
@@ -66,7 +68,7 @@ def plan(
     if png:
         from allocator.render import render_png
 
-        atomic.write_bytes(png, render_png([result.to_dict()]))
+        atomic.write_bytes(png, render_png([result.to_dict()], **_picture(loaded)))
     m = result.metrics
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
@@ -101,7 +103,7 @@ def show(
     plans: list[Path] = typer.Argument(..., help="Plan JSON files, drawn top to bottom."),
     png: Path = typer.Option(..., "--png", help="Output PNG."),
 ) -> None:
-    """Draw plans as the article's figure (GPUs as rows, steps as columns)."""
+    """Draw plans: GPUs as rows by node, time as columns, one labelled box per job."""
     from allocator.render import render_png
 
     bodies = []
@@ -140,10 +142,17 @@ def load_dir(directory: Path) -> list:
     return loaded
 
 
+def _picture(scenario) -> dict:
+    """What the grid picture needs from the scenario: node boundaries and step length."""
+    return {"node_size": scenario.cluster.node_size,
+            "step_minutes": scenario.cluster.step_minutes}
+
+
 def bench(
     scenario_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--scenarios",
                                       help="Directory of scenario JSON files."),
-    out_dir: Path = typer.Option(Path("out/bench"), "--out-dir", help="Where to write tables."),
+    out_dir: Path = typer.Option(out_dir_default("bench"), "--out-dir",
+                                 help="Where to write tables (default: under gpuplan's home)."),
     repeats: int = typer.Option(30, "--repeats", help="Latency: calls per policy (median)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
     full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
@@ -188,7 +197,8 @@ def bench(
 
         for r in results:
             pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
-            atomic.write_bytes(out_dir / f"{r.scenario.name}.png", render_png(pair))
+            atomic.write_bytes(out_dir / f"{r.scenario.name}.png",
+                               render_png(pair, **_picture(r.scenario)))
     console.print(report)
     console.print(f"wrote {out_dir / 'bench.md'} and {out_dir / 'bench.csv'}")
 

@@ -18,8 +18,9 @@ from allocator.errors import InputError
 from pipelines.atomic import atomic_path, write_text
 from pipelines.cliutil import input_errors
 
-DEFAULT_MODELS = Path("models")
 MAX_LISTED_REJECTS = 20
+MAX_REJECT_SHARE = 0.5  # score's default: more than half the queue rejected is a failure
+EXIT_REJECTED = 2
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +40,8 @@ def _write_table(df, path: Path) -> None:
 
 
 def synth_history(
-    out: Path = typer.Option(Path("data/history"), "--out", help="Directory for the history."),
+    out: Path = typer.Option(..., "--out", help="Directory for the history (the bundled "
+                             "sample is data/history)."),
     seed: int = typer.Option(2026, "--seed", help="Random seed: same seed, same files."),
     training: int = typer.Option(4000, "--training", min=0, help="Training jobs."),
     quantization: int = typer.Option(2000, "--quantization", min=0, help="Quantization jobs."),
@@ -98,8 +100,13 @@ def train(
     quantization: Path | None = typer.Option(
         None, "--quantization", help="Quantization history; without it only the training "
         "estimators are fitted."),
-    models: Path = typer.Option(DEFAULT_MODELS, "--models", help="Where to save the estimators."),
+    models: Path | None = typer.Option(
+        None, "--models", help="Where to save the estimators; default: out/models under "
+        "gpuplan's home (`gpuplan where`), never the committed models/."),
     report: Path | None = typer.Option(None, "--report", help="Also write the report (Markdown)."),
+    promote: bool = typer.Option(
+        False, "--promote", help="Make the new versions @champion even when they do not "
+        "beat the current champion on the held-out rows."),
     test_fraction: float = typer.Option(0.25, "--test-fraction", min=0.05, max=0.9,
                                         help="Share of jobs held out for the evaluation."),
     seed: int = typer.Option(0, "--seed", help="Seed of the held-out split."),
@@ -109,25 +116,40 @@ def train(
         [], "--extra-history", help="More training history (e.g. real runs): joins every "
         "training fit, never the held-out evaluation. Repeatable."),
 ) -> None:
-    """Evaluate on a held-out split, print the report, then fit on all jobs and save."""
+    """Evaluate on a held-out split, print the report, fit on all jobs, save, and register
+    a new model version; it becomes @champion only if it is at least as good as the current
+    one on the same held-out rows (or with --promote)."""
     from rich.console import Console
 
-    from forecasting.evaluate import evaluate, join_histories, print_report, to_markdown
+    from forecasting.evaluate import (
+        evaluate,
+        join_histories,
+        print_report,
+        split_index,
+        to_markdown,
+    )
     from forecasting.history import load_quant_history, load_training_history
     from forecasting.quantization import QuantizationCostEstimator
     from forecasting.store import save_estimators
     from forecasting.training import PowerLawBaseline, TrainingCostEstimator
+    from pipelines import promotion, tracking
+    from pipelines.home import home
 
+    models = models if models is not None else home().trained_models
     with input_errors():
         hist = load_training_history(history)
         extra = [load_training_history(p) for p in extra_history]
         quant = load_quant_history(quantization) if quantization else None
         floor = _noise_floor(history, noise_sigma)
     more = join_histories(*extra) if extra else None
+    X, g, y = join_histories(hist, more)
+    for kind, rows in (("training", len(y)), ("quantization", len(quant[2]) if quant else None)):
+        line = promotion.size_warning(kind, rows) if rows is not None else None
+        if line:
+            print(line, file=sys.stderr)
     rep = evaluate(hist, quant, test_fraction=test_fraction, seed=seed, noise_floor=floor,
                    extra_training=more)
     print_report(rep, Console())
-    X, g, y = join_histories(hist, more)
     estimators = {"training": TrainingCostEstimator().fit(X, y, gpus=g),
                   "baseline": PowerLawBaseline().fit(X, y, gpus=g)}
     source = ", ".join(str(p) for p in [history, *extra_history])
@@ -143,23 +165,50 @@ def train(
         command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
         write_text(report, to_markdown(rep, command) + "\n")
         print(f"wrote {report}")
-    from pipelines import tracking  # MLflow: one run, each estimator registered @champion
-
+    # MLflow: one run, each estimator registered; @champion moves only on evidence
+    tracker = tracking.get_tracker()
+    verdicts: dict[str, promotion.Verdict] = {}
+    descriptions: dict[str, str] = {}
+    sources = {"training": (history, hist), "quantization": (quantization, quant)}
+    for kind in tracking.ESTIMATOR_KINDS:
+        path, data = sources[kind]
+        if data is None:
+            continue
+        _, test = split_index(len(data[2]), test_fraction, seed)
+        heldout = (data[0].iloc[test].assign(gpus=data[1][test]) if kind == "quantization"
+                   else data[0].iloc[test], data[2][test])
+        champion = tracker.champion(kind) if tracker.enabled else None
+        verdicts[kind] = promotion.decide(kind, promotion.overall_mdape(rep, kind), champion,
+                                          heldout, force=promote)
+        descriptions[kind] = promotion.description(kind, Path(path), len(data[2]),
+                                                   verdicts[kind], promotion.summary(rep, kind))
     refs = tracking.log_training(
         estimators, params={"history": str(history), "quantization": str(quantization or ""),
                             "models_dir": str(models), "test_fraction": test_fraction,
-                            "seed": seed, "training_jobs": len(y)},
+                            "seed": seed, "training_jobs": len(y), "promote_forced": promote},
         metrics=tracking.evaluation_metrics(rep),
-        artifacts=[p for p in (report, models / "manifest.json") if p])
-    for ref in refs.values():
-        print(f"registered {ref.uri} as @{tracking.CHAMPION}")
+        artifacts=[p for p in (report, models / "manifest.json") if p],
+        promote={k: v.promote for k, v in verdicts.items()}, descriptions=descriptions,
+        run_name=f"train {Path(history).name} ({len(y)} jobs)", tracker=tracker)
+    for kind, ref in refs.items():
+        print(f"registered {ref.uri}; {verdicts[kind].reason}")
+    if not refs:
+        print(f"not registered (MLflow tracking off); the estimators are in {models}/ "
+              f"(use them with --models {models})")
 
 
 def score(
     queue: Path = typer.Argument(..., help="Queue to score (CSV or Parquet)."),
     out: Path = typer.Option(..., "--out", help="Scored queue to write (CSV or Parquet)."),
     step_minutes: float = typer.Option(60.0, "--step-minutes", help="Minutes per plan step."),
-    models: Path = typer.Option(DEFAULT_MODELS, "--models", help="Fitted estimators."),
+    models: Path | None = typer.Option(
+        None, "--models", help="Use the estimators in this directory (always wins over the "
+        "registry). Default: the registry's @champion, else the models `train` saved in "
+        "gpuplan's home, else the committed models/."),
+    max_reject_share: float = typer.Option(
+        MAX_REJECT_SHARE, "--max-reject-share", min=0.0, max=1.0,
+        help="Exit 2, writing only the rejects file, when more than this share of the "
+        "rows is rejected; every row rejected always fails."),
     rejects: Path | None = typer.Option(
         None, "--rejects", help="Rows that could not be scored; default OUT's name + .rejects.csv"),
     duration_from: str = typer.Option(
@@ -176,17 +225,27 @@ def score(
             raise InputError("must be > 0", field="--step-minutes")
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
-        estimators, refs = tracking.load_estimators(models)  # registry @champion, else models/
+        estimators, refs = tracking.load_estimators(models)  # --models, else @champion
     with input_errors(str(queue)):
         df = read_table(queue, as_text=True)
         result = score_queue_full(df, estimators, step_minutes=step_minutes,
                                   duration_from=duration_from)
     scored, bad = result.scored, result.rejects
+    print(tracking.describe_refs(refs))
     rejects = rejects or out.with_name(out.stem + ".rejects.csv")
-    _write_table(scored, out)
+    share = len(bad) / len(df) if len(df) else 1.0
+    failed = len(scored) == 0 or share > max_reject_share
+    if not failed:
+        _write_table(scored, out)
     _write_table(result.report(), rejects)  # rejects, then warnings (column `level`)
     seconds = time.perf_counter() - start
-    print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
+    if failed:
+        limit = "" if len(scored) == 0 else f", above --max-reject-share {max_reject_share:g}"
+        print(f"gpuplan: error: rejected {len(bad)} of {len(df)} rows of {queue} "
+              f"({share:.0%}{limit}); {out} not written, the reasons are in {rejects}",
+              file=sys.stderr)
+    else:
+        print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
     if len(bad):
         print(f"rejected {len(bad)} -> {rejects}", file=sys.stderr)
         for r in bad.head(MAX_LISTED_REJECTS).itertuples(index=False):
@@ -198,10 +257,12 @@ def score(
         print(f"scored with warnings {len(result.warnings)} -> {rejects}", file=sys.stderr)
         for r in result.warnings.head(MAX_LISTED_REJECTS).itertuples(index=False):
             print(f"  {r.id or f'row {r.row}'}: {r.reason}", file=sys.stderr)
-    print("estimators: " + ", ".join(f"{k} {r.uri} ({r.source})" for k, r in refs.items()))
+    if failed:
+        raise typer.Exit(EXIT_REJECTED)
     tracking.log_scoring(
         params={"queue": str(queue), "step_minutes": step_minutes,
-                "duration_from": duration_from, "models_dir": str(models), "caller": "score"},
+                "duration_from": duration_from, "models_dir": str(models or ""),
+                "caller": "score"},
         metrics={"jobs": len(df), "scored": len(scored), "rejected": len(bad),
                  "warned": len(result.warnings), "seconds": seconds},
         refs=refs, artifacts=[out, rejects])

@@ -13,6 +13,7 @@ import typer
 from allocator.errors import InputError
 from pipelines.atomic import write_text
 from pipelines.cliutil import input_errors
+from pipelines.home import out_dir as out_dir_default
 
 DEFAULT_TRAFFIC = "data/traffic/servegen_traffic.csv"
 DEFAULT_SERVICES = "data/traffic/services.json"
@@ -92,7 +93,7 @@ def _rounded(values: object) -> list[float]:
 def profile_eval(
     traffic: Path = typer.Option(DEFAULT_TRAFFIC, "--traffic", help="Traffic to replay."),
     services: Path = typer.Option(DEFAULT_SERVICES, "--services", help="SERVICES.json."),
-    out_dir: Path = typer.Option(Path("out/profile"), "--out-dir",
+    out_dir: Path = typer.Option(out_dir_default("profile"), "--out-dir",
                                  help="Where the table (.md, .csv) and plot (.png) go."),
     fit_days: int = typer.Option(7, "--fit-days", min=1, help="Days to fit; the rest replay."),
     quantile: float = typer.Option(0.95, "--quantile", min=0.5, max=0.999),

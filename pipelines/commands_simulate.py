@@ -18,6 +18,7 @@ from allocator.errors import InputError
 from pipelines import atomic
 from pipelines import simulate_report as report
 from pipelines.cliutil import input_errors
+from pipelines.home import out_dir as out_dir_default
 from pipelines.philly import PHILLY_CSV, SERVEGEN_CSV, PhillyConfig, philly_world
 from pipelines.simulate import SimConfig, run_many
 from pipelines.worlds import World, suite, suite_world
@@ -72,7 +73,7 @@ def simulate(
                                         "(forecasting.profile's upper band)."),
     philly_csv: Path = typer.Option(PHILLY_CSV, "--philly-csv", help="Philly trace (extract)."),
     traffic: Path = typer.Option(SERVEGEN_CSV, "--traffic", help="ServeGen 10-min pool rates."),
-    out: Path = typer.Option(Path("out/simulate"), "--out", "-o", help="Output directory."),
+    out: Path = typer.Option(out_dir_default("simulate"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
     guard: bool = typer.Option(False, "--guard/--no-guard",
                                help="Starvation guard for fast/full/backfill: age claims and "

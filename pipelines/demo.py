@@ -21,14 +21,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipelines import tracking
+from pipelines.home import bundled
 
-HISTORY = Path("data/history")
-QUEUE_DIR = Path("data/queue")
-TRAFFIC = Path("data/traffic/servegen_traffic.csv")
-SERVEGEN = Path("data/traffic/servegen_language_14d_10min_rate.csv")
-SERVICES = Path("data/traffic/services.json")
-CLUSTER = Path("data/cluster.json")
-RUNNING = Path("data/running.json")
+# The bundled inputs, wherever the demo is run from (pipelines.home).
+HISTORY = bundled("data/history")
+QUEUE_DIR = bundled("data/queue")
+TRAFFIC = bundled("data/traffic/servegen_traffic.csv")
+SERVEGEN = bundled("data/traffic/servegen_language_14d_10min_rate.csv")
+SERVICES = bundled("data/traffic/services.json")
+CLUSTER = bundled("data/cluster.json")
+RUNNING = bundled("data/running.json")
+SCENARIOS = bundled("data/scenarios")
 BENCH_REPEATS = 10
 
 
@@ -100,8 +103,8 @@ def plan_steps(out: Path, full: bool) -> list[Step]:
         steps.append(Step("plan the day (full: the MILP review)",
                           [*day, "--full", "--out-dir", str(out / "day-full")]))
     steps.append(Step("run the allocator benchmark",
-                      ["bench", "--out-dir", str(out / "bench"), "--repeats",
-                       str(BENCH_REPEATS)]))
+                      ["bench", "--scenarios", str(SCENARIOS), "--out-dir",
+                       str(out / "bench"), "--repeats", str(BENCH_REPEATS)]))
     return steps
 
 
@@ -134,20 +137,22 @@ def log_bench(out: Path, tracker: tracking.Tracker) -> None:
                     "completed_before", "completed_after", "fast_ms"):
             if r.get(key) not in (None, ""):
                 metrics[f"{r['scenario']}.vs_{r['baseline']}.{key}"] = r[key]
-    with tracker.run("bench", "bench") as run:
+    scenarios = len({r["scenario"] for r in rows})
+    with tracker.run("bench", f"bench {scenarios} scenarios", tags=tracking.run_tags()) as run:
         run.params({"repeats": BENCH_REPEATS, "scenarios": len({r["scenario"] for r in rows})})
         run.metrics(metrics)
         run.artifacts(sorted((out / "bench").glob("*")), "bench")
 
 
-def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
+def run_demo(out_dir: Path, full: bool = False) -> None:
     console = Console()
     missing = [p for p in (SERVICES, CLUSTER, RUNNING, SERVEGEN) if not p.exists()]
     if missing:
         from allocator.errors import InputError
 
-        raise InputError("not found here: run the demo from the project directory "
-                         "(where data/ is), e.g. `make demo`", file=str(missing[0]))
+        raise InputError("a bundled input is missing: gpuplan's demo needs the project's "
+                         "data/ folder (a checkout, installed with `pip install -e .`)",
+                         file=str(missing[0]))
     began = time.perf_counter()
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
@@ -198,6 +203,7 @@ def run_demo(out_dir: Path = Path("out"), full: bool = False) -> None:
                   f"benchmark: {out / 'bench' / 'bench.md'}; step logs: {out / 'logs'}/")
     if tracked:
         console.print(f"  MLflow: runs and registered models in {tracker.uri}; browse them "
-                      "with `make ui` (http://127.0.0.1:5000)")
+                      "with `make ui`, then in MLflow 3 click \"Model training\" at the top "
+                      "left (http://127.0.0.1:5000/#/experiments?workflowType=machine_learning)")
     else:
         console.print("  MLflow was not reachable: nothing tracked, every file above written.")

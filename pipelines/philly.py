@@ -11,7 +11,7 @@ Mapping (docs/simulate.md states it in full):
 Realtime demand: the three ServeGen language pools, hourly; the first `history_days` fit an
 hour-of-day profile (the median), the next seven are the replayed actual traffic; each
 pool's 14-day hourly peak is scaled to `realtime_share / 3` of the cluster. With
-`forecaster="profile"` the planner is instead given what issue 5's DemandProfile
+`forecaster="profile"` the planner is instead given what forecasting.profile's DemandProfile
 forecasts at each hour (its upper band), updated on the hours already replayed.
 """
 
@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from pipelines.home import bundled
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
 
-PHILLY_CSV = Path("data/philly/philly_6c71a0_2017-10-30_3w.csv")
-SERVEGEN_CSV = Path("data/traffic/servegen_language_14d_10min_rate.csv")
+PHILLY_CSV = bundled("data/philly/philly_6c71a0_2017-10-30_3w.csv")
+SERVEGEN_CSV = bundled("data/traffic/servegen_language_14d_10min_rate.csv")
 POOLS: tuple[tuple[str, float, int], ...] = (
     # ServeGen pool, priority, swap limit (GPUs changed per hour)
     ("m-large", 10.0, 2),
@@ -49,7 +50,7 @@ class PhillyConfig:
     duration_sigma: float = 0.5
     seed: int = 7
     lookahead: int = 96
-    forecaster: str = "naive"  # naive: hour-of-day median + level; profile: issue 5's estimator
+    forecaster: str = "naive"  # naive: hour-of-day median + level; profile: DemandProfile
     philly_csv: Path = PHILLY_CSV
     servegen_csv: Path = SERVEGEN_CSV
 

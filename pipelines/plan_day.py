@@ -23,6 +23,8 @@ from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import atomic
+from pipelines.home import bundled
+from pipelines.home import out_dir as out_dir_default
 
 BATCH_KINDS = ("training", "quantization", "batch_inference")
 
@@ -373,6 +375,7 @@ def plan_document(plans: DayPlans) -> dict:
     body = plans.plan.to_dict()
     body["start"] = day.start.strftime("%Y-%m-%dT%H:%M:%SZ")
     body["step_minutes"] = day.scenario.cluster.step_minutes
+    body["node_size"] = day.scenario.cluster.node_size
     body["rejected"] = [{"id": r.id, "kind": r.kind, "reason": r.reason} for r in day.rejected]
     body["fifo_metrics"] = plans.fifo.metrics.as_dict()
     body["estimates"] = day.sources
@@ -407,7 +410,10 @@ def write_outputs(plans: DayPlans, out_dir: str | Path, tracking_note: str = "")
     atomic.write_text(out.scenario,
                       json.dumps(scenario_to_dict(day.scenario), indent=1) + "\n")
     atomic.write_text(out.grid_csv, grid_csv(day, plan))
-    atomic.write_bytes(out.grid_png, render_png([plan.to_dict(), plans.fifo.to_dict()]))
+    atomic.write_bytes(out.grid_png, render_png(
+        [plan.to_dict(), plans.fifo.to_dict()], node_size=day.scenario.cluster.node_size,
+        step_minutes=day.scenario.cluster.step_minutes,
+        start=day.start.to_pydatetime()))
     doc = report.build(plans, picture=out.grid_png.name, tracking_note=tracking_note)
     atomic.write_text(out.report_md, doc.markdown())
     atomic.write_text(out.report_html, doc.html())
@@ -452,18 +458,19 @@ class DayArgs:
     """What `gpuplan plan-day` reads; the demo and the tests build it directly."""
 
     queue: Path
-    cluster: Path = Path("data/cluster.json")
+    cluster: Path = field(default_factory=lambda: bundled("data/cluster.json"))
     traffic: Path | None = None
-    services: Path | None = Path("data/traffic/services.json")
+    services: Path | None = field(
+        default_factory=lambda: bundled("data/traffic/services.json"))
     profile: Path | None = None
     running: Path | None = None
-    models: Path = Path("models")
+    models: Path | None = None  # None: the registry's champion, else home.default_models()
     start: str | None = None
     step_minutes: int | None = None
     steps: int | None = None
     full: bool = False
     time_limit: float = 60.0
-    out_dir: Path = Path("out/day")
+    out_dir: Path = field(default_factory=lambda: out_dir_default("day"))
     duration_from: str = "p90"
 
 
@@ -496,7 +503,7 @@ def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, trac
         rejects.to_csv(tmp, index=False)
     tracking.log_scoring(
         params={"queue": str(args.queue), "step_minutes": step_minutes,
-                "duration_from": args.duration_from, "models_dir": str(args.models),
+                "duration_from": args.duration_from, "models_dir": str(args.models or ""),
                 "caller": "plan-day"},
         metrics={"jobs": len(frame), "scored": len(scored), "rejected": len(rejects),
                  "seconds": seconds},
@@ -544,8 +551,15 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
     except InputError as err:
         raise err.located(str(args.cluster)) from None
     plans = plan_day(day, full=args.full, time_limit=args.time_limit)
-    with tracker.run("plans", f"plan-day {start.strftime('%Y-%m-%d %H:%M')}",
-                     tags={"policy": plans.plan.policy}) as run:
+    cluster_name = cluster_label(day.scenario.name, args.cluster)
+    # the cluster, the plan's start and the policy; the wall-clock minute it was planned
+    # tells reruns of the same day apart (the plan itself never depends on the clock)
+    planned = pd.Timestamp.now(tz="UTC").strftime("%H:%M")
+    run_name = (f"{cluster_name} {start.strftime('%Y-%m-%d %H:%M')} {plans.plan.policy} "
+                f"(planned {planned} UTC)")
+    tags = {**tracking.run_tags(), "policy": plans.plan.policy, "cluster": cluster_name,
+            "plan_start": start.strftime("%Y-%m-%dT%H:%MZ")}
+    with tracker.run("plans", run_name, tags=tags) as run:
         note = (f"MLflow run {run.run_id} in experiment {tracking.EXPERIMENTS['plans']} "
                 f"at {tracker.uri}" if run.run_id else "MLflow tracking off for this run")
         outputs = write_outputs(plans, args.out_dir, tracking_note=note)
@@ -554,6 +568,11 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
         run.artifacts(outputs.all(), "plan")
         run.tags({"mlflow.note.content": run_note(outputs.report_md)})  # the UI's description
         return DayResult(plans=plans, outputs=outputs, run_id=run.run_id)
+
+
+def cluster_label(name: str, cluster_file: Path) -> str:
+    """The cluster's name for run names and tags: its `name`, else the config file's stem."""
+    return name if name and name != "day" else Path(cluster_file).stem
 
 
 NOTE_LIMIT = 4000  # MLflow caps tag values; the whole report is an artifact beside it

@@ -4,9 +4,15 @@ Tracking is a side channel. When MLflow is unreachable or fails, the tracker pri
 warning line, switches itself off for the rest of the process, and the pipeline's local
 outputs (models/, plans, reports) are written all the same.
 
-Store: `MLFLOW_TRACKING_URI` when set; otherwise `sqlite:///<cwd>/mlruns/mlflow.db` with
-artifacts under `mlruns/artifacts/` (what `make ui` opens). Switch: GPUPLAN_TRACKING=off|on;
-under pytest the embedded store is off unless a test asks for it (=on) or sets a URI.
+Store: `MLFLOW_TRACKING_URI` when set; otherwise `sqlite:///<home>/mlruns/mlflow.db` with
+artifacts under `<home>/mlruns/artifacts/` (what `make ui` opens), where <home> is
+pipelines.home's state directory (`gpuplan where`). A command that only reads models never
+creates the store. Switch: GPUPLAN_TRACKING=off|on; under pytest the embedded store is off
+unless a test asks for it (=on) or sets a URI.
+
+Registry: `train` registers every version with a description of the history it came from;
+the alias `champion` moves only when pipelines.promotion says the new version is at least
+as good on the same held-out rows (or `--promote`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,29 @@ MODEL_NAMES = {
     "training": "gpuplan-training-cost",
     "quantization": "gpuplan-quantization-cost",
 }
+EXPERIMENT_NOTES = {
+    "estimators": "One run per `gpuplan train`: the held-out evaluation as metrics "
+                  "(training.<variant>.<metric>, quantization.<algorithm>.<metric>), the "
+                  "report as an artifact, each estimator registered as a model version "
+                  "(Models tab); @champion moves only on evidence.",
+    "scoring": "One run per scored queue (`gpuplan score`, or `plan-day` on an unscored "
+               "queue): which model versions scored it, how many rows were rejected.",
+    "plans": "One run per daily plan (`gpuplan plan-day`), named after the cluster, the "
+             "plan's start and the policy; filter by the tags policy, cluster, plan_start "
+             "and commit. The run's Description is the report's first part (what to start "
+             "now); the full report and the grid picture are artifacts under plan/.",
+    "bench": "The demo's allocator benchmark: fast against fifo and priority per scenario.",
+}
+MODEL_NOTES = {
+    "training": "gpuplan's training-cost estimator (GPU count and p50/p90 GPU-hours of a "
+                "fine-tuning job). Every `gpuplan train` registers a version described by "
+                "its history and held-out evaluation; @champion, which `score` and "
+                "`plan-day` load, moves only when a version is at least as good on the same "
+                "held-out rows (or `gpuplan train --promote`).",
+    "quantization": "gpuplan's quantization-cost estimator (GPU count and p50/p90 "
+                    "GPU-hours of a GPTQ/AWQ/bitsandbytes job). Versions and @champion as "
+                    "for gpuplan-training-cost.",
+}
 CHAMPION = "champion"
 STORE_DIR = "mlruns"
 PROBE_TIMEOUT_S = 3.0
@@ -42,8 +71,10 @@ _PIP = ["scikit-learn", "lightgbm", "statsmodels", "pandas", "numpy"]
 
 
 def default_uri(root: str | os.PathLike[str] | None = None) -> str:
-    """The embedded store: a SQLite file inside the project directory (the cwd by default)."""
-    base = Path(root) if root is not None else Path.cwd()
+    """The embedded store: a SQLite file in gpuplan's home (`gpuplan where`), or under `root`."""
+    from pipelines.home import home
+
+    base = Path(root) if root is not None else home().path
     return f"sqlite:///{(base / STORE_DIR / 'mlflow.db').resolve()}"
 
 
@@ -113,6 +144,17 @@ class Tracker:
     def enabled(self) -> bool:
         return self._enabled and self._connect()
 
+    def store_exists(self) -> bool:
+        """An embedded store whose database is not there yet holds no champion: reading
+        models must not create it (a failing command leaves nothing behind)."""
+        db = _sqlite_path(self.uri)
+        return db is None or db.exists()
+
+    def where(self) -> str:
+        """The store in words, for error messages that say how to point elsewhere."""
+        return (f"MLflow store {self.uri} (set MLFLOW_TRACKING_URI or GPUPLAN_HOME "
+                "to use another)")
+
     def fail(self, what: str, err: BaseException) -> None:
         """The one warning line; after it, every tracking call is a no-op."""
         if self._enabled:
@@ -167,8 +209,21 @@ class Tracker:
             db = _sqlite_path(self.uri)
             location = (db.parent / "artifacts" / name).resolve().as_uri() if db else None
             exp_id = client.create_experiment(name, artifact_location=location)
+        self._describe(client, exp_id, key)
         self._experiment_ids[name] = exp_id
         return exp_id
+
+    @staticmethod
+    def _describe(client: Any, exp_id: str, key: str) -> None:
+        """The experiment's description (its page header) and MLflow 3's experiment kind:
+        these are training runs, so the UI opens on Runs, not on the GenAI overview."""
+        note = EXPERIMENT_NOTES.get(key)
+        tags = client.get_experiment(exp_id).tags or {}
+        if note and tags.get("mlflow.note.content") != note:
+            client.set_experiment_tag(exp_id, "mlflow.note.content", note)
+        if tags.get("mlflow.experimentKind") != "custom_model_development":
+            client.set_experiment_tag(exp_id, "mlflow.experimentKind",
+                                      "custom_model_development")
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -208,7 +263,7 @@ class Tracker:
         A registry with no such model falls back quietly; a failing registry warns once.
         """
         name = MODEL_NAMES.get(kind, kind)
-        if self.enabled:
+        if self.store_exists() and self.enabled:
             try:
                 version = self._champion_version(name)
                 if version is not None:
@@ -220,6 +275,12 @@ class Tracker:
             except Exception as err:
                 self.fail(f"cannot load {name}@{CHAMPION}", err)
         return fallback(), ModelRef("local", fallback_uri)
+
+    def champion(self, kind: str) -> tuple[Any, ModelRef] | None:
+        """The current champion of this estimator and its reference, or None (no store, no
+        champion, or a failing registry: then one warning)."""
+        model, ref = self.load_champion(kind, lambda: None)
+        return (model, ref) if model is not None and ref.source == "registry" else None
 
     def _champion_version(self, name: str) -> str | None:
         from mlflow.exceptions import MlflowException
@@ -306,8 +367,10 @@ class Run:
         self._guard("log text", lambda: mlflow.log_text(body, name))
 
     def register(self, kind: str, estimator: Any, *, alias: str = CHAMPION,
+                 promote: bool = True, description: str = "",
                  lightgbm_parts: Mapping[str, Any] | None = None) -> ModelRef | None:
-        """Log with the sklearn flavour (pyfunc included), register, point `alias` at it.
+        """Log with the sklearn flavour (pyfunc included), register with `description`,
+        and point `alias` at the new version only when `promote`.
 
         `lightgbm_parts` (name -> LightGBM model inside the estimator) are also logged with
         the lightgbm flavour, unregistered, so the boosters can be inspected on their own.
@@ -324,7 +387,14 @@ class Run:
                                                 serialization_format="cloudpickle",
                                                 pip_requirements=_PIP)
             version = str(info.registered_model_version)
-            self.tracker.client().set_registered_model_alias(name, alias, version)
+            client = self.tracker.client()
+            note = MODEL_NOTES.get(kind, "")
+            if note and client.get_registered_model(name).description != note:
+                client.update_registered_model(name, description=note)
+            if description:
+                client.update_model_version(name, version, description=description[:5000])
+            if promote:
+                client.set_registered_model_alias(name, alias, version)
             for part, booster in (lightgbm_parts or {}).items():
                 import mlflow.lightgbm
 
@@ -373,16 +443,26 @@ def lightgbm_parts(estimator: Any) -> dict[str, Any]:
     return parts
 
 
-def load_estimators(models_dir: str | os.PathLike[str],
+def load_estimators(models_dir: str | os.PathLike[str] | None = None,
                     tracker: Tracker | None = None) -> tuple[dict[str, Any], dict[str, ModelRef]]:
-    """Each estimator from the registry's champion, else from `models_dir` (gpuplan train).
+    """The estimators a command uses, and where each came from.
 
-    InputError (from forecasting.store) only when neither holds any estimator.
+    `models_dir` given (the user's `--models`): that directory only, the registry is not
+    consulted. Not given: each estimator's registered champion, else the fallback directory
+    (pipelines.home.default_models: what `train` saved in the home, else the bundled
+    models/). InputError naming the store and the directory when nothing is found.
     """
     from forecasting.store import FILES
     from forecasting.store import load_estimators as load_local
+    from pipelines.home import default_models
 
     tracker = tracker or get_tracker()
+    if models_dir is not None:
+        found = load_local(models_dir)
+        refs = {kind: ModelRef("local", str(Path(models_dir) / FILES[kind]))
+                for kind in ESTIMATOR_KINDS if kind in found}
+        return {k: v for k, v in found.items() if k in ESTIMATOR_KINDS}, refs
+    fallback_dir = default_models()
     local: dict[str, Any] | None = None
     problem: Exception | None = None
 
@@ -390,21 +470,37 @@ def load_estimators(models_dir: str | os.PathLike[str],
         nonlocal local, problem
         if local is None and problem is None:
             try:
-                local = load_local(models_dir)
+                local = load_local(fallback_dir)
             except Exception as err:  # reported below only if nothing else is found
                 problem, local = err, {}
         return (local or {}).get(kind)
 
-    found: dict[str, Any] = {}
+    found = {}
     refs: dict[str, ModelRef] = {}
     for kind in ESTIMATOR_KINDS:
-        path = Path(models_dir) / FILES[kind]
+        path = fallback_dir / FILES[kind]
         model, ref = tracker.load_champion(kind, lambda k=kind: from_disk(k), str(path))
         if model is not None:
             found[kind], refs[kind] = model, ref
-    if not found and problem is not None:
-        raise problem
+    if not found:
+        from allocator.errors import InputError
+
+        why = f" ({_short(problem)})" if problem is not None else ""
+        raise InputError(f"no fitted estimators: no @{CHAMPION} in {tracker.where()}, and "
+                         f"none in {fallback_dir}{why}; run `gpuplan train`, or give "
+                         "--models DIR", field="models")
     return found, refs
+
+
+def describe_refs(refs: Mapping[str, ModelRef]) -> str:
+    """One line: which model each estimator is and where it came from (every command prints
+    it, so a score is never made by an estimator nobody named)."""
+    parts = []
+    for kind, ref in refs.items():
+        origin = (f"registry alias @{CHAMPION}, version {ref.version}"
+                  if ref.source == "registry" else "local file")
+        parts.append(f"{kind} {ref.uri} ({origin})")
+    return "models: " + "; ".join(parts) if parts else "models: none"
 
 
 def table_metrics(frame: Any, key: str, prefix: str) -> dict[str, float]:
@@ -423,19 +519,32 @@ def table_metrics(frame: Any, key: str, prefix: str) -> dict[str, float]:
 
 def log_training(estimators: Mapping[str, Any], *, params: Mapping[str, Any],
                  metrics: Mapping[str, Any], artifacts: list[Path],
+                 promote: Mapping[str, bool] | None = None,
+                 descriptions: Mapping[str, str] | None = None,
+                 run_name: str = "train", tags: Mapping[str, str] | None = None,
                  tracker: Tracker | None = None) -> dict[str, ModelRef]:
     """One run in gpuplan-estimators: parameters, evaluation metrics, reports, and each
-    estimator registered with `champion` pointing at the new version."""
+    estimator registered with its description; `champion` moves to the new version only
+    for the kinds `promote` says (all of them when not given)."""
     tracker = tracker or get_tracker()
-    with tracker.run("estimators", "train") as run:
+    with tracker.run("estimators", run_name, tags={**run_tags(), **(tags or {})}) as run:
         run.params(params)
         run.metrics(metrics)
         run.artifacts([p for p in artifacts if p], "reports")
         for kind in ESTIMATOR_KINDS:
             if kind in estimators:
                 run.register(kind, estimators[kind],
+                             promote=True if promote is None else bool(promote.get(kind)),
+                             description=(descriptions or {}).get(kind, ""),
                              lightgbm_parts=lightgbm_parts(estimators[kind]))
         return dict(run.models)
+
+
+def run_tags() -> dict[str, str]:
+    """Tags every gpuplan run carries, so runs can be filtered by code version."""
+    from pipelines.home import project_commit
+
+    return {"commit": project_commit()}
 
 
 def log_scoring(*, params: Mapping[str, Any], metrics: Mapping[str, Any],
@@ -443,7 +552,8 @@ def log_scoring(*, params: Mapping[str, Any], metrics: Mapping[str, Any],
                 tracker: Tracker | None = None) -> None:
     """One run in gpuplan-scoring: which model versions scored the queue, and the result."""
     tracker = tracker or get_tracker()
-    with tracker.run("scoring", "score") as run:
+    queue = Path(str(params.get("queue", ""))).name
+    with tracker.run("scoring", f"score {queue}".strip(), tags=run_tags()) as run:
         merged = dict(params)
         for kind, ref in refs.items():
             merged.update(ref.as_params(f"{kind}_model"))

@@ -136,7 +136,7 @@ def _batch_jobs(rng: np.random.Generator, spec: WorldSpec, G: int, L: int,
                 budget: float) -> list[SimJob]:
     jobs: list[SimJob] = []
     asked = 0.0
-    # Arrivals follow Philly's hour-of-day swing (peak/trough ~4, FACTS.md), over the days.
+    # Arrivals follow Philly's hour-of-day swing (peak/trough ~4, docs/sources.md), over the days.
     hour = np.arange(L) % 24
     rate = 1.0 + 3.0 * np.exp(-0.5 * ((hour - 14) / 4.0) ** 2)
     rate = rate / rate.sum()

@@ -81,13 +81,15 @@ def scenario_dicts(
             batch.append({"kind": "training", "priority": draw(priorities),
                           "gpus": sizes[-1], "duration_steps": T, "arrival_step": 0})
 
-    # Running jobs: aligned, non-overlapping blocks, 1 <= remaining <= duration.
+    # Running jobs: non-overlapping blocks, 1 <= remaining <= duration. Mostly aligned;
+    # sometimes at any offset, as a real cluster's current placement may be (MODEL.md).
     held = [False] * G
     for job in batch:
         if draw(st.integers(min_value=0, max_value=3)) != 0:
             continue  # about one job in four is already running
         k = job["gpus"]
-        blocks = [b for b in range(0, G - k + 1, k) if not any(held[b : b + k])]
+        stride = 1 if draw(st.integers(min_value=0, max_value=2)) == 0 else k
+        blocks = [b for b in range(0, G - k + 1, stride) if not any(held[b : b + k])]
         if not blocks:
             continue
         first = draw(st.sampled_from(blocks))

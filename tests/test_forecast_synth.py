@@ -1,4 +1,4 @@
-"""The generator: seeded, in the contract's columns, and grounded in FACTS.md figures."""
+"""The generator: seeded, in the contract's columns, and grounded in docs/sources.md figures."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_noise_floor_matches_monte_carlo():
 
 
 def test_ms_swift_7b_sft_costs_16_to_48_gpu_hours_on_one_a100():
-    """FACTS.md: full or LoRA SFT of 7B over ~87.5k samples takes 16-48 GPU-hours."""
+    """docs/sources.md: full or LoRA SFT of 7B over ~87.5k samples takes 16-48 GPU-hours."""
     df = pd.DataFrame([job(), job(variant="full-sft", lora_rank=0, lora_targets=0)])
     hours = expected_gpu_hours(df, np.array([1, 1]))
     assert np.all((hours >= 16) & (hours <= 48))

@@ -211,7 +211,7 @@ def test_real_zero_time_limit_gives_fast_with_a_warning(scenario) -> None:
 
 
 def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> None:
-    """FACTS.md's pitfall: a warm-started solve claims more than the solution it returns."""
+    """The HiGHS pitfall (docs/sources.md): a warm start claims more than the solution returned."""
     scenario = scenario_from_dict(TINY["swap-limited-realtime"])
     real = full_module.run_solver
     calls = []

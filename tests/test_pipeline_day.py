@@ -145,7 +145,10 @@ def test_an_interrupted_write_leaves_whole_files(tmp_path, untracked, monkeypatc
 def test_demo_generates_what_is_missing_first(tmp_path, monkeypatch):
     from pipelines import demo
 
-    monkeypatch.chdir(tmp_path)  # no data/: history, queue and traffic are all missing
+    # no data/: history, queue and traffic are all missing
+    monkeypatch.setattr(demo, "HISTORY", tmp_path / "data" / "history")
+    monkeypatch.setattr(demo, "QUEUE_DIR", tmp_path / "data" / "queue")
+    monkeypatch.setattr(demo, "TRAFFIC", tmp_path / "data" / "traffic" / "t.csv")
     steps = demo.plan_steps(Path("out"), full=True)
     names = [s.args[0] for s in steps]
     assert names == ["synth-history", "train", "score", "profile-servegen", "profile",

@@ -169,7 +169,7 @@ BAD: list[tuple[str, Callable[[dict[str, Any]], Any], str | None, str]] = [
      "running.remaining_steps"),
     ("remaining missing", deleter("awq", "running.remaining_steps"), "awq",
      "running.remaining_steps"),
-    ("running block misaligned", setter("awq", "running.first_gpu", 5), "awq",
+    ("running block past the end", setter("awq", "running.first_gpu", 7), "awq",
      "running.first_gpu"),
     ("running block outside", setter("awq", "running.first_gpu", 8), "awq",
      "running.first_gpu"),
@@ -493,7 +493,7 @@ def test_installed_command_prints_exactly_one_line(tmp_path: Path) -> None:
     if not exe.exists():
         pytest.skip("gpuplan is not installed in this environment")
     src = tmp_path / "s.json"
-    src.write_text(json.dumps(edit(setter("awq", "running.first_gpu", 5))))
+    src.write_text(json.dumps(edit(setter("awq", "running.first_gpu", 7))))
     out = tmp_path / "p.json"
     done = subprocess.run([str(exe), "plan", str(src), "--out", str(out)],
                           capture_output=True, text=True, timeout=120, check=False)

@@ -12,6 +12,7 @@ from pipelines import tracking
 @pytest.fixture
 def embedded(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUPLAN_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("GPUPLAN_TRACKING", "on")  # under pytest the default store is off
     tracking.reset()
@@ -20,7 +21,7 @@ def embedded(tmp_path, monkeypatch):
     tracking.reset()
 
 
-def test_store_is_inside_the_project_and_registers_champions(embedded, tmp_path):
+def test_store_is_in_gpuplan_home_and_registers_champions(embedded, tmp_path):
     tracker, lines = embedded
     assert tracker.uri == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
     # nothing registered yet: models/ serves, without a warning

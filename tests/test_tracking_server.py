@@ -108,7 +108,7 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
     cli("train", str(history), "--quantization", str(quant), "--models", str(models))
     shutil.rmtree(models)  # from here on, only the registry holds the estimators
     scored = tmp_path / "scored.csv"
-    cli("score", str(queue), "--out", str(scored), "--models", str(models))
+    cli("score", str(queue), "--out", str(scored))  # no --models: the registry's champions
     cli("plan-day", "--queue", str(scored), "--cluster", str(inputs["cluster"]),
         "--traffic", str(inputs["traffic"]), "--services", str(inputs["services"]),
         "--running", str(inputs["running"]), "--out-dir", str(tmp_path / "day"))
@@ -136,6 +136,14 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
     assert score_run.data.metrics["scored"] > 0
 
     plan_run = runs("plans")[0]
+    assert plan_run.info.run_name.startswith("test-day ")
+    assert " fast (planned " in plan_run.info.run_name
+    assert plan_run.data.tags["cluster"] == "test-day" and plan_run.data.tags["policy"] == "fast"
+    assert plan_run.data.tags["commit"]
+    plans_exp = client.get_experiment_by_name(tracking.EXPERIMENTS["plans"])
+    assert plans_exp.tags["mlflow.note.content"] == tracking.EXPERIMENT_NOTES["plans"]
+    version = client.get_model_version(tracking.MODEL_NAMES["training"], "1")
+    assert "training.csv (300 completed jobs" in version.description
     for key in ("utilization", "value", "rt_shortfall", "completed", "latency_ms",
                 "fifo_utilization"):
         assert key in plan_run.data.metrics, key
@@ -166,7 +174,7 @@ def test_train_score_plan_day_without_a_server_warn_and_write(tmp_path, monkeypa
         outputs.append(result.output)
     text = "\n".join(outputs)
     assert text.count("gpuplan: warning: MLflow tracking") == 1  # one line per process
-    assert "training_cost.joblib (local)" in outputs[1]
+    assert "training_cost.joblib (local file)" in outputs[1]
     assert (tmp_path / "day" / "plan.json").exists()
     assert (tmp_path / "day" / "report.md").exists()
     tracking.reset()

@@ -233,7 +233,7 @@ def _strengthen(model: Model, scenario: Scenario, pinned: np.ndarray,
     """Integer start and held counts, and buddy capacity rows on them (valid, not needed).
 
     The per-cell rows let the LP spread a job over blocks; branching on "job j starts at s"
-    and checking block capacity per size closes most of that gap (FACTS.md).
+    and checking block capacity per size closes most of that gap (docs/sources.md).
     """
     T = scenario.T
     prob = model.prob
@@ -555,7 +555,7 @@ class _Search:
         claimed = (result.objective or 0.0) + fixed
         if values is not None and claimed - obj > REL_TOL * max(1.0, abs(obj)):
             # HiGHS after a warm start may claim a better objective than the solution it
-            # hands back (FACTS.md): re-solve without the start and keep the better.
+            # hands back (docs/sources.md): re-solve without the start and keep the better.
             self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
                                  f"{obj:.6g}; re-solved without the warm start")
             return self.attempt(self.deadline - time.perf_counter(), None, target, restricted)
@@ -676,7 +676,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     whole_milp = not reached
     if not reached and scenario.G >= LNS_MIN_GPUS and left() > 0:
         # Too big to solve whole in time: improve the incumbent one GPU window at a time.
-        # The whole MILP's own bound is useless at this size (FACTS.md): all time to windows.
+        # The whole MILP's own bound is useless at this size (docs/sources.md): all time to windows.
         report["phases"]["windows_solved"] = _neighbourhoods(search, left(), target)
         reached = target is not None and search.objective >= target
         whole_milp = False
@@ -709,7 +709,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     return done(search.grid)
 
 
-# From this many GPUs the whole MILP rarely closes in a minute (FACTS.md), so most of the
+# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so most of the
 # time goes to solving windows of the cluster with everything outside held fixed.
 LNS_MIN_GPUS = 32
 WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole limit
