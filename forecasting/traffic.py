@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.timeparse import parse_times
 
 TRAFFIC_COLUMNS = ("timestamp", "service", "requests")
 HOUR = pd.Timedelta(hours=1)
@@ -83,15 +84,7 @@ def validate_traffic(frame: pd.DataFrame) -> pd.DataFrame:
     if (out["service"] == "").any():
         row = int(np.flatnonzero(out["service"] == "")[0])
         raise InputError(f"empty service name in row {row + 2}", field="service")
-    stamps = pd.to_datetime(out["timestamp"], utc=True, errors="coerce", format="ISO8601")
-    bad = stamps.isna()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"row {row + 2}: {out['timestamp'].iloc[row]!r} is not an ISO 8601 time",
-            job=out["service"].iloc[row], field="timestamp",
-        )
-    out["timestamp"] = stamps
+    out["timestamp"] = parse_times(out["timestamp"], "timestamp", jobs=out["service"])
     counts = pd.to_numeric(out["requests"], errors="coerce")
     bad = counts.isna() & out["requests"].notna()
     bad |= np.isinf(counts) | (counts < 0)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from allocator import bench as benchlib
-from allocator import policies
+from allocator import limits, policies
 from allocator.errors import InputError
 from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
@@ -21,6 +21,7 @@ from pipelines import atomic
 from pipelines.cliutil import input_errors
 
 DEFAULT_SCENARIOS = Path("data/scenarios")
+SOLVERS = ("highs", "cbc")
 
 
 def register(app: typer.Typer) -> None:
@@ -53,17 +54,29 @@ def plan(
         if policy not in policies.POLICIES:
             raise InputError(f"unknown policy {policy!r}; choose from "
                              f"{', '.join(sorted(policies.POLICIES))}", field="--policy")
+    with input_errors():
+        limits.finite(time_limit, "--time-limit", low=0, low_open=True,
+                      high=limits.MAX_SECONDS)
+        if solver not in SOLVERS:
+            raise InputError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}",
+                             field="--solver")
+        _distinct_outputs([scenario], [out, *([png] if png else [])])
+        for target in (out, png):
+            if target is not None:
+                atomic.writable_target(target)
     options: dict = {}
     if policy == "full":
         options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
     elif policy == "fast" and search is not None:
         options = {"search": search}
     result = make_plan(loaded, policy, **options)
-    atomic.write_text(out, result.to_json())
+    files: dict[Path, str | bytes] = {out: result.to_json()}
     if png:
         from allocator.render import render_png
 
-        atomic.write_bytes(png, render_png([result.to_dict()]))
+        files[png] = render_png([result.to_dict()])
+    with input_errors():
+        atomic.write_all(files)  # the plan and its picture together, or neither
     m = result.metrics
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
@@ -78,12 +91,7 @@ def check(
     with input_errors(str(scenario)):
         loaded = load_scenario(scenario)
     with input_errors(str(plan_file)):
-        try:
-            body = json.loads(plan_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"cannot read plan: {err}") from None
-        if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
-            raise InputError("a plan is a JSON object with a grid", field="grid")
+        body = read_plan(plan_file)
     problems = violations(loaded, body["grid"])
     if not problems:
         problems = metrics_agree(body.get("metrics", {}), compute_metrics(loaded, body["grid"]))
@@ -92,6 +100,58 @@ def check(
             typer.echo(f"illegal: {p}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{plan_file}: legal, metrics agree")
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not standard JSON")
+
+
+def read_plan(path: Path) -> dict:
+    """A plan file: a JSON object whose grid is rows of job ids (strings) or nulls."""
+    limits.check_file_size(path)
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except FileNotFoundError:
+        raise InputError("no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise InputError(f"cannot read plan: {err}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
+        raise InputError("a plan is a JSON object with a grid", field="grid")
+    width = None
+    for t, row in enumerate(body["grid"]):
+        if not isinstance(row, list):
+            raise InputError("each grid row is a list", field=f"grid[{t}]")
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise InputError(f"has {len(row)} cells, the first row {width}", field=f"grid[{t}]")
+        for g, cell in enumerate(row):
+            if cell is not None and not isinstance(cell, str):
+                raise InputError(f"must be a job id or null, got {json.dumps(cell)}",
+                                 field=f"grid[{t}][{g}]")
+    if len(body["grid"]) * (width or 0) > limits.MAX_CELLS:
+        raise InputError(f"a grid beyond gpuplan's limit of {limits.MAX_CELLS} cells",
+                         field="grid")
+    metrics = body.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise InputError("must be an object", field="metrics")
+    for key in ("kinds", "starts"):
+        if key in body and not isinstance(body[key], dict):
+            raise InputError("must be an object", field=key)
+    return body
+
+
+def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """InputError when an output would overwrite an input or another output."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        seen.setdefault(path.resolve(), path)
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"is also {seen[key]}; give a different output path",
+                             file=str(path))
+        seen[key] = path
 
 
 def show(
@@ -104,11 +164,10 @@ def show(
     bodies = []
     for path in plans:
         with input_errors(str(path)):
-            try:
-                bodies.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as err:
-                raise InputError(f"cannot read plan: {err}") from None
-    atomic.write_bytes(png, render_png(bodies))
+            bodies.append(read_plan(path))
+    with input_errors():
+        _distinct_outputs(list(plans), [png])
+        atomic.write_bytes(png, render_png(bodies))
     typer.echo(f"wrote {png}")
 
 
@@ -236,7 +295,8 @@ def bench_compare(
             if len(records) < 2:
                 raise InputError("need two records to compare")
         new, old = new or records[-1], old or records[-2]
-    a, b = bench_scale.load_record(new), bench_scale.load_record(old)
+    with input_errors():
+        a, b = bench_scale.load_record(new), bench_scale.load_record(old)
     typer.echo(f"{new} ({a['machine']})\n  vs {old} ({b['machine']})")
     for row in bench_scale.compare(a, b):
         ratios = ", ".join(f"{k.removesuffix('_ratio')} x{v}" for k, v in row.items()

@@ -38,6 +38,26 @@ def _write_table(df, path: Path) -> None:
             df.to_csv(tmp, index=False)
 
 
+def _table_body(df, path: Path) -> str | bytes:
+    """The file a table becomes: Parquet or CSV by extension."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return df.to_parquet(index=False)
+    return df.to_csv(index=False)
+
+
+def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """InputError when an output would overwrite an input or another output."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        seen.setdefault(path.resolve(), path)
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"is also {seen[key]}; give a different output path",
+                             file=str(path))
+        seen[key] = path
+
+
 def synth_history(
     out: Path = typer.Option(Path("data/history"), "--out", help="Directory for the history."),
     seed: int = typer.Option(2026, "--seed", help="Random seed: same seed, same files."),
@@ -114,8 +134,16 @@ def train(
     from forecasting.quantization import QuantizationCostEstimator
     from forecasting.store import save_estimators
     from forecasting.training import PowerLawBaseline, TrainingCostEstimator
+    from pipelines import outset
 
     with input_errors():
+        outset.check_target(models)
+        _distinct_outputs([history, *([quantization] if quantization else [])],
+                          [p for p in (report,) if p])
+        if report:
+            from pipelines.atomic import writable_target
+
+            writable_target(report)
         hist = load_training_history(history)
         quant = load_quant_history(quantization) if quantization else None
         floor = _noise_floor(history, noise_sigma)
@@ -130,7 +158,8 @@ def train(
         Xq, gq, yq = quant
         estimators["quantization"] = QuantizationCostEstimator().fit(Xq, yq, gpus=gq)
         info["quantization"] = {"history": str(quantization), "jobs": len(yq)}
-    save_estimators(models, info=info, **estimators)
+    with input_errors(), outset.output_set(models, "train") as stage:  # the models as one set
+        save_estimators(stage, info=info, **estimators)
     print(f"saved {', '.join(sorted(estimators))} to {models}/")
     if report:
         command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
@@ -159,14 +188,17 @@ def score(
         "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
+    from allocator.limits import MAX_STEP_MINUTES, finite
     from forecasting.history import read_table
     from forecasting.scoring import score_queue
     from pipelines import tracking
+    from pipelines.atomic import write_all
 
     start = time.perf_counter()
+    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     with input_errors():
-        if step_minutes <= 0:
-            raise InputError("must be > 0", field="--step-minutes")
+        finite(step_minutes, "--step-minutes", low=0, low_open=True, high=MAX_STEP_MINUTES)
+        _distinct_outputs([queue], [out, rejects])
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
         estimators, refs = tracking.load_estimators(models)  # registry @champion, else models/
@@ -174,9 +206,8 @@ def score(
         df = read_table(queue, as_text=True)
         scored, bad = score_queue(df, estimators, step_minutes=step_minutes,
                                   duration_from=duration_from)
-    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
-    _write_table(scored, out)
-    _write_table(bad, rejects)
+    with input_errors():
+        write_all({out: _table_body(scored, out), rejects: _table_body(bad, rejects)})
     seconds = time.perf_counter() - start
     print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
     if len(bad):

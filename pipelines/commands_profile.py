@@ -26,13 +26,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _parse_start(value: str, field: str = "start") -> pd.Timestamp:
-    try:
-        stamp = pd.Timestamp(value)
-    except (ValueError, TypeError):
-        stamp = pd.NaT
-    if stamp is pd.NaT:
-        raise InputError(f"{value!r} is not an ISO 8601 time", field=field)
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    from allocator.timeparse import parse_time
+
+    return parse_time(value, field)
 
 
 def profile(

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import typer
 
+from allocator import limits
 from allocator import policies as registry
 from allocator.errors import InputError
+from allocator.timeparse import parse_time
 from pipelines import atomic
 from pipelines import simulate_report as report
 from pipelines.cliutil import input_errors
@@ -32,8 +34,8 @@ def _ints(text: str, what: str) -> list[int]:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"expected comma-separated integers, got {text!r}", field=what) from None
-    if not values or min(values) < 1:
-        raise InputError("expected positive integers", field=what)
+    if not values or min(values) < 1 or max(values) > 96:
+        raise InputError("expected integers from 1 to 96", field=what)
     return values
 
 
@@ -42,9 +44,21 @@ def _floats(text: str, what: str) -> list[float]:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"expected comma-separated numbers, got {text!r}", field=what) from None
-    if not values or not all(0 < v <= 1 for v in values):
+    if not values or not all(0 < v <= 1 for v in values):  # NaN fails this too
         raise InputError("each decay must be in (0, 1]", field=what)
     return values
+
+
+def _check_options(*, days: int, horizon: int, replan_every: int, gpus: int, workers: int,
+                   lead: int, margin: float) -> None:
+    """Each numeric option inside its documented range, named when it is not."""
+    limits.whole(days, "--days", low=1, high=limits.MAX_SIM_DAYS)
+    limits.whole(horizon, "--horizon", low=1, high=96)  # the worlds' look-ahead
+    limits.whole(replan_every, "--replan-every", low=1, high=horizon)
+    limits.whole(gpus, "--gpus", low=1, high=limits.MAX_GPUS)
+    limits.whole(workers, "--workers", low=1, high=limits.MAX_WORKERS)
+    limits.whole(lead, "--lead", low=0, high=96 - horizon)
+    limits.finite(margin, "--margin", low=0, high=10)
 
 
 def simulate(
@@ -86,9 +100,10 @@ def simulate(
         if unknown or not policies:
             raise InputError(f"unknown policy {unknown[0] if unknown else ''!r}; choose from "
                              f"{', '.join(sorted(registry.POLICIES))}", field="--policies")
-        if min(horizon, replan_every, days, gpus, workers) < 1 or lead < 0 or margin < 0:
-            raise InputError("--horizon, --replan-every, --days, --gpus and --workers must be "
-                             ">= 1; --lead and --margin >= 0", field="--horizon")
+        _check_options(days=days, horizon=horizon, replan_every=replan_every, gpus=gpus,
+                       workers=workers, lead=lead, margin=margin)
+        if use_philly:
+            parse_time(philly_start, "--philly-start")
         horizons = _ints(sweep_horizon, "--sweep-horizon") if sweep_horizon else []
         decays = _floats(sweep_decay, "--sweep-decay")
         config = SimConfig(horizon=horizon, replan_every=replan_every, margin=margin, lead=lead)

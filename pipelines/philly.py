@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.timeparse import parse_time
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
 
 PHILLY_CSV = Path("data/philly/philly_6c71a0_2017-10-30_3w.csv")
@@ -56,14 +57,33 @@ class PhillyConfig:
 
 def read_philly(path: Path) -> pd.DataFrame:
     """The Pollux copy of the Philly trace (or an extract of it), columns checked."""
+    from allocator.limits import MAX_TABLE_BYTES, check_file_size
+    from allocator.timeparse import parse_times
+
+    check_file_size(path, MAX_TABLE_BYTES)
     try:
         frame = pd.read_csv(path, dtype={"cluster": str})
     except FileNotFoundError:
         raise InputError("Philly trace not found", file=str(path)) from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as err:
+        raise InputError(f"unreadable: {err}", file=str(path)) from None
     need = {"timestamp", "duration", "num_gpus", "cluster"}
     if not need <= set(frame.columns):
         raise InputError(f"expected columns {sorted(need)}", file=str(path))
-    frame["timestamp"] = pd.to_datetime(frame["timestamp"])
+    try:
+        # the trace's times are naive UTC; the week bounds compare against naive times
+        frame["timestamp"] = parse_times(frame["timestamp"], "timestamp").dt.tz_localize(None)
+        for col in ("duration", "num_gpus"):
+            values = pd.to_numeric(frame[col], errors="coerce")
+            bad = ~np.isfinite(values.to_numpy(float)) | (values < 0).to_numpy()
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise InputError(f"row {row + 2}: not a finite number >= 0", field=col)
+            frame[col] = values
+        frame["num_gpus"] = frame["num_gpus"].clip(upper=1 << 20)
+    except InputError as err:
+        raise err.located(str(path)) from None
     return frame
 
 
@@ -77,7 +97,7 @@ def kind_of(gpus: int, steps: int) -> str:
 
 def map_jobs(frame: pd.DataFrame, config: PhillyConfig) -> list[SimJob]:
     """The week's jobs of one virtual cluster as gpuplan batch jobs (rules above)."""
-    start = pd.Timestamp(config.start)
+    start = parse_time(config.start, "--philly-start").tz_localize(None)
     end = start + pd.Timedelta(days=config.days)
     week = frame[(frame["cluster"] == config.vc) & (frame["timestamp"] >= start)
                  & (frame["timestamp"] < end)]
