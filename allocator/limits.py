@@ -64,3 +64,13 @@ def whole(value: int, field: str, *, low: int = 0, high: int) -> int:
     if not low <= value <= high:
         raise InputError(f"must be from {low} to {high}, got {value}", field=field)
     return value
+
+
+def check_separator(columns: list[str], path: str | os.PathLike[str]) -> None:
+    """A CSV read as one column whose name holds `;` or a tab was written with another
+    separator: say so, rather than report every expected column as missing."""
+    if len(columns) == 1:
+        for sep, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if sep in str(columns[0]):
+                raise InputError(f"looks {name}-separated; gpuplan reads comma-separated CSV",
+                                 file=str(path))

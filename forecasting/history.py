@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.limits import MAX_TABLE_BYTES, check_file_size, check_separator
 from forecasting.columns import (
     ALGORITHMS,
     GPU_TYPES,
@@ -37,10 +38,15 @@ def read_table(path: str | Path, *, as_text: bool = False) -> pd.DataFrame:
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise InputError("expected a .csv or .parquet file", file=str(path))
+    check_file_size(path, MAX_TABLE_BYTES)
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, dtype=str if as_text else {"id": str})
+            frame = pd.read_csv(path, dtype=str if as_text else {"id": str})
+            check_separator(list(frame.columns), path)
+            return frame
         return pd.read_parquet(path)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
     except Exception as err:  # any parser failure is the same for the user: unreadable

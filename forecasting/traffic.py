@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from allocator import limits
 from allocator.errors import InputError
 from allocator.timeparse import parse_times
 
@@ -48,15 +49,19 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """CSV or Parquet by extension (FORECASTING.md); a gzipped CSV is accepted too."""
     path = Path(path)
     name = path.name.lower()
+    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
     try:
         if name.endswith((".csv", ".csv.gz")):
-            return pd.read_csv(path, dtype={"service": str}, keep_default_na=True)
+            frame = pd.read_csv(path, dtype={"service": str}, keep_default_na=True)
+            limits.check_separator(list(frame.columns), path)
+            return frame
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
     except (ValueError, OSError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read table: {err}", file=str(path)) from None
+        raise InputError(f"cannot read table: {' '.join(str(err).split())}", file=str(path)
+                         ) from None
     raise InputError("expected a .csv, .csv.gz or .parquet file", file=str(path))
 
 
@@ -170,6 +175,7 @@ _SERVICE_FIELDS = {
 def load_services(path: str | Path) -> dict[str, ServiceConfig]:
     """Read SERVICES.json into frozen configs keyed by service, in file order."""
     path = Path(path)
+    limits.check_file_size(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
     except FileNotFoundError:
@@ -230,12 +236,15 @@ def _check_ranges(c: ServiceConfig) -> None:
     if not 0 <= c.headroom < 1:
         raise InputError("must be in [0, 1): the fraction of capacity kept spare",
                          job=c.service, field="headroom")
-    if c.min_gpus < 0:
-        raise InputError("must be >= 0", job=c.service, field="min_gpus")
-    if c.swap_limit < 0:
-        raise InputError("must be >= 0", job=c.service, field="swap_limit")
-    if c.priority <= 0:
-        raise InputError("must be > 0", job=c.service, field="priority")
+    if not 0 <= c.min_gpus <= limits.MAX_DEMAND:
+        raise InputError(f"must be from 0 to {limits.MAX_DEMAND}", job=c.service,
+                         field="min_gpus")
+    if not 0 <= c.swap_limit <= limits.MAX_SWAP:
+        raise InputError(f"must be from 0 to {limits.MAX_SWAP}", job=c.service,
+                         field="swap_limit")
+    if not 0 < c.priority <= limits.MAX_PRIORITY:
+        raise InputError(f"must be > 0 and <= {limits.MAX_PRIORITY:g}", job=c.service,
+                         field="priority")
 
 
 # ---------------------------------------------------------------- ServeGen

@@ -35,7 +35,7 @@ def build_app() -> typer.Typer:
 def main() -> None:
     from pipelines.cliutil import guarded
 
-    guarded(lambda: build_app()())
+    guarded(build_app)
 
 
 if __name__ == "__main__":

@@ -66,14 +66,32 @@ def describe(err: BaseException) -> tuple[int, str]:
                            "or GPUPLAN_DEBUG=1 for the traceback)")
 
 
-def guarded(app: Callable[[], object]) -> None:
-    """Run the CLI; any exception it lets through becomes one line (exit 2, or 1 if ours)."""
+def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
+    """Run the CLI; any exception it lets through becomes one line (exit 2, or 1 if ours).
+
+    Click runs outside its standalone mode, so that its usage errors are one line too.
+    """
+    try:  # typer >= 0.20 carries its own copy of click
+        from typer._click import exceptions as click_errors
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as click_errors
+
+    exits = tuple({typer.Exit, getattr(click_errors, "Exit", typer.Exit)})
     debug = _debug_requested(sys.argv)
     try:
-        app()
+        code = make_app()(standalone_mode=False)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
+    except exits as err:
+        sys.exit(err.exit_code)
+    except click_errors.NoArgsIsHelpError as err:  # `gpuplan` alone: the help
+        print(err.ctx.get_help() if err.ctx else err.format_message())
+        sys.exit(0)
+    except click_errors.ClickException as err:
+        text = " ".join(err.format_message().split())
+        print(f"gpuplan: error: {text} (see gpuplan --help)", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except (KeyboardInterrupt, click_errors.Abort):
         print("gpuplan: interrupted", file=sys.stderr)
         sys.exit(130)
     except BaseException as err:
@@ -82,3 +100,4 @@ def guarded(app: Callable[[], object]) -> None:
             traceback.print_exc()
         print(f"gpuplan: error: {line}", file=sys.stderr)
         sys.exit(code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -65,6 +65,7 @@ class DayPlans:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
+    limits.check_file_size(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"),
                           parse_constant=lambda c: _raise(f"{c} is not allowed"))
@@ -72,6 +73,8 @@ def read_json(path: str | Path) -> Any:
         raise InputError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise InputError(f"not valid JSON: {err}", file=str(path)) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nesting too deep", file=str(path)) from None
 
 
 def _raise(message: str) -> Any:
@@ -168,14 +171,18 @@ def read_queue(path: str | Path) -> pd.DataFrame:
     """A queue or scored queue, CSV or Parquet by extension (FORECASTING.md)."""
     path = Path(path)
     name = path.name.lower()
+    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
     try:
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
-        return pd.read_csv(path, dtype={"id": str})
+        frame = pd.read_csv(path, dtype={"id": str})
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read queue: {err}", file=str(path)) from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise InputError(f"cannot read queue: {' '.join(str(err).split())}", file=str(path)
+                         ) from None
+    limits.check_separator(list(frame.columns), path)
+    return frame
 
 
 def is_scored(frame: pd.DataFrame) -> bool:
@@ -227,13 +234,20 @@ def realtime_from_profile(path: str | Path, start: str | None, steps: int,
             raise InputError(f"has {doc.get('step_minutes')}-minute steps; the plan has "
                              f"{step_minutes}", field="step_minutes")
         demand, priority, swap = {}, {}, {}
-        for entry in doc["services"]:
+        for i, entry in enumerate(doc["services"]):
+            if not isinstance(entry, dict):
+                raise InputError("each service is an object", field=f"services[{i}]")
             name = str(entry.get("service"))
             curve = entry.get("demand")
             if not isinstance(curve, list) or len(curve) < steps:
                 raise InputError(f"needs at least {steps} demand values", job=name,
                                  field="demand")
-            demand[name] = [int(x) for x in curve[:steps]]
+            for t, x in enumerate(curve[:steps]):
+                if type(x) is not int or not 0 <= x <= limits.MAX_DEMAND:
+                    raise InputError(f"must be a whole number of GPUs from 0 to "
+                                     f"{limits.MAX_DEMAND}, got {json.dumps(x)}", job=name,
+                                     field=f"demand[{t}]")
+            demand[name] = list(curve[:steps])
             priority[name] = entry.get("priority", 1.0)
             swap[name] = entry.get("swap_limit", 2)
         return Realtime(demand, priority, swap, f"demand from {Path(path).name}"), when
