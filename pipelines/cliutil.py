@@ -77,6 +77,7 @@ def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
         from click import exceptions as click_errors
 
     exits = tuple({typer.Exit, getattr(click_errors, "Exit", typer.Exit)})
+    aborts = tuple({KeyboardInterrupt, getattr(click_errors, "Abort", KeyboardInterrupt)})
     debug = _debug_requested(sys.argv)
     try:
         code = make_app()(standalone_mode=False)
@@ -91,7 +92,7 @@ def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
         text = " ".join(err.format_message().split())
         print(f"gpuplan: error: {text} (see gpuplan --help)", file=sys.stderr)
         sys.exit(err.exit_code)
-    except (KeyboardInterrupt, click_errors.Abort):
+    except aborts:
         print("gpuplan: interrupted", file=sys.stderr)
         sys.exit(130)
     except BaseException as err:

@@ -76,9 +76,16 @@ def synth_history(
     """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
     from forecasting.synth import SynthConfig, synth_history, synth_queue
 
+    from allocator.limits import finite
+
     with input_errors():
         if fmt not in ("csv", "parquet"):
             raise InputError("must be csv or parquet", field="format")
+        for value, name in ((sigma, "--sigma"), (quant_sigma, "--quant-sigma"),
+                            (memory_sigma, "--memory-sigma")):
+            finite(value, name, low=0, high=5)
+        if max(training, quantization, queue_jobs) > 1_000_000:
+            raise InputError("at most 1,000,000 jobs per file", field="--training")
         config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
                              sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma)
         train_df, quant_df, meta = synth_history(config)
@@ -136,7 +143,12 @@ def train(
     from forecasting.training import PowerLawBaseline, TrainingCostEstimator
     from pipelines import outset
 
+    from allocator.limits import finite
+
     with input_errors():
+        finite(test_fraction, "--test-fraction", low=0.05, high=0.9)
+        if noise_sigma is not None:
+            finite(noise_sigma, "--noise-sigma", low=0, high=5)
         outset.check_target(models)
         _distinct_outputs([history, *([quantization] if quantization else [])],
                           [p for p in (report,) if p])

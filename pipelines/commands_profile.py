@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
+from allocator import limits
 from allocator.errors import InputError
 from pipelines.atomic import write_text
 from pipelines.cliutil import input_errors
@@ -45,6 +46,9 @@ def profile(
     from forecasting.demand import demand_for_services, fit_services
 
     with input_errors():
+        limits.whole(steps, "--steps", low=1, high=limits.MAX_STEPS)
+        limits.whole(step_minutes, "--step-minutes", low=1, high=limits.MAX_STEP_MINUTES)
+        limits.finite(quantile, "--quantile", low=0.5, high=0.999)
         when = _parse_start(start)
         model, configs = fit_services(traffic, services, quantile)
         demand = demand_for_services(model, configs, when, steps, step_minutes)
@@ -66,7 +70,8 @@ def profile(
             for name, cfg in configs.items()
         ],
     }
-    write_text(out, json.dumps(doc, indent=1) + "\n")
+    with input_errors():
+        write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     typer.echo(f"wrote {out}: {len(configs)} service(s), {steps} steps from {doc['start']}")
 
 
@@ -100,6 +105,7 @@ def profile_eval(
             typer.echo(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
         return
     with input_errors():
+        limits.finite(quantile, "--quantile", low=0.5, high=0.999)
         configs = load_services(services)
         wide = hourly(load_traffic(traffic))
         if not any(name in wide.columns for name in configs):
