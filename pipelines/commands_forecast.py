@@ -74,9 +74,8 @@ def synth_history(
     queue_jobs: int = typer.Option(48, "--queue-jobs", min=1, help="Jobs in the sample queue."),
 ) -> None:
     """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
-    from forecasting.synth import SynthConfig, synth_history, synth_queue
-
     from allocator.limits import finite
+    from forecasting.synth import SynthConfig, synth_history, synth_queue
 
     with input_errors():
         if fmt not in ("csv", "parquet"):
@@ -136,14 +135,13 @@ def train(
     """Evaluate on a held-out split, print the report, then fit on all jobs and save."""
     from rich.console import Console
 
+    from allocator.limits import finite
     from forecasting.evaluate import evaluate, print_report, to_markdown
     from forecasting.history import load_quant_history, load_training_history
     from forecasting.quantization import QuantizationCostEstimator
     from forecasting.store import save_estimators
     from forecasting.training import PowerLawBaseline, TrainingCostEstimator
     from pipelines import outset
-
-    from allocator.limits import finite
 
     with input_errors():
         finite(test_fraction, "--test-fraction", low=0.05, high=0.9)
