@@ -12,8 +12,12 @@ import contextlib
 import io
 import json
 import os
+import random
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -574,3 +578,86 @@ def test_one_row_with_an_offset_shifts_nothing(w: World) -> None:
         docs.append(strict_json(out))
     assert docs[0]["fitted_through"] == docs[1]["fitted_through"]
     assert [s["demand"] for s in docs[0]["services"]] == [s["demand"] for s in docs[1]["services"]]
+
+
+# ---------------------------------------------------------------- kill -9 at random points
+
+
+def _spawn(*args: object) -> subprocess.Popen:
+    env = dict(os.environ, GPUPLAN_TRACKING="off", PYTHONPATH=str(ROOT))
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *map(str, args)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def _run_whole(*args: object) -> float:
+    began = time.monotonic()
+    proc = _spawn(*args)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()
+    return time.monotonic() - began
+
+
+def _kill_at_random(args: list[object], span: float, rng: random.Random,
+                    check: Callable[[], None], times: int = 3) -> None:
+    """Start the command, kill -9 it (by pid) somewhere inside its run time, check."""
+    for _ in range(times):
+        proc = _spawn(*args)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=rng.uniform(0.05, span))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        check()
+
+
+@pytest.mark.slow
+def test_a_killed_plan_day_leaves_the_old_set_or_the_new(w: World) -> None:
+    from pipelines.outset import verify
+
+    out = w.path("day")
+    starts = ("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z")
+    span = _run_whole(*_day(w, "--start", starts[0]))
+    old = verify(out)
+    assert old is not None
+
+    def whole() -> None:
+        assert verify(out) is not None, "a set mixing two runs"
+        plan = strict_json(out / "plan.json")
+        assert plan["start"] in starts
+        stamps = (out / "grid.csv").read_text().splitlines()[1].split(",")[1]
+        assert stamps == plan["start"]  # the grid is the plan's own
+        day = pd.Timestamp(plan["start"]).strftime("%a %d %b %Y")
+        assert day in (out / "report.md").read_text().splitlines()[0]  # the report's own
+
+    _kill_at_random(_day(w, "--start", starts[1]), span, random.Random(7), whole)
+    _run_whole(*_day(w, "--start", starts[1]))
+    whole()
+    assert strict_json(out / "plan.json")["start"] == starts[1]
+    assert not [p for p in w.root.iterdir() if ".set-" in p.name], "stale sets left"
+
+
+@pytest.mark.slow
+def test_a_killed_train_leaves_the_old_models_or_the_new(w: World) -> None:
+    from forecasting.store import load_estimators
+    from pipelines.outset import verify
+
+    made = gpuplan("synth-history", "--out", w.path("hist"), "--training", 400,
+                   "--quantization", 0, "--seed", 3)
+    assert_clean(made, 0)
+    models = w.path("models")
+    args: list[object] = ["train", w.path("hist") / "training.csv", "--models", models]
+    span = _run_whole(*args, "--seed", 1)
+    first = verify(models)
+    assert first is not None
+
+    def whole() -> None:
+        assert verify(models) is not None, "a set mixing two runs"
+        manifest = json.loads((models / "manifest.json").read_text())
+        assert set(load_estimators(models)) == {k for k in manifest if k != "versions"}
+
+    _kill_at_random([*args, "--seed", 2], span, random.Random(11), whole)
+    _run_whole(*args, "--seed", 2)
+    whole()
+    assert not [p for p in w.root.iterdir() if ".set-" in p.name], "stale sets left"
