@@ -661,3 +661,44 @@ def test_a_killed_train_leaves_the_old_models_or_the_new(w: World) -> None:
     _run_whole(*args, "--seed", 2)
     whole()
     assert not [p for p in w.root.iterdir() if ".set-" in p.name], "stale sets left"
+
+
+# ---------------------------------------------------------------- MLflow under concurrency
+
+
+def _spawn_tracked(uri: str, *args: object) -> subprocess.Popen:
+    env = dict(os.environ, GPUPLAN_TRACKING="on", MLFLOW_TRACKING_URI=uri,
+               PYTHONPATH=str(ROOT))
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *map(str, args)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+def test_concurrent_first_runs_on_a_new_store_record_every_run(w: World) -> None:
+    """Three plan-day runs start together on a store that does not exist yet."""
+    uri = f"sqlite:///{w.path('mlruns')}/mlflow.db"
+    procs = [_spawn_tracked(uri, *_day(w), "--out-dir", w.path(f"day{k}")) for k in range(3)]
+    errs = [p.communicate(timeout=900)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errs
+    assert not any("warning" in e for e in errs), errs
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENTS["plans"])
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 3
+
+
+@pytest.mark.slow
+def test_a_broken_store_is_one_warning_line(w: World) -> None:
+    store = w.path("mlruns")
+    store.mkdir()
+    (store / "mlflow.db").write_text("not a database, " * 100)
+    proc = _spawn_tracked(f"sqlite:///{store}/mlflow.db", *_day(w))
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()
+    lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow"), lines
+    assert (w.path("day") / "plan.json").exists()
