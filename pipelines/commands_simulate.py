@@ -7,8 +7,13 @@ when tracking is on; `--sweep-horizon` adds the horizon/decay sweep (end-of-worl
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -17,12 +22,14 @@ from allocator import limits
 from allocator import policies as registry
 from allocator.errors import InputError
 from allocator.timeparse import parse_time
-from pipelines import atomic
+from pipelines import atomic, outset
 from pipelines import simulate_report as report
 from pipelines.cliutil import input_errors
 from pipelines.philly import PHILLY_CSV, SERVEGEN_CSV, PhillyConfig, philly_world
-from pipelines.simulate import SimConfig, run_many
+from pipelines.simulate import OutOfTime, SimConfig, run_many
 from pipelines.worlds import World, suite, suite_world
+
+Runner = Callable[..., list]  # run_many with the workers, progress and deadline bound
 
 
 def register(app: typer.Typer) -> None:
@@ -89,6 +96,9 @@ def simulate(
     out: Path = typer.Option(Path("out/simulate"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
+    max_seconds: float = typer.Option(0.0, "--max-seconds",
+                                      help="Stop (exit 2, nothing written) past this many "
+                                           "seconds of replay; 0 = no limit but the caps."),
 ) -> None:
     """Replay with forecast error: plan the horizon, commit the step, compare policies."""
     with input_errors():
@@ -102,6 +112,7 @@ def simulate(
                              f"{', '.join(sorted(registry.POLICIES))}", field="--policies")
         _check_options(days=days, horizon=horizon, replan_every=replan_every, gpus=gpus,
                        workers=workers, lead=lead, margin=margin)
+        limits.finite(max_seconds, "--max-seconds", low=0, high=limits.MAX_SECONDS)
         if use_philly:
             parse_time(philly_start, "--philly-start")
         horizons = _ints(sweep_horizon, "--sweep-horizon") if sweep_horizon else []
@@ -128,13 +139,23 @@ def simulate(
     command = _command(world, use_suite, use_philly, seed, days, horizon, replan_every,
                        policies, margin, lead, gpus, philly_start, philly_vc, forecaster, out)
     target = out / name
-    files, summary = _compare(worlds, policies, config, workers, target, command, source)
-    if horizons:
-        sweep_files, sweep_summary = _sweep(worlds, horizons, decays, config, workers,
-                                            target / "sweep", command, sweep_horizon,
-                                            sweep_decay)
-        files += sweep_files
-        summary.update(sweep_summary)
+    deadline = time.monotonic() + max_seconds if max_seconds else None
+    total = len(worlds) * (len(policies) + len(horizons) * len(decays))
+    with _progress(total) as tick, input_errors(), \
+            outset.output_set(target, "simulate") as stage:  # every report, or none
+        runner = partial(run_many, workers=workers, progress=tick, deadline=deadline)
+        try:
+            files, summary = _compare(worlds, policies, config, runner, stage, command, source)
+            if horizons:
+                sweep_files, sweep_summary = _sweep(worlds, horizons, decays, config, runner,
+                                                    stage / "sweep", command, sweep_horizon,
+                                                    sweep_decay)
+                files += sweep_files
+                summary.update(sweep_summary)
+        except OutOfTime as err:
+            raise InputError(f"stopped after {max_seconds:g} s ({err}); nothing written",
+                             field="--max-seconds") from None
+    files = [target / f.relative_to(stage) for f in files]
     if track:
         top = [f for f in files if f.parent in (target, target / "sweep")]
         _log(name, config, source, summary, top)
@@ -152,10 +173,25 @@ def _command(world: str | None, use_suite: bool, use_philly: bool, seed: int, da
             f"--lead {lead} --out {out}")
 
 
-def _compare(worlds: list[World], policies: list[str], config: SimConfig, workers: int,
+def _progress(total: int):
+    """A progress bar on stderr when it is a terminal; else a no-op tick."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(lambda: None)
+    from rich.console import Console
+    from rich.progress import Progress
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress(console=Console(stderr=True), transient=True) as shown:
+            task = shown.add_task("replaying", total=total)
+            yield lambda: shown.advance(task)
+    return bar()
+
+
+def _compare(worlds: list[World], policies: list[str], config: SimConfig, runner: Runner,
              target: Path, command: str, source: object) -> tuple[list[Path], dict]:
     """Every policy on every world; one report per world, and a suite page over them."""
-    results = run_many(worlds, policies, config, workers)
+    results = runner(worlds, policies, config)
     by_world: dict[str, dict[str, dict[str, float]]] = {}
     replays: dict[str, dict] = {}
     for world_name, policy, metrics, rec in results:
@@ -187,14 +223,14 @@ def _compare(worlds: list[World], policies: list[str], config: SimConfig, worker
 
 
 def _sweep(worlds: list[World], horizons: list[int], decays: list[float], config: SimConfig,
-           workers: int, target: Path, command: str, sweep_horizon: str | None,
+           runner: Runner, target: Path, command: str, sweep_horizon: str | None,
            sweep_decay: str) -> tuple[list[Path], dict]:
     """fast at each (horizon, decay): realized value, shortfall and churn, summed over worlds."""
     rows = []
     for decay in decays:
         for h in horizons:
             cfg = replace(config, horizon=h, decay=decay)
-            results = run_many(worlds, ["fast"], cfg, workers)
+            results = runner(worlds, ["fast"], cfg)
             ms = [m for _, _, m, _ in results]
             demand = sum(m["rt_demand"] for m in ms)
             rows.append({

@@ -153,6 +153,7 @@ def output_set(target: str | os.PathLike[str], command: str,
     """
     target = Path(target)
     check_target(target)
+    made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     recover(target)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.set-{os.getpid()}-",
@@ -175,6 +176,10 @@ def output_set(target: str | os.PathLike[str], command: str,
     finally:
         if stage.exists():  # the old set after the swap, or the new one after a failure
             shutil.rmtree(stage, ignore_errors=True)
+        if not target.exists():  # a failed first run leaves no empty directories behind
+            for parent in made:
+                with contextlib.suppress(OSError):
+                    parent.rmdir()
 
 
 def _fsync_dir(path: Path) -> None:

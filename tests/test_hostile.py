@@ -390,6 +390,11 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
     # simulate: each option blamed by name, caps
     ("simulate-days-100000", lambda w: ["simulate", "--world", "low-00", "--days", 100000,
                                         "--out", w.path("sim")], 2, ("sim",)),
+    ("simulate-max-seconds", lambda w: ["simulate", "--world", "low-00", "--days", 1,
+                                        "--max-seconds", "1e-9", "--out", w.path("sim")], 2,
+     ("sim",)),
+    ("simulate-max-seconds-nan", lambda w: ["simulate", "--world", "low-00", "--max-seconds",
+                                            "nan", "--out", w.path("sim")], 2, ("sim",)),
     ("simulate-workers-0", lambda w: ["simulate", "--world", "low-00", "--workers", 0,
                                       "--out", w.path("sim")], 2, ("sim",)),
     ("simulate-margin-nan", lambda w: ["simulate", "--world", "low-00", "--margin", "nan",
@@ -416,6 +421,7 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
 ]
 
 MESSAGES = {  # what the one line must name, where the case is about blame
+    "simulate-max-seconds": "nothing written",
     "simulate-workers-0": "--workers",
     "simulate-margin-nan": "--margin",
     "plan-day-service-not-in-services": "running-edit.json",
