@@ -13,6 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
+MAX_HEIGHT_IN = 60.0
+
 
 def render_png(plans: list[dict]) -> bytes:
     """PNG bytes for plan dicts (as written by `gpuplan plan`), one panel each."""
@@ -24,7 +26,9 @@ def render_png(plans: list[dict]) -> bytes:
         kinds.update(p.get("kinds", {}))
     G = len(plans[0]["grid"][0]) if plans and plans[0]["grid"] else 1
     fig_h = sum(0.25 * len(p["grid"][0]) + 0.9 for p in plans) + 0.8
-    fig, axes = plt.subplots(len(plans), 1, figsize=(12, max(2.5, fig_h)), squeeze=False)
+    # a large cluster is drawn smaller, never taller than the PNG can hold
+    fig, axes = plt.subplots(len(plans), 1, figsize=(12, min(MAX_HEIGHT_IN, max(2.5, fig_h))),
+                             squeeze=False)
     for ax, plan in zip(axes[:, 0], plans, strict=True):
         grid = plan["grid"]
         T = len(grid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -117,24 +118,26 @@ def read_plan(path: Path) -> dict:
         raise InputError(f"cannot read plan: {err}") from None
     if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
         raise InputError("a plan is a JSON object with a grid", field="grid")
-    width = None
+    cells = 0  # a ragged grid is read: whether it is legal is the checker's verdict
     for t, row in enumerate(body["grid"]):
         if not isinstance(row, list):
             raise InputError("each grid row is a list", field=f"grid[{t}]")
-        if width is None:
-            width = len(row)
-        elif len(row) != width:
-            raise InputError(f"has {len(row)} cells, the first row {width}", field=f"grid[{t}]")
+        cells += len(row)
         for g, cell in enumerate(row):
             if cell is not None and not isinstance(cell, str):
                 raise InputError(f"must be a job id or null, got {json.dumps(cell)}",
                                  field=f"grid[{t}][{g}]")
-    if len(body["grid"]) * (width or 0) > limits.MAX_CELLS:
+    if cells > limits.MAX_CELLS:
         raise InputError(f"a grid beyond gpuplan's limit of {limits.MAX_CELLS} cells",
                          field="grid")
     metrics = body.get("metrics", {})
     if not isinstance(metrics, dict):
         raise InputError("must be an object", field="metrics")
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise InputError(f"must be a finite number, got {json.dumps(value)}",
+                             field=f"metrics.{key}")
     for key in ("kinds", "starts"):
         if key in body and not isinstance(body[key], dict):
             raise InputError("must be an object", field=key)

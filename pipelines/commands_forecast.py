@@ -85,18 +85,25 @@ def synth_history(
             finite(value, name, low=0, high=5)
         if max(training, quantization, queue_jobs) > 1_000_000:
             raise InputError("at most 1,000,000 jobs per file", field="--training")
+        from pipelines import outset
+        from pipelines.atomic import writable_target
+
+        outset.check_target(out)
+        if queue_out is not None:
+            writable_target(queue_out)
         config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
                              sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma)
         train_df, quant_df, meta = synth_history(config)
         queue = synth_queue(queue_jobs, seed=seed) if queue_out else None
-    written = []
-    if training:
-        _write_table(train_df, out / f"training.{fmt}")
-        written.append(out / f"training.{fmt}")
-    if quantization:
-        _write_table(quant_df, out / f"quantization.{fmt}")
-        written.append(out / f"quantization.{fmt}")
-    write_text(out / "meta.json", meta)
+    names = [f"training.{fmt}"] if training else []
+    names += [f"quantization.{fmt}"] if quantization else []
+    with input_errors(), outset.output_set(out, "synth-history") as stage:  # one set
+        for name, frame in zip(names, [d for d, n in ((train_df, training),
+                                                      (quant_df, quantization)) if n],
+                               strict=True):
+            _write_table(frame, stage / name)
+        write_text(stage / "meta.json", meta)
+    written = [out / name for name in names]
     if queue is not None:
         _write_table(queue, queue_out)
         written.append(queue_out)

@@ -117,27 +117,30 @@ def profile_eval(
         if select and fit_days < 5:
             raise InputError("--select fits 4 days and replays the rest of the fit week: "
                              "needs --fit-days >= 5", field="fit_days")
-    results = ev.replay(wide, configs, fit_hours=24 * fit_days,
-                        model=DemandProfile(quantile=quantile))
-    table = ev.metrics(results, quantile)
-    _write_table(table, out_dir / "profile_eval", ev.markdown(table, quantile))
-    ev.plot(results, str(out_dir / "profile_eval.png"),
-            title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
-    verdict = ev.targets(table)
-    _write_table(verdict, out_dir / "profile_targets")
-    typer.echo(ev.markdown(table, quantile))
-    typer.echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if select:
-        grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
-        _write_table(grid, out_dir / "profile_select")
-        typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        chosen = ev.best(grid, quantile)
-        typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
-            f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
-    if compare:
-        table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
-        _write_table(table, out_dir / "profile_methods")
-        typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    from pipelines import outset
+
+    with input_errors(), outset.output_set(out_dir, "profile-eval") as stage:  # one set
+        results = ev.replay(wide, configs, fit_hours=24 * fit_days,
+                            model=DemandProfile(quantile=quantile))
+        table = ev.metrics(results, quantile)
+        _write_table(table, stage / "profile_eval", ev.markdown(table, quantile))
+        ev.plot(results, str(stage / "profile_eval.png"),
+                title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
+        verdict = ev.targets(table)
+        _write_table(verdict, stage / "profile_targets")
+        typer.echo(ev.markdown(table, quantile))
+        typer.echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if select:
+            grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
+            _write_table(grid, stage / "profile_select")
+            typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            chosen = ev.best(grid, quantile)
+            typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
+                f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
+        if compare:
+            table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
+            _write_table(table, stage / "profile_methods")
+            typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     typer.echo(f"wrote {out_dir}/profile_eval.md, .csv, .png")
 
 

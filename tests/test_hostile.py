@@ -86,7 +86,8 @@ def strict_json(path: Path) -> object:
 
 
 def assert_clean(result: Outcome, code: int) -> None:
-    """Exit `code`; no traceback; on exit 2 exactly one line, the error line."""
+    """Exit `code`; no traceback; on exit 2 exactly one line, the error line (exit 1 is
+    only the checker's verdict: an illegal plan)."""
     assert result.code == code, result
     assert "Traceback" not in result.err, result.err
     if code == 2:
@@ -286,7 +287,7 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
         w, lambda b: json.dumps(b).replace('"latency_ms": ', '"latency_ms": NaN, "x": '))],
      2, ()),
     ("check-grid-is-ragged", lambda w: ["check", w.path("scenario.json"),
-                                        _plan_file(w, _ragged)], 2, ()),
+                                        _plan_file(w, _ragged)], 1, ()),  # illegal: exit 1
     ("check-good", lambda w: ["check", w.path("scenario.json"), _plan_file(w)], 0, ()),
     ("show-plan-is-an-array", lambda w: ["show", w.write("plan.json", "[]"), "--png",
                                          w.path("s.png")], 2, ("s.png",)),
@@ -453,6 +454,8 @@ def test_hostile_case(name: str, build: Callable[[World], list[object]], code: i
         assert path.read_bytes() == before, f"{path} changed"
     leftovers = [p for p in w.root.rglob(".*") if p.name.endswith(".tmp") or ".set-" in p.name]
     assert not leftovers, leftovers
+    if code == 1:
+        assert result.err.startswith("illegal: "), result.err
     for written in set(w.root.rglob("*.json")) - existing:  # what gpuplan wrote: standard JSON
         strict_json(written)
 
