@@ -11,9 +11,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.patches import Patch
 
 MAX_HEIGHT_IN = 60.0
+PATCH_CELLS = 20_000  # above this, cells are pixels of one image (no hatching)
 
 
 def render_png(plans: list[dict]) -> bytes:
@@ -25,7 +27,7 @@ def render_png(plans: list[dict]) -> bytes:
     for p in plans:
         kinds.update(p.get("kinds", {}))
     G = len(plans[0]["grid"][0]) if plans and plans[0]["grid"] else 1
-    fig_h = sum(0.25 * len(p["grid"][0]) + 0.9 for p in plans) + 0.8
+    fig_h = sum(0.25 * (len(p["grid"][0]) if p["grid"] else 1) + 0.9 for p in plans) + 0.8
     # a large cluster is drawn smaller, never taller than the PNG can hold
     fig, axes = plt.subplots(len(plans), 1, figsize=(12, min(MAX_HEIGHT_IN, max(2.5, fig_h))),
                              squeeze=False)
@@ -33,7 +35,14 @@ def render_png(plans: list[dict]) -> bytes:
         grid = plan["grid"]
         T = len(grid)
         G = len(grid[0]) if T else G
-        for t, row in enumerate(grid):
+        if T * G > PATCH_CELLS:  # one image, not a patch per cell: a large grid in seconds
+            image = np.ones((G, T, 4))
+            for t, row in enumerate(grid):
+                for g, job in enumerate(row):
+                    if job is not None and g < G:
+                        image[g, t] = colour[job]
+            ax.imshow(image, aspect="auto", extent=(0, T, G, 0), interpolation="nearest")
+        for t, row in enumerate(grid if T * G <= PATCH_CELLS else []):
             for g, job in enumerate(row):
                 if job is None:
                     continue
