@@ -711,3 +711,67 @@ def test_a_broken_store_is_one_warning_line(w: World) -> None:
     lines = [ln for ln in err.decode().splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow"), lines
     assert (w.path("day") / "plan.json").exists()
+
+
+# ---------------------------------------------------------------- hypothesis: plans, queues
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**64), max_value=2**64),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=4)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=12)
+
+
+@settings(max_examples=40)
+@given(grid=st.one_of(JSON_VALUES, st.lists(st.lists(st.one_of(
+           st.none(), st.sampled_from(["chat", "sft-7b", "nope"]), JSON_VALUES), max_size=9),
+           max_size=25)),
+       metrics=JSON_VALUES, body_is_object=st.booleans())
+def test_hypothesis_plans_never_break_check_or_show(
+        tmp_path_factory: pytest.TempPathFactory, grid: object, metrics: object,
+        body_is_object: bool) -> None:
+    root = tmp_path_factory.mktemp("hplan")
+    body = {"grid": grid, "metrics": metrics} if body_is_object else grid
+    plan = root / "plan.json"
+    plan.write_text(json.dumps(body))
+    checked = gpuplan("check", SCENARIO, plan)
+    assert checked.code in (0, 1, 2) and "Traceback" not in checked.err, checked
+    if checked.code == 2:
+        assert_clean(checked, 2)
+    shown = gpuplan("show", plan, "--png", root / "p.png")
+    assert shown.code in (0, 2), shown
+    assert_clean(shown, shown.code)
+    assert (root / "p.png").exists() == (shown.code == 0)
+
+
+QUEUE_CELLS = st.one_of(
+    st.sampled_from(["", "nan", "inf", "-inf", "1e308", "1e-308", "-1", "0", "1e15", "x",
+                     "9" * 400, "1,5", '"', "\x00", "２"]),
+    st.floats().map(str), st.integers(min_value=-(2**70), max_value=2**70).map(str))
+
+
+@settings(max_examples=15)
+@given(cells=st.lists(st.tuples(st.integers(min_value=0, max_value=47),
+                                st.sampled_from(["priority", "params_b", "dataset_samples",
+                                                 "gpus", "arrival_step", "epochs", "requests",
+                                                 "bits", "kind", "id", "seq_len"]),
+                                QUEUE_CELLS), min_size=1, max_size=6))
+def test_hypothesis_queues_never_break_score(tmp_path_factory: pytest.TempPathFactory,
+                                             cells: list[tuple[int, str, str]]) -> None:
+    root = tmp_path_factory.mktemp("hqueue")
+    frame = pd.read_csv(QUEUE, dtype=str)
+    for row, column, value in cells:
+        if column in frame.columns:
+            frame.loc[row % len(frame), column] = value
+    queue = root / "queue.csv"
+    frame.to_csv(queue, index=False)
+    result = gpuplan("score", queue, "--out", root / "scored.csv")
+    assert result.code in (0, 2) and "Traceback" not in result.err, result
+    if result.code == 2:
+        assert_clean(result, 2)
+        assert not (root / "scored.csv").exists()
+        return
+    scored = pd.read_csv(root / "scored.csv")
+    assert scored["duration_steps"].between(1, 100_000).all()
+    assert scored["gpus"].between(1, 4096).all()
