@@ -18,7 +18,7 @@ from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
-from pipelines import atomic
+from pipelines import atomic, outset
 from pipelines.cliutil import input_errors
 
 DEFAULT_SCENARIOS = Path("data/scenarios")
@@ -238,16 +238,18 @@ def bench(
         with console.status("solving the MILP per scenario"):
             frows = full_rows(loaded, time_limit=time_limit)
         sections.append(full_markdown(frows))
-        _write_csv(out_dir / "bench_full.csv", frows)
     report = "\n".join(sections)
-    atomic.write_text(out_dir / "bench.md", report)
-    _write_csv(out_dir / "bench.csv", all_rows)
-    if png:
-        from allocator.render import render_png
+    with input_errors(), outset.output_set(out_dir, "bench") as stage:  # the tables as one set
+        atomic.write_text(stage / "bench.md", report)
+        _write_csv(stage / "bench.csv", all_rows)
+        if full:
+            _write_csv(stage / "bench_full.csv", frows)
+        if png:
+            from allocator.render import render_png
 
-        for r in results:
-            pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
-            atomic.write_bytes(out_dir / f"{r.scenario.name}.png", render_png(pair))
+            for r in results:
+                pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
+                atomic.write_bytes(stage / f"{r.scenario.name}.png", render_png(pair))
     console.print(report)
     console.print(f"wrote {out_dir / 'bench.md'} and {out_dir / 'bench.csv'}")
 
