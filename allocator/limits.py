@@ -22,6 +22,7 @@ MAX_DURATION = 100_000  # duration_steps, remaining_steps, arrival_step
 MAX_DEMAND = 1 << 20  # realtime GPUs wanted at one step
 MAX_SWAP = 1 << 20  # a realtime job's swap_limit
 MAX_PRIORITY = 1e6  # priorities and the realtime penalty
+MAX_REQUESTS = 1e15  # requests of one service in one traffic row
 MAX_FILE_BYTES = 64 << 20  # any JSON input (scenario, plan, cluster, running, services)
 MAX_TABLE_BYTES = 512 << 20  # any CSV or Parquet input (history, queue, traffic, traces)
 MAX_SIM_DAYS = 28  # simulate --days

@@ -92,12 +92,12 @@ def validate_traffic(frame: pd.DataFrame) -> pd.DataFrame:
     out["timestamp"] = parse_times(out["timestamp"], "timestamp", jobs=out["service"])
     counts = pd.to_numeric(out["requests"], errors="coerce")
     bad = counts.isna() & out["requests"].notna()
-    bad |= np.isinf(counts) | (counts < 0)
+    bad |= np.isinf(counts) | (counts < 0) | (counts > limits.MAX_REQUESTS)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"row {row + 2}: {out['requests'].iloc[row]!r} is not a count >= 0 "
-            "(leave the cell empty for a gap)",
+            f"row {row + 2}: {out['requests'].iloc[row]!r} is not a count >= 0 and <= "
+            f"{limits.MAX_REQUESTS:g} (leave the cell empty for a gap)",
             job=out["service"].iloc[row], field="requests",
         )
     out["requests"] = counts.astype(float)

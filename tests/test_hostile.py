@@ -189,6 +189,14 @@ def _traffic_row(w: World, offset: str = "+05:30") -> Path:
     return path
 
 
+def _traffic_requests(w: World, value: str) -> Path:
+    frame = pd.read_csv(w.inputs["traffic"], dtype=str)
+    frame.loc[len(frame) // 3, "requests"] = value
+    path = w.path("traffic-requests.csv")
+    frame.to_csv(path, index=False)
+    return path
+
+
 def _queue_row(w: World, column: str, value: object, scored: bool = False) -> Path:
     frame = pd.read_csv(QUEUE if not scored else w.inputs["queue"], dtype=str)
     row = frame.index[frame["kind"] == "training"][0] if not scored else 2
@@ -363,6 +371,8 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
         w, "priority", "1e308", scored=True)], 0, ()),
     ("plan-day-duration-1e13", lambda w: [*_day(w), "--queue", _queue_row(
         w, "duration_steps", "18000000000000", scored=True)], 0, ()),
+    ("plan-day-unscored-dataset-samples-1e15", lambda w: [*_day(w), "--queue", _queue_row(
+        w, "dataset_samples", "1e15"), "--models", MODELS], 0, ()),
     ("plan-day-offset-row", lambda w: [*_day(w), "--traffic", _traffic_row(w)], 0, ()),
     ("plan-day-rate-1e-300", lambda w: [*_day(w), "--services",
                                         _services(w, requests_per_gpu_hour=1e-300)], 2,
@@ -377,6 +387,9 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
     ("profile-rate-1e-300", lambda w: ["profile", w.inputs["traffic"], "--services",
                                        _services(w, requests_per_gpu_hour=1e-300), "--start",
                                        "2026-11-30", "--out", w.path(P)], 2, (P,)),
+    ("profile-requests-1e300", lambda w: ["profile", _traffic_requests(w, "1e300"),
+                                          "--services", w.inputs["services"], "--start",
+                                          "2026-11-30", "--out", w.path(P)], 2, (P,)),
     ("profile-offset-row", lambda w: ["profile", _traffic_row(w),
                                       "--services", w.inputs["services"], "--start",
                                       "2026-11-30", "--out", w.path(P)], 0, ()),
@@ -775,3 +788,26 @@ def test_hypothesis_queues_never_break_score(tmp_path_factory: pytest.TempPathFa
     scored = pd.read_csv(root / "scored.csv")
     assert scored["duration_steps"].between(1, 100_000).all()
     assert scored["gpus"].between(1, 4096).all()
+
+
+def test_what_a_killed_run_left_is_cleaned_by_the_next(tmp_path: Path) -> None:
+    """A dead writer's temporary file and staging directory go; a set moved aside between
+    the two renames of the fallback swap comes back."""
+    from pipelines import atomic, outset
+
+    dead = 2**22 + 12345  # beyond pid_max on Linux: no such process
+    stale = tmp_path / f".plan.json.{dead}.abcd.tmp"
+    stale.write_text("half")
+    live = tmp_path / f".plan.json.{os.getpid()}.efgh.tmp"
+    live.write_text("mine")
+    atomic.write_text(tmp_path / "plan.json", "{}")
+    assert not stale.exists() and live.exists()
+    staging = tmp_path / f".day.set-{dead}-xyz"
+    staging.mkdir()
+    (staging / "plan.json").write_text("half")
+    aside = tmp_path / f".day.set-{dead}-old1.old"
+    aside.mkdir()
+    (aside / "plan.json").write_text("the old set")
+    outset.recover(tmp_path / "day")
+    assert not staging.exists() and not aside.exists()
+    assert (tmp_path / "day" / "plan.json").read_text() == "the old set"
