@@ -152,6 +152,8 @@ def output_set(target: str | os.PathLike[str], command: str,
     than carried into the new set (None: carry everything, the new files overwrite).
     """
     target = Path(target)
+    if target.is_symlink():  # swap the directory it names, never the link itself
+        target = target.resolve()
     check_target(target)
     made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
