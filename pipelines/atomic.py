@@ -7,6 +7,8 @@ Temporary names carry the writer's pid, so a later run removes what a killed one
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -119,3 +121,20 @@ def _mode_of(target: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def json_text(obj: object, **options: object) -> str:
+    """Standard JSON (RFC 8259): a NaN or an infinity, where a metric has none, is null."""
+    return json.dumps(_finite(obj), allow_nan=False, **options)
+
+
+def _finite(obj: object) -> object:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
+        return _finite(obj.item())  # a numpy scalar
+    return obj

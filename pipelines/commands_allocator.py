@@ -276,7 +276,7 @@ def _bench_scale(console: Console, out_dir: Path, max_gpus: int, bound_seconds: 
         record = bench_scale.run(cases, bound_seconds, bound_max_gpus,
                                  progress=lambda case: progress.advance(task))
     stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
-    atomic.write_text(record_dir / f"{stamp}.json", json.dumps(record, indent=1) + "\n")
+    atomic.write_text(record_dir / f"{stamp}.json", atomic.json_text(record, indent=1) + "\n")
     text = bench_scale.markdown(record)
     atomic.write_text(out_dir / "scale.md", text)
     _write_csv(out_dir / "scale.csv", record["rows"])

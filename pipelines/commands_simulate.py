@@ -8,7 +8,6 @@ when tracking is on; `--sweep-horizon` adds the horizon/decay sweep (end-of-worl
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -218,7 +217,7 @@ def _compare(worlds: list[World], policies: list[str], config: SimConfig, runner
     page.append("Per-world reports (table and plot): `<world>/report.md`.\n")
     index = target / "report.md"
     atomic.write_text(index, "\n".join(page))
-    atomic.write_text(target / "metrics.json", json.dumps(by_world, indent=1, sort_keys=True))
+    atomic.write_text(target / "metrics.json", atomic.json_text(by_world, indent=1, sort_keys=True))
     return [index, target / "metrics.json", *files], summary
 
 
@@ -259,7 +258,7 @@ def _sweep(worlds: list[World], horizons: list[int], decays: list[float], config
             f"![sweep]({png.name})\n")
     files = [target / "report.md", png, target / "sweep.json"]
     atomic.write_text(files[0], text)
-    atomic.write_text(files[2], json.dumps(rows, indent=1))
+    atomic.write_text(files[2], atomic.json_text(rows, indent=1))
     summary = {f"sweep.h{r['horizon']}.d{r['decay']:g}.{k}": r[k]
                for r in rows for k in ("value", "rt_shortfall_pct", "churn_pct")}
     return files, summary
