@@ -45,7 +45,7 @@ def plan(
     solver: str = typer.Option("highs", "--solver", help="full: highs | cbc."),
     lp_bound: bool = typer.Option(False, "--lp-bound",
                                   help="full: also report the LP-relaxation bound."),
-    search: int | None = typer.Option(None, "--search", min=0,
+    search: int | None = typer.Option(None, "--search", min=0, max=10_000_000,
                                       help="fast: order-search budget in job placements "
                                            "(default scales with the cluster; 0 = none)."),
 ) -> None:
@@ -176,7 +176,7 @@ def show(
 
 def scenarios(
     out_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--out-dir", help="Where to write them."),
-    seed: int = typer.Option(7, "--seed", help="Generator seed."),
+    seed: int = typer.Option(7, "--seed", min=0, max=2**32 - 1, help="Generator seed."),
 ) -> None:
     """(Re)generate the seven benchmark scenarios (allocator/scenarios.py documents them)."""
     for name in SPECS:
@@ -203,16 +203,19 @@ def bench(
     scenario_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--scenarios",
                                       help="Directory of scenario JSON files."),
     out_dir: Path = typer.Option(Path("out/bench"), "--out-dir", help="Where to write tables."),
-    repeats: int = typer.Option(30, "--repeats", help="Latency: calls per policy (median)."),
+    repeats: int = typer.Option(30, "--repeats", min=1, max=10_000,
+                                help="Latency: calls per policy (median)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
     full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
-    time_limit: float = typer.Option(30.0, "--time-limit", help="--full: seconds per solve."),
+    time_limit: float = typer.Option(30.0, "--time-limit", min=0.01, max=604_800.0,
+                                     help="--full: seconds per solve."),
     scale: bool = typer.Option(False, "--scale",
                                help="Instead: latency growth from 8 to 4096 GPUs."),
-    max_gpus: int = typer.Option(4096, "--max-gpus", help="--scale: largest cluster to run."),
-    bound_seconds: float = typer.Option(60.0, "--bound-seconds",
+    max_gpus: int = typer.Option(4096, "--max-gpus", min=1, max=4096,
+                                 help="--scale: largest cluster to run."),
+    bound_seconds: float = typer.Option(60.0, "--bound-seconds", min=0.01, max=604_800.0,
                                         help="--scale: time for each upper bound."),
-    bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus",
+    bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus", min=1, max=4096,
                                        help="--scale: largest cluster to bound."),
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir",
                                     help="--scale: where each run's record is kept."),

@@ -60,7 +60,8 @@ def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
 
 def synth_history(
     out: Path = typer.Option(Path("data/history"), "--out", help="Directory for the history."),
-    seed: int = typer.Option(2026, "--seed", help="Random seed: same seed, same files."),
+    seed: int = typer.Option(2026, "--seed", min=0, max=2**32 - 1,
+                             help="Random seed: same seed, same files."),
     training: int = typer.Option(4000, "--training", min=0, help="Training jobs."),
     quantization: int = typer.Option(2000, "--quantization", min=0, help="Quantization jobs."),
     sigma: float = typer.Option(0.2, "--sigma", min=0.0, help="Training noise floor (log sd)."),
@@ -135,7 +136,8 @@ def train(
     report: Path | None = typer.Option(None, "--report", help="Also write the report (Markdown)."),
     test_fraction: float = typer.Option(0.25, "--test-fraction", min=0.05, max=0.9,
                                         help="Share of jobs held out for the evaluation."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the held-out split."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
+                             help="Seed of the held-out split."),
     noise_sigma: float | None = typer.Option(
         None, "--noise-sigma", help="Noise floor sigma; default: meta.json beside the history."),
 ) -> None:

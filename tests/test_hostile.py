@@ -432,6 +432,14 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
     ("synth-history-out-is-a-file", lambda w: ["synth-history", "--out", w.write("h", "x"),
                                                "--training", 10, "--quantization", 10], 2, ()),
     ("unknown-command", lambda w: ["no-such-command"], 2, ()),
+    ("bench-repeats-0", lambda w: ["bench", "--repeats", 0, "--out-dir", w.path("b")], 2,
+     ("b",)),
+    ("bench-time-limit-nan", lambda w: ["bench", "--full", "--time-limit", "nan", "--out-dir",
+                                        w.path("b")], 2, ("b",)),
+    ("synth-history-seed-negative", lambda w: ["synth-history", "--seed", -1, "--out",
+                                               w.path("h")], 2, ("h",)),
+    ("plan-search-1e18", lambda w: ["plan", w.path("scenario.json"), "--search", 10**18,
+                                    "--out", w.path(P)], 2, (P,)),
 ]
 
 MESSAGES = {  # what the one line must name, where the case is about blame
