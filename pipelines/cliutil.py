@@ -7,6 +7,7 @@ top-level handler around the whole app, for everything a step did not foresee.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import traceback
@@ -66,18 +67,31 @@ def describe(err: BaseException) -> tuple[int, str]:
                            "or GPUPLAN_DEBUG=1 for the traceback)")
 
 
+def _click_modules() -> list:
+    """click's exceptions, from typer's own copy (typer >= 0.20) and from click itself."""
+    found = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+def _classes(modules: list, name: str) -> tuple[type, ...]:
+    return tuple(getattr(m, name) for m in modules if isinstance(getattr(m, name, None), type))
+
+
 def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
     """Run the CLI; any exception it lets through becomes one line (exit 2, or 1 if ours).
 
     Click runs outside its standalone mode, so that its usage errors are one line too.
     """
-    try:  # typer >= 0.20 carries its own copy of click
-        from typer._click import exceptions as click_errors
-    except ImportError:  # pragma: no cover - older typer
-        from click import exceptions as click_errors
-
-    exits = tuple({typer.Exit, getattr(click_errors, "Exit", typer.Exit)})
-    aborts = tuple({KeyboardInterrupt, getattr(click_errors, "Abort", KeyboardInterrupt)})
+    modules = _click_modules()
+    exits = (*_classes(modules, "Exit"), typer.Exit)
+    aborts = (*_classes(modules, "Abort"), KeyboardInterrupt)
+    no_args = _classes(modules, "NoArgsIsHelpError")
+    usage = _classes(modules, "ClickException")
     debug = _debug_requested(sys.argv)
     try:
         code = make_app()(standalone_mode=False)
@@ -85,10 +99,10 @@ def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
         raise
     except exits as err:
         sys.exit(err.exit_code)
-    except click_errors.NoArgsIsHelpError as err:  # `gpuplan` alone: the help
+    except no_args as err:  # `gpuplan` alone: the help
         print(err.ctx.get_help() if err.ctx else err.format_message())
         sys.exit(0)
-    except click_errors.ClickException as err:
+    except usage as err:
         text = " ".join(err.format_message().split())
         print(f"gpuplan: error: {text} (see gpuplan --help)", file=sys.stderr)
         sys.exit(err.exit_code)
