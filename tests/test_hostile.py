@@ -819,3 +819,25 @@ def test_what_a_killed_run_left_is_cleaned_by_the_next(tmp_path: Path) -> None:
     outset.recover(tmp_path / "day")
     assert not staging.exists() and not aside.exists()
     assert (tmp_path / "day" / "plan.json").read_text() == "the old set"
+
+
+@pytest.mark.slow
+def test_a_read_only_store_is_one_warning_line(w: World) -> None:
+    """A store made immutable (chattr +i: read-only even to root) after its first run."""
+    store = w.path("mlruns")
+    uri = f"sqlite:///{store}/mlflow.db"
+    first = _spawn_tracked(uri, *_day(w, "--out-dir", w.path("first")))
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err.decode()
+    frozen = [store / "mlflow.db", store]
+    if subprocess.run(["chattr", "+i", *map(str, frozen)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not available here")
+    try:
+        proc = _spawn_tracked(uri, *_day(w))
+        _, err = proc.communicate(timeout=600)
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, frozen)], check=True)
+    assert proc.returncode == 0, err.decode()
+    lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow"), lines
+    assert (w.path("day") / "plan.json").exists()
