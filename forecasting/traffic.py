@@ -256,20 +256,37 @@ SERVEGEN_POOLS = ("m-large", "m-mid", "m-small")
 SERVEGEN_ANCHOR = "2025-03-03T00:00:00Z"
 
 
+def _column(wide: pd.DataFrame, col: str, low: float, high: float) -> np.ndarray:
+    """A numeric column, every value finite and in [low, high]; InputError naming the row."""
+    values = pd.to_numeric(wide[col], errors="coerce").to_numpy(float)
+    bad = ~((values >= low) & (values <= high))  # NaN fails both
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"row {row + 2}: {wide[col].iloc[row]!r} is not a number from "
+                         f"{low:g} to {high:g}", field=col)
+    return values
+
+
 def servegen_to_long(wide: pd.DataFrame, anchor: str = SERVEGEN_ANCHOR,
                      pools: tuple[str, ...] = SERVEGEN_POOLS) -> pd.DataFrame:
     """ServeGen's per-window mean rates -> contract rows: requests = rate_rps x window seconds.
 
     Each pool becomes one service of the same name; counts are rounded to whole requests.
     """
-    seconds = wide["window_start_s"].to_numpy(dtype=float)
+    from allocator.timeparse import parse_time
+
+    seconds = _column(wide, "window_start_s", 0.0, 10 * 366 * 86400.0)  # ten years at most
     window = float(np.median(np.diff(seconds))) if len(seconds) > 1 else 600.0
-    stamps = pd.Timestamp(anchor) + pd.to_timedelta(seconds, unit="s")
+    if not 0 < window <= 86400:
+        raise InputError(f"windows of {window:g} s: expected rising starts, at most a day "
+                         "apart", field="window_start_s")
+    stamps = parse_time(anchor, "anchor") + pd.to_timedelta(seconds, unit="s")
     frames = []
     for pool in pools:
+        rates = _column(wide, f"{pool}_rate_rps", 0.0, limits.MAX_REQUESTS / window)
         frames.append(pd.DataFrame({
             "timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "service": pool,
-            "requests": np.rint(wide[f"{pool}_rate_rps"].to_numpy(float) * window).astype(int),
+            "requests": np.rint(rates * window).astype(np.int64),
         }))
     return pd.concat(frames, ignore_index=True)

@@ -399,6 +399,12 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
                                               w.path("pe")], 2, ("pe",)),
     ("profile-servegen-anchor-9999", lambda w: ["profile-servegen", "--anchor", "9999-01-01",
                                                 "--out", w.path("sg.csv")], 2, ("sg.csv",)),
+    ("profile-servegen-start-1e300", lambda w: ["profile-servegen", w.write(
+        "sg-in.csv", "window_start_s,m-large_rate_rps,m-mid_rate_rps,m-small_rate_rps\n"
+        "0,1,1,1\n1e300,1,1,1\n"), "--out", w.path("sg.csv")], 2, ("sg.csv",)),
+    ("profile-servegen-rate-nan", lambda w: ["profile-servegen", w.write(
+        "sg-in.csv", "window_start_s,m-large_rate_rps,m-mid_rate_rps,m-small_rate_rps\n"
+        "0,1,1,1\n600,nan,1,1\n"), "--out", w.path("sg.csv")], 2, ("sg.csv",)),
     ("profile-servegen-empty", lambda w: ["profile-servegen", w.write("sg-in.csv", ""),
                                           "--out", w.path("sg.csv")], 2, ("sg.csv",)),
     # simulate: each option blamed by name, caps
