@@ -74,14 +74,14 @@ def read_philly(path: Path) -> pd.DataFrame:
     try:
         # the trace's times are naive UTC; the week bounds compare against naive times
         frame["timestamp"] = parse_times(frame["timestamp"], "timestamp").dt.tz_localize(None)
-        for col in ("duration", "num_gpus"):
+        # a job of at most ten years on at most a million GPUs: far past any trace
+        for col, high in (("duration", 10 * 366 * 86400.0), ("num_gpus", float(1 << 20))):
             values = pd.to_numeric(frame[col], errors="coerce")
-            bad = ~np.isfinite(values.to_numpy(float)) | (values < 0).to_numpy()
+            bad = ~((values >= 0) & (values <= high)).to_numpy()  # NaN fails both
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
-                raise InputError(f"row {row + 2}: not a finite number >= 0", field=col)
+                raise InputError(f"row {row + 2}: not a number from 0 to {high:g}", field=col)
             frame[col] = values
-        frame["num_gpus"] = frame["num_gpus"].clip(upper=1 << 20)
     except InputError as err:
         raise err.located(str(path)) from None
     return frame
