@@ -99,9 +99,9 @@ def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
         raise
     except exits as err:
         sys.exit(err.exit_code)
-    except no_args as err:  # `gpuplan` alone: the help
+    except no_args as err:  # `gpuplan` alone: the help, and click's usage exit
         print(err.ctx.get_help() if err.ctx else err.format_message())
-        sys.exit(0)
+        sys.exit(EXIT_BAD_INPUT)
     except usage as err:
         text = " ".join(err.format_message().split())
         print(f"gpuplan: error: {text} (see gpuplan --help)", file=sys.stderr)
