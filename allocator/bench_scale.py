@@ -169,9 +169,33 @@ def compare(new: dict, old: dict) -> list[dict]:
         p = previous[r["case"]]
         out.append({"case": r["case"], **{
             f"{policy}_ratio": round(r[f"{policy}_ms"] / p[f"{policy}_ms"], 3)
-            for policy in POLICIES if p.get(f"{policy}_ms")}})
+            for policy in POLICIES if p.get(f"{policy}_ms") and r.get(f"{policy}_ms") is not None}})
     return out
 
 
 def load_record(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A scale record as `gpuplan bench --scale` wrote it; InputError naming what is off."""
+    from allocator import limits
+    from allocator.errors import InputError
+
+    limits.check_file_size(path)
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read record: {err}", file=str(path)) from None
+    if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
+        raise InputError("a scale record is a JSON object with rows", file=str(path),
+                         field="rows")
+    body.setdefault("machine", "unknown machine")
+    for i, row in enumerate(body["rows"]):
+        if not isinstance(row, dict) or not isinstance(row.get("case"), str):
+            raise InputError("each row is an object with a case name", file=str(path),
+                             field=f"rows[{i}]")
+        for policy in POLICIES:
+            value = row.get(f"{policy}_ms")
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, int | float)
+                                      or not math.isfinite(value) or value < 0):
+                raise InputError("must be a finite number >= 0", file=str(path),
+                                 job=row["case"], field=f"{policy}_ms")
+    return body

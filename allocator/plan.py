@@ -67,7 +67,7 @@ class Plan:
         return body
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
 
 
 def make_plan(scenario: Scenario, policy: str, **options: Any) -> Plan:

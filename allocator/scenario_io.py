@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from allocator import limits
 from allocator.errors import InputError
 from allocator.model import (
     BATCH_KINDS,
@@ -59,10 +60,12 @@ def _find_non_finite(node: Any, path: list[str | int]) -> list[str | int] | None
 def load_scenario(path: str | Path) -> Scenario:
     """Read and check a scenario file; InputError (with the file named) on any bad input."""
     path = Path(path)
+    limits.check_file_size(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise InputError(f"cannot read scenario: {err.strerror}", file=str(path)) from None
+        raise InputError(f"cannot read scenario: {err.strerror or err}", file=str(path)
+                         ) from None
     except UnicodeDecodeError:
         raise InputError("scenario is not UTF-8 text", file=str(path)) from None
     try:
@@ -106,6 +109,9 @@ def scenario_from_dict(raw: Any) -> Scenario:
     jobs_raw = raw.get("jobs", [])
     if not isinstance(jobs_raw, list):
         raise InputError("must be a list of jobs", field="jobs")
+    if len(jobs_raw) > limits.MAX_JOBS:
+        raise InputError(f"{len(jobs_raw)} jobs; gpuplan plans at most {limits.MAX_JOBS}",
+                         field="jobs")
     jobs: list[Job] = []
     seen: set[str] = set()
     for index, entry in enumerate(jobs_raw):
@@ -157,7 +163,8 @@ def _default(default: object, job: str | None, name: str) -> object:
 
 
 def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
-         default: int | None = None, minimum: int | None = None) -> int:
+         default: int | None = None, minimum: int | None = None,
+         maximum: int | None = None) -> int:
     name = field or key
     value = obj.get(key)
     if value is None:
@@ -166,6 +173,9 @@ def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = Non
         raise InputError(f"must be a JSON integer, got {json.dumps(value)}", job=job, field=name)
     if minimum is not None and value < minimum:
         raise InputError(f"must be >= {minimum}, got {value}", job=job, field=name)
+    if maximum is not None and value > maximum:
+        raise InputError(f"must be <= {maximum} (gpuplan's limit), got {value}", job=job,
+                         field=name)
     return value
 
 
@@ -189,10 +199,16 @@ def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = 
 def _cluster(raw: Any) -> Cluster:
     if not isinstance(raw, dict):
         raise InputError("is required and must be an object", field="cluster")
-    gpus = _int(raw, "gpus", field="cluster.gpus", minimum=1)
-    horizon = _int(raw, "horizon_steps", field="cluster.horizon_steps", minimum=1)
-    node_size = _int(raw, "node_size", field="cluster.node_size", default=8, minimum=1)
-    step_minutes = _int(raw, "step_minutes", field="cluster.step_minutes", default=60, minimum=1)
+    gpus = _int(raw, "gpus", field="cluster.gpus", minimum=1, maximum=limits.MAX_GPUS)
+    horizon = _int(raw, "horizon_steps", field="cluster.horizon_steps", minimum=1,
+                   maximum=limits.MAX_STEPS)
+    node_size = _int(raw, "node_size", field="cluster.node_size", default=8, minimum=1,
+                     maximum=limits.MAX_GPUS)
+    step_minutes = _int(raw, "step_minutes", field="cluster.step_minutes", default=60, minimum=1,
+                        maximum=limits.MAX_STEP_MINUTES)
+    if gpus * horizon > limits.MAX_CELLS:
+        raise InputError(f"a grid of {gpus} GPUs x {horizon} steps is beyond gpuplan's limit "
+                         f"of {limits.MAX_CELLS} cells", field="cluster.horizon_steps")
     return Cluster(gpus=gpus, horizon_steps=horizon, node_size=node_size,
                    step_minutes=step_minutes)
 
@@ -204,8 +220,9 @@ def _weights(raw: Any) -> Weights:
         raise InputError("must be an object", field="weights")
     penalty = _number(raw, "realtime_penalty", field="weights.realtime_penalty", default=8.0)
     decay = _number(raw, "decay", field="weights.decay", default=0.97)
-    if penalty < 0:
-        raise InputError(f"must be >= 0, got {penalty}", field="weights.realtime_penalty")
+    if not 0 <= penalty <= limits.MAX_PRIORITY:
+        raise InputError(f"must be from 0 to {limits.MAX_PRIORITY:g}, got {penalty:g}",
+                         field="weights.realtime_penalty")
     if not 0 < decay <= 1:
         raise InputError(f"must be in (0, 1], got {decay}", field="weights.decay")
     return Weights(realtime_penalty=penalty, decay=decay)
@@ -224,8 +241,9 @@ def _job(raw: Any, index: int, cluster: Cluster) -> Job:
         raise InputError(f"must be one of {allowed}; got {json.dumps(kind)}", job=job_id,
                          field="kind")
     priority = _number(raw, "priority", job=job_id)
-    if priority <= 0:
-        raise InputError(f"must be > 0, got {priority:g}", job=job_id, field="priority")
+    if not 0 < priority <= limits.MAX_PRIORITY:
+        raise InputError(f"must be > 0 and <= {limits.MAX_PRIORITY:g}, got {priority:g}",
+                         job=job_id, field="priority")
     if kind == REALTIME:
         return _realtime(raw, job_id, priority, cluster)
     return _batch(raw, job_id, kind, priority, cluster)
@@ -236,8 +254,9 @@ def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster)
     if gpus & (gpus - 1) or gpus > cluster.gpus:
         raise InputError(f"must be a power of two from 1 to {cluster.gpus}, got {gpus}",
                          job=job_id, field="gpus")
-    duration = _int(raw, "duration_steps", job=job_id, minimum=1)
-    arrival = _int(raw, "arrival_step", job=job_id, default=0, minimum=0)
+    duration = _int(raw, "duration_steps", job=job_id, minimum=1, maximum=limits.MAX_DURATION)
+    arrival = _int(raw, "arrival_step", job=job_id, default=0, minimum=0,
+                   maximum=limits.MAX_DURATION)
     running = None
     if raw.get("running") is not None:
         rr = raw["running"]
@@ -271,7 +290,10 @@ def _realtime(raw: dict, job_id: str, priority: float, cluster: Cluster) -> Real
         if type(value) is not int or value < 0:
             raise InputError(f"must be a non-negative JSON integer, got {json.dumps(value)}",
                              job=job_id, field=f"demand[{t}]")
-    swap = _int(raw, "swap_limit", job=job_id, minimum=0)
+        if value > limits.MAX_DEMAND:
+            raise InputError(f"must be <= {limits.MAX_DEMAND} (gpuplan's limit), got {value}",
+                             job=job_id, field=f"demand[{t}]")
+    swap = _int(raw, "swap_limit", job=job_id, minimum=0, maximum=limits.MAX_SWAP)
     current = None
     if raw.get("current_gpus") is not None:
         cg = raw["current_gpus"]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.limits import MAX_DEMAND
 from forecasting.traffic import ServiceConfig
 
 # A rate a floating-point hair above a whole number of GPUs does not buy another GPU.
@@ -34,7 +35,13 @@ def gpus_needed(requests_per_hour: np.ndarray | Sequence[float],
         raise InputError("request rates must be finite and >= 0", job=config.service,
                          field="requests")
     per_gpu = config.requests_per_gpu_hour * (1.0 - config.headroom)
-    need = np.ceil(rate / per_gpu * (1 - _REL)).astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        wanted = np.ceil(rate / per_gpu * (1 - _REL))
+    if np.any(~(wanted <= MAX_DEMAND)):  # also inf and NaN: never cast those to int64
+        raise InputError(f"the traffic needs more than {MAX_DEMAND} GPUs at some hour, beyond "
+                         "gpuplan's limit (check requests and requests_per_gpu_hour)",
+                         job=config.service, field="requests_per_gpu_hour")
+    need = wanted.astype(np.int64)
     need = np.where(rate > 0, np.maximum(need, 1), need)  # any traffic needs a GPU
     return np.maximum(need, config.min_gpus)
 

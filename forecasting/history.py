@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.limits import MAX_TABLE_BYTES, check_file_size, check_separator
 from forecasting.columns import (
     ALGORITHMS,
     GPUS,
@@ -39,10 +40,15 @@ def read_table(path: str | Path, *, as_text: bool = False) -> pd.DataFrame:
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise InputError("expected a .csv or .parquet file", file=str(path))
+    check_file_size(path, MAX_TABLE_BYTES)
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, dtype=str if as_text else {"id": str})
+            frame = pd.read_csv(path, dtype=str if as_text else {"id": str})
+            check_separator(list(frame.columns), path)
+            return frame
         return pd.read_parquet(path)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
     except Exception as err:  # any parser failure is the same for the user: unreadable
@@ -97,13 +103,29 @@ class Problems:
         return InputError(str(self.reason[i]), job=row_ids(df)[i], field=str(self.field[i]))
 
 
+# The largest value gpuplan reads in each numeric column (far beyond any real job), so
+# that no estimate built from a row can overflow: MODEL.md's "Limits".
+COLUMN_MAX = {
+    "params_b": 1e5, "active_params_b": 1e5, "reward_model_params_b": 1e5,
+    "n_layers": 1e4, "hidden_size": 1e6, "seq_len": 1e8, "dataset_samples": 1e12,
+    "avg_tokens_per_sample": 1e8, "epochs": 1e4, "global_batch_size": 1e8,
+    "lora_rank": 1e5, "lora_targets": 1e4, "rollouts_per_prompt": 1e4,
+    "max_new_tokens": 1e8, "gpu_hours": 1e9, "requests": 1e13, "avg_input_tokens": 1e8,
+    "avg_output_tokens": 1e8, "calibration_samples": 1e9, "calibration_seq_len": 1e8,
+}
+
+
 def numeric(df: pd.DataFrame, col: str, problems: Problems, *, integer: bool = False,
             positive: bool = False) -> np.ndarray:
-    """Column `col` as floats; non-numbers, infinities, negatives (or <= 0) flagged."""
+    """Column `col` as floats; non-numbers, infinities, negatives (or <= 0) and values
+    beyond COLUMN_MAX flagged."""
     raw = df[col]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
     problems.flag(~np.isfinite(values), col, f"not a finite number: {col}")
     v = np.nan_to_num(values, nan=1.0, posinf=1.0, neginf=1.0)
+    if col in COLUMN_MAX:
+        problems.flag(v > COLUMN_MAX[col], col, f"must be <= {COLUMN_MAX[col]:g} (gpuplan's "
+                      "limit)")
     if positive:
         problems.flag(v <= 0, col, "must be > 0")
     else:

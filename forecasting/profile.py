@@ -618,5 +618,8 @@ def _consecutive_hours(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def _utc(value: pd.Timestamp | str) -> pd.Timestamp:
-    stamp = pd.Timestamp(value)
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    if isinstance(value, pd.Timestamp):
+        return value.tz_localize("UTC") if value.tzinfo is None else value.tz_convert("UTC")
+    from allocator.timeparse import parse_time
+
+    return parse_time(value, "start")

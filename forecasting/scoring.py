@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.limits import MAX_DURATION, MAX_STEP_MINUTES
 from forecasting.batch_inference import estimate_batch
 from forecasting.columns import (
     BATCH_FEATURES,
@@ -114,8 +115,8 @@ def score_queue_full(df: pd.DataFrame, estimators: dict, *, step_minutes: float 
                      duration_from: str = "p90") -> Scoring:
     """score_queue, plus a warning for each training row whose own `gpus` the memory
     model thinks too few (the row is scored with the count it asked for)."""
-    if step_minutes <= 0:
-        raise InputError("must be > 0", field="step_minutes")
+    if not 0 < step_minutes <= MAX_STEP_MINUTES:  # NaN fails this too
+        raise InputError(f"must be > 0 and <= {MAX_STEP_MINUTES}", field="step_minutes")
     if duration_from not in DURATION_FROM:
         raise InputError(f"must be one of {', '.join(DURATION_FROM)}", field="duration_from")
     check_queue_file(df)
@@ -154,11 +155,13 @@ def score_queue_full(df: pd.DataFrame, estimators: dict, *, step_minutes: float 
            f"does not fit in memory on any power of two up to {MAX_GPUS} GPUs")
     p.flag(~p.bad & ~np.isfinite(out["gpu_hours_p90"].to_numpy()), "kind",
            "no fitted estimator for this row (algorithm absent from the history)")
-    ok = ~p.bad
     hours = out[f"gpu_hours_{duration_from}"].to_numpy()
     step_h = step_minutes / 60.0
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         steps = np.maximum(1.0, np.ceil(hours / np.where(g > 0, g, 1) / step_h - 1e-9))
+    p.flag(~p.bad & ~(steps <= MAX_DURATION), "duration_steps",
+           f"the estimate is beyond gpuplan's limit of {MAX_DURATION} steps")
+    ok = ~p.bad
     scored = text[ok].copy()
     scored["gpus"] = g[ok].astype(np.int64)
     scored["duration_steps"] = steps[ok].astype(np.int64)

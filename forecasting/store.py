@@ -12,7 +12,7 @@ from pathlib import Path
 import joblib
 
 from allocator.errors import InputError
-from pipelines.atomic import atomic_path, write_text
+from pipelines.atomic import atomic_path, json_text, write_text
 
 FILES = {
     "training": "training_cost.joblib",
@@ -46,7 +46,7 @@ def save_estimators(models_dir: str | Path, info: dict | None = None, **estimato
         manifest[name] = {"file": FILES[name], "class": type(est).__name__,
                           **(info or {}).get(name, {})}
     manifest["versions"] = versions()
-    write_text(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text(manifest_path, json_text(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def load_estimators(models_dir: str | Path) -> dict:

@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from allocator import limits
 from allocator.errors import InputError
+from allocator.timeparse import parse_times
 
 TRAFFIC_COLUMNS = ("timestamp", "service", "requests")
 HOUR = pd.Timedelta(hours=1)
@@ -49,15 +51,19 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """CSV or Parquet by extension (FORECASTING.md); a gzipped CSV is accepted too."""
     path = Path(path)
     name = path.name.lower()
+    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
     try:
         if name.endswith((".csv", ".csv.gz")):
-            return pd.read_csv(path, dtype={"service": str}, keep_default_na=True)
+            frame = pd.read_csv(path, dtype={"service": str}, keep_default_na=True)
+            limits.check_separator(list(frame.columns), path)
+            return frame
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
     except (ValueError, OSError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read table: {err}", file=str(path)) from None
+        raise InputError(f"cannot read table: {' '.join(str(err).split())}", file=str(path)
+                         ) from None
     raise InputError("expected a .csv, .csv.gz or .parquet file", file=str(path))
 
 
@@ -85,23 +91,15 @@ def validate_traffic(frame: pd.DataFrame) -> pd.DataFrame:
     if (out["service"] == "").any():
         row = int(np.flatnonzero(out["service"] == "")[0])
         raise InputError(f"empty service name in row {row + 2}", field="service")
-    stamps = pd.to_datetime(out["timestamp"], utc=True, errors="coerce", format="ISO8601")
-    bad = stamps.isna()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"row {row + 2}: {out['timestamp'].iloc[row]!r} is not an ISO 8601 time",
-            job=out["service"].iloc[row], field="timestamp",
-        )
-    out["timestamp"] = stamps
+    out["timestamp"] = parse_times(out["timestamp"], "timestamp", jobs=out["service"])
     counts = pd.to_numeric(out["requests"], errors="coerce")
     bad = counts.isna() & out["requests"].notna()
-    bad |= np.isinf(counts) | (counts < 0)
+    bad |= np.isinf(counts) | (counts < 0) | (counts > limits.MAX_REQUESTS)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"row {row + 2}: {out['requests'].iloc[row]!r} is not a count >= 0 "
-            "(leave the cell empty for a gap)",
+            f"row {row + 2}: {out['requests'].iloc[row]!r} is not a count >= 0 and <= "
+            f"{limits.MAX_REQUESTS:g} (leave the cell empty for a gap)",
             job=out["service"].iloc[row], field="requests",
         )
     out["requests"] = counts.astype(float)
@@ -179,6 +177,7 @@ _SERVICE_FIELDS = {
 def load_services(path: str | Path) -> dict[str, ServiceConfig]:
     """Read SERVICES.json into frozen configs keyed by service, in file order."""
     path = Path(path)
+    limits.check_file_size(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
     except FileNotFoundError:
@@ -244,12 +243,15 @@ def _check_ranges(c: ServiceConfig) -> None:
     if not 0 <= c.headroom < 1:
         raise InputError("must be in [0, 1): the fraction of capacity kept spare",
                          job=c.service, field="headroom")
-    if c.min_gpus < 0:
-        raise InputError("must be >= 0", job=c.service, field="min_gpus")
-    if c.swap_limit < 0:
-        raise InputError("must be >= 0", job=c.service, field="swap_limit")
-    if c.priority <= 0:
-        raise InputError("must be > 0", job=c.service, field="priority")
+    if not 0 <= c.min_gpus <= limits.MAX_DEMAND:
+        raise InputError(f"must be from 0 to {limits.MAX_DEMAND}", job=c.service,
+                         field="min_gpus")
+    if not 0 <= c.swap_limit <= limits.MAX_SWAP:
+        raise InputError(f"must be from 0 to {limits.MAX_SWAP}", job=c.service,
+                         field="swap_limit")
+    if not 0 < c.priority <= limits.MAX_PRIORITY:
+        raise InputError(f"must be > 0 and <= {limits.MAX_PRIORITY:g}", job=c.service,
+                         field="priority")
 
 
 # ---------------------------------------------------------------- ServeGen
@@ -261,20 +263,37 @@ SERVEGEN_POOLS = ("m-large", "m-mid", "m-small")
 SERVEGEN_ANCHOR = "2025-03-03T00:00:00Z"
 
 
+def _column(wide: pd.DataFrame, col: str, low: float, high: float) -> np.ndarray:
+    """A numeric column, every value finite and in [low, high]; InputError naming the row."""
+    values = pd.to_numeric(wide[col], errors="coerce").to_numpy(float)
+    bad = ~((values >= low) & (values <= high))  # NaN fails both
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"row {row + 2}: {wide[col].iloc[row]!r} is not a number from "
+                         f"{low:g} to {high:g}", field=col)
+    return values
+
+
 def servegen_to_long(wide: pd.DataFrame, anchor: str = SERVEGEN_ANCHOR,
                      pools: tuple[str, ...] = SERVEGEN_POOLS) -> pd.DataFrame:
     """ServeGen's per-window mean rates -> contract rows: requests = rate_rps x window seconds.
 
     Each pool becomes one service of the same name; counts are rounded to whole requests.
     """
-    seconds = wide["window_start_s"].to_numpy(dtype=float)
+    from allocator.timeparse import parse_time
+
+    seconds = _column(wide, "window_start_s", 0.0, 10 * 366 * 86400.0)  # ten years at most
     window = float(np.median(np.diff(seconds))) if len(seconds) > 1 else 600.0
-    stamps = pd.Timestamp(anchor) + pd.to_timedelta(seconds, unit="s")
+    if not 0 < window <= 86400:
+        raise InputError(f"windows of {window:g} s: expected rising starts, at most a day "
+                         "apart", field="window_start_s")
+    stamps = parse_time(anchor, "anchor") + pd.to_timedelta(seconds, unit="s")
     frames = []
     for pool in pools:
+        rates = _column(wide, f"{pool}_rate_rps", 0.0, limits.MAX_REQUESTS / window)
         frames.append(pd.DataFrame({
             "timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "service": pool,
-            "requests": np.rint(wide[f"{pool}_rate_rps"].to_numpy(float) * window).astype(int),
+            "requests": np.rint(rates * window).astype(np.int64),
         }))
     return pd.concat(frames, ignore_index=True)

@@ -36,7 +36,9 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
-    build_app()()
+    from pipelines.cliutil import guarded
+
+    guarded(build_app)
 
 
 if __name__ == "__main__":

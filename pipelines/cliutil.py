@@ -1,16 +1,24 @@
-"""What every command shares: bad input -> one line on stderr and exit code 2."""
+"""What every command shares: bad input -> one line on stderr and exit code 2.
+
+`input_errors` turns the InputError of one step into that line; `guarded` is the one
+top-level handler around the whole app, for everything a step did not foresee.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import os
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 
 import typer
 
 from allocator.errors import InputError
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 1
 
 
 @contextlib.contextmanager
@@ -22,3 +30,89 @@ def input_errors(file: str | None = None) -> Iterator[None]:
         located = err.located(file) if file else err
         print(f"gpuplan: error: {located.line()}", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+# -- the top-level handler ------------------------------------------------------------------
+
+def _debug_requested(argv: list[str]) -> bool:
+    """`--debug` anywhere on the command line (removed from it) or GPUPLAN_DEBUG=1."""
+    flag = "--debug" in argv
+    while "--debug" in argv:
+        argv.remove("--debug")
+    return flag or os.environ.get("GPUPLAN_DEBUG", "").strip() not in ("", "0")
+
+
+def _from_library(err: BaseException, *names: str) -> bool:
+    return type(err).__module__.split(".")[0] in names
+
+
+def describe(err: BaseException) -> tuple[int, str]:
+    """(exit code, one line) for an exception that reached the top."""
+    if isinstance(err, InputError):
+        return EXIT_BAD_INPUT, err.line()
+    if isinstance(err, OSError):
+        where = ": ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+        what = err.strerror or str(err) or type(err).__name__
+        return EXIT_BAD_INPUT, f"{where}: {what}" if where else what
+    if isinstance(err, MemoryError):
+        return EXIT_BAD_INPUT, ("out of memory: the input is larger than this machine can "
+                                "plan (see the limits in docs/contract/MODEL.md)")
+    if isinstance(err, RecursionError):
+        return EXIT_BAD_INPUT, "input nested too deeply"
+    if isinstance(err, OverflowError | UnicodeError) or _from_library(err, "pandas", "numpy"):
+        text = " ".join(str(err).split())[:300] or type(err).__name__
+        return EXIT_BAD_INPUT, f"{type(err).__name__}: {text}"
+    text = " ".join(str(err).split())[:300]
+    return EXIT_INTERNAL, (f"internal error: {type(err).__name__}: {text} (rerun with --debug "
+                           "or GPUPLAN_DEBUG=1 for the traceback)")
+
+
+def _click_modules() -> list:
+    """click's exceptions, from typer's own copy (typer >= 0.20) and from click itself."""
+    found = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+def _classes(modules: list, name: str) -> tuple[type, ...]:
+    return tuple(getattr(m, name) for m in modules if isinstance(getattr(m, name, None), type))
+
+
+def guarded(make_app: Callable[[], Callable[..., object]]) -> None:
+    """Run the CLI; any exception it lets through becomes one line (exit 2, or 1 if ours).
+
+    Click runs outside its standalone mode, so that its usage errors are one line too.
+    """
+    modules = _click_modules()
+    exits = (*_classes(modules, "Exit"), typer.Exit)
+    aborts = (*_classes(modules, "Abort"), KeyboardInterrupt)
+    no_args = _classes(modules, "NoArgsIsHelpError")
+    usage = _classes(modules, "ClickException")
+    debug = _debug_requested(sys.argv)
+    try:
+        code = make_app()(standalone_mode=False)
+    except SystemExit:
+        raise
+    except exits as err:
+        sys.exit(err.exit_code)
+    except no_args as err:  # `gpuplan` alone: the help, and click's usage exit
+        print(err.ctx.get_help() if err.ctx else err.format_message())
+        sys.exit(EXIT_BAD_INPUT)
+    except usage as err:
+        text = " ".join(err.format_message().split())
+        print(f"gpuplan: error: {text} (see gpuplan --help)", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except aborts:
+        print("gpuplan: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BaseException as err:
+        code, line = describe(err)
+        if debug:
+            traceback.print_exc()
+        print(f"gpuplan: error: {line}", file=sys.stderr)
+        sys.exit(code)
+    sys.exit(code if isinstance(code, int) else 0)

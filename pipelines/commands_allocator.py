@@ -5,24 +5,26 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from allocator import bench as benchlib
-from allocator import policies
+from allocator import limits, policies
 from allocator.errors import InputError
 from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
-from pipelines import atomic
+from pipelines import atomic, outset
 from pipelines.cliutil import input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
 DEFAULT_SCENARIOS = bundled("data/scenarios")  # wherever gpuplan is run from
+SOLVERS = ("highs", "cbc")
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +47,7 @@ def plan(
     solver: str = typer.Option("highs", "--solver", help="full: highs | cbc."),
     lp_bound: bool = typer.Option(False, "--lp-bound",
                                   help="full: also report the LP-relaxation bound."),
-    search: int | None = typer.Option(None, "--search", min=0,
+    search: int | None = typer.Option(None, "--search", min=0, max=10_000_000,
                                       help="fast: order-search budget in job placements "
                                            "(default scales with the cluster; 0 = none)."),
 ) -> None:
@@ -58,17 +60,29 @@ def plan(
         if loaded.reservations and policy in ("fifo", "priority"):
             raise InputError(f"policy {policy} is MODEL.md's baseline and ignores reservations;"
                              " use fast, full or backfill", field="reservations")
+    with input_errors():
+        limits.finite(time_limit, "--time-limit", low=0, low_open=True,
+                      high=limits.MAX_SECONDS)
+        if solver not in SOLVERS:
+            raise InputError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}",
+                             field="--solver")
+        _distinct_outputs([scenario], [out, *([png] if png else [])])
+        for target in (out, png):
+            if target is not None:
+                atomic.writable_target(target)
     options: dict = {}
     if policy == "full":
         options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
     elif policy == "fast" and search is not None:
         options = {"search": search}
     result = make_plan(loaded, policy, **options)
-    atomic.write_text(out, result.to_json())
+    files: dict[Path, str | bytes] = {out: result.to_json()}
     if png:
         from allocator.render import render_png
 
-        atomic.write_bytes(png, render_png([result.to_dict()], **_picture(loaded)))
+        files[png] = render_png([result.to_dict()], **_picture(loaded))
+    with input_errors():
+        atomic.write_all(files)  # the plan and its picture together, or neither
     m = result.metrics
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
@@ -83,12 +97,7 @@ def check(
     with input_errors(str(scenario)):
         loaded = load_scenario(scenario)
     with input_errors(str(plan_file)):
-        try:
-            body = json.loads(plan_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"cannot read plan: {err}") from None
-        if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
-            raise InputError("a plan is a JSON object with a grid", field="grid")
+        body = read_plan(plan_file)
     problems = violations(loaded, body["grid"])
     if not problems:
         problems = metrics_agree(body.get("metrics", {}), compute_metrics(loaded, body["grid"]))
@@ -97,6 +106,60 @@ def check(
             typer.echo(f"illegal: {p}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{plan_file}: legal, metrics agree")
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not standard JSON")
+
+
+def read_plan(path: Path) -> dict:
+    """A plan file: a JSON object whose grid is rows of job ids (strings) or nulls."""
+    limits.check_file_size(path)
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except FileNotFoundError:
+        raise InputError("no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise InputError(f"cannot read plan: {err}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
+        raise InputError("a plan is a JSON object with a grid", field="grid")
+    cells = 0  # a ragged grid is read: whether it is legal is the checker's verdict
+    for t, row in enumerate(body["grid"]):
+        if not isinstance(row, list):
+            raise InputError("each grid row is a list", field=f"grid[{t}]")
+        cells += len(row)
+        for g, cell in enumerate(row):
+            if cell is not None and not isinstance(cell, str):
+                raise InputError(f"must be a job id or null, got {json.dumps(cell)}",
+                                 field=f"grid[{t}][{g}]")
+    if cells > limits.MAX_CELLS:
+        raise InputError(f"a grid beyond gpuplan's limit of {limits.MAX_CELLS} cells",
+                         field="grid")
+    metrics = body.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise InputError("must be an object", field="metrics")
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise InputError(f"must be a finite number, got {json.dumps(value)}",
+                             field=f"metrics.{key}")
+    for key in ("kinds", "starts"):
+        if key in body and not isinstance(body[key], dict):
+            raise InputError("must be an object", field=key)
+    return body
+
+
+def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """InputError when an output would overwrite an input or another output."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        seen.setdefault(path.resolve(), path)
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"is also {seen[key]}; give a different output path",
+                             file=str(path))
+        seen[key] = path
 
 
 def show(
@@ -109,17 +172,16 @@ def show(
     bodies = []
     for path in plans:
         with input_errors(str(path)):
-            try:
-                bodies.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as err:
-                raise InputError(f"cannot read plan: {err}") from None
-    atomic.write_bytes(png, render_png(bodies))
+            bodies.append(read_plan(path))
+    with input_errors():
+        _distinct_outputs(list(plans), [png])
+        atomic.write_bytes(png, render_png(bodies))
     typer.echo(f"wrote {png}")
 
 
 def scenarios(
     out_dir: Path = typer.Option(DEFAULT_SCENARIOS, "--out-dir", help="Where to write them."),
-    seed: int = typer.Option(7, "--seed", help="Generator seed."),
+    seed: int = typer.Option(7, "--seed", min=0, max=2**32 - 1, help="Generator seed."),
 ) -> None:
     """(Re)generate the seven benchmark scenarios (allocator/scenarios.py documents them)."""
     for name in SPECS:
@@ -153,16 +215,19 @@ def bench(
                                       help="Directory of scenario JSON files."),
     out_dir: Path = typer.Option(out_dir_default("bench"), "--out-dir",
                                  help="Where to write tables (default: under gpuplan's home)."),
-    repeats: int = typer.Option(30, "--repeats", help="Latency: calls per policy (median)."),
+    repeats: int = typer.Option(30, "--repeats", min=1, max=10_000,
+                                help="Latency: calls per policy (median)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
     full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
-    time_limit: float = typer.Option(30.0, "--time-limit", help="--full: seconds per solve."),
+    time_limit: float = typer.Option(30.0, "--time-limit", min=0.01, max=604_800.0,
+                                     help="--full: seconds per solve."),
     scale: bool = typer.Option(False, "--scale",
                                help="Instead: latency growth from 8 to 4096 GPUs."),
-    max_gpus: int = typer.Option(4096, "--max-gpus", help="--scale: largest cluster to run."),
-    bound_seconds: float = typer.Option(60.0, "--bound-seconds",
+    max_gpus: int = typer.Option(4096, "--max-gpus", min=1, max=4096,
+                                 help="--scale: largest cluster to run."),
+    bound_seconds: float = typer.Option(60.0, "--bound-seconds", min=0.01, max=604_800.0,
                                         help="--scale: time for each upper bound."),
-    bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus",
+    bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus", min=1, max=4096,
                                        help="--scale: largest cluster to bound."),
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir",
                                     help="--scale: where each run's record is kept."),
@@ -188,17 +253,19 @@ def bench(
         with console.status("solving the MILP per scenario"):
             frows = full_rows(loaded, time_limit=time_limit)
         sections.append(full_markdown(frows))
-        _write_csv(out_dir / "bench_full.csv", frows)
     report = "\n".join(sections)
-    atomic.write_text(out_dir / "bench.md", report)
-    _write_csv(out_dir / "bench.csv", all_rows)
-    if png:
-        from allocator.render import render_png
+    with input_errors(), outset.output_set(out_dir, "bench") as stage:  # the tables as one set
+        atomic.write_text(stage / "bench.md", report)
+        _write_csv(stage / "bench.csv", all_rows)
+        if full:
+            _write_csv(stage / "bench_full.csv", frows)
+        if png:
+            from allocator.render import render_png
 
-        for r in results:
-            pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
-            atomic.write_bytes(out_dir / f"{r.scenario.name}.png",
-                               render_png(pair, **_picture(r.scenario)))
+            for r in results:
+                pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
+                atomic.write_bytes(stage / f"{r.scenario.name}.png",
+                                   render_png(pair, **_picture(r.scenario)))
     console.print(report)
     console.print(f"wrote {out_dir / 'bench.md'} and {out_dir / 'bench.csv'}")
 
@@ -225,7 +292,7 @@ def _bench_scale(console: Console, out_dir: Path, max_gpus: int, bound_seconds: 
         record = bench_scale.run(cases, bound_seconds, bound_max_gpus,
                                  progress=lambda case: progress.advance(task))
     stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
-    atomic.write_text(record_dir / f"{stamp}.json", json.dumps(record, indent=1) + "\n")
+    atomic.write_text(record_dir / f"{stamp}.json", atomic.json_text(record, indent=1) + "\n")
     text = bench_scale.markdown(record)
     atomic.write_text(out_dir / "scale.md", text)
     _write_csv(out_dir / "scale.csv", record["rows"])
@@ -249,7 +316,8 @@ def bench_compare(
             if len(records) < 2:
                 raise InputError("need two records to compare")
         new, old = new or records[-1], old or records[-2]
-    a, b = bench_scale.load_record(new), bench_scale.load_record(old)
+    with input_errors():
+        a, b = bench_scale.load_record(new), bench_scale.load_record(old)
     typer.echo(f"{new} ({a['machine']})\n  vs {old} ({b['machine']})")
     for row in bench_scale.compare(a, b):
         ratios = ", ".join(f"{k.removesuffix('_ratio')} x{v}" for k, v in row.items()

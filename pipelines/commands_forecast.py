@@ -39,10 +39,31 @@ def _write_table(df, path: Path) -> None:
             df.to_csv(tmp, index=False)
 
 
+def _table_body(df, path: Path) -> str | bytes:
+    """The file a table becomes: Parquet or CSV by extension."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return df.to_parquet(index=False)
+    return df.to_csv(index=False)
+
+
+def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """InputError when an output would overwrite an input or another output."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        seen.setdefault(path.resolve(), path)
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"is also {seen[key]}; give a different output path",
+                             file=str(path))
+        seen[key] = path
+
+
 def synth_history(
     out: Path = typer.Option(..., "--out", help="Directory for the history (the bundled "
                              "sample is data/history)."),
-    seed: int = typer.Option(2026, "--seed", help="Random seed: same seed, same files."),
+    seed: int = typer.Option(2026, "--seed", min=0, max=2**32 - 1,
+                             help="Random seed: same seed, same files."),
     training: int = typer.Option(4000, "--training", min=0, help="Training jobs."),
     quantization: int = typer.Option(2000, "--quantization", min=0, help="Quantization jobs."),
     sigma: float = typer.Option(0.2, "--sigma", min=0.0, help="Training noise floor (log sd)."),
@@ -56,23 +77,36 @@ def synth_history(
     queue_jobs: int = typer.Option(48, "--queue-jobs", min=1, help="Jobs in the sample queue."),
 ) -> None:
     """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
+    from allocator.limits import finite
     from forecasting.synth import SynthConfig, synth_history, synth_queue
 
     with input_errors():
         if fmt not in ("csv", "parquet"):
             raise InputError("must be csv or parquet", field="format")
+        for value, name in ((sigma, "--sigma"), (quant_sigma, "--quant-sigma"),
+                            (memory_sigma, "--memory-sigma")):
+            finite(value, name, low=0, high=5)
+        if max(training, quantization, queue_jobs) > 1_000_000:
+            raise InputError("at most 1,000,000 jobs per file", field="--training")
+        from pipelines import outset
+        from pipelines.atomic import writable_target
+
+        outset.check_target(out)
+        if queue_out is not None:
+            writable_target(queue_out)
         config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
                              sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma)
         train_df, quant_df, meta = synth_history(config)
         queue = synth_queue(queue_jobs, seed=seed) if queue_out else None
-    written = []
-    if training:
-        _write_table(train_df, out / f"training.{fmt}")
-        written.append(out / f"training.{fmt}")
-    if quantization:
-        _write_table(quant_df, out / f"quantization.{fmt}")
-        written.append(out / f"quantization.{fmt}")
-    write_text(out / "meta.json", meta)
+    names = [f"training.{fmt}"] if training else []
+    names += [f"quantization.{fmt}"] if quantization else []
+    with input_errors(), outset.output_set(out, "synth-history") as stage:  # one set
+        for name, frame in zip(names, [d for d, n in ((train_df, training),
+                                                      (quant_df, quantization)) if n],
+                               strict=True):
+            _write_table(frame, stage / name)
+        write_text(stage / "meta.json", meta)
+    written = [out / name for name in names]
     if queue is not None:
         _write_table(queue, queue_out)
         written.append(queue_out)
@@ -109,7 +143,8 @@ def train(
         "beat the current champion on the held-out rows."),
     test_fraction: float = typer.Option(0.25, "--test-fraction", min=0.05, max=0.9,
                                         help="Share of jobs held out for the evaluation."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the held-out split."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
+                             help="Seed of the held-out split."),
     noise_sigma: float | None = typer.Option(
         None, "--noise-sigma", help="Noise floor sigma; default: meta.json beside the history."),
     extra_history: list[Path] = typer.Option(
@@ -121,6 +156,7 @@ def train(
     one on the same held-out rows (or with --promote)."""
     from rich.console import Console
 
+    from allocator.limits import finite
     from forecasting.evaluate import (
         evaluate,
         join_histories,
@@ -132,11 +168,21 @@ def train(
     from forecasting.quantization import QuantizationCostEstimator
     from forecasting.store import save_estimators
     from forecasting.training import PowerLawBaseline, TrainingCostEstimator
-    from pipelines import promotion, tracking
+    from pipelines import outset, promotion, tracking
     from pipelines.home import home
 
     models = models if models is not None else home().trained_models
     with input_errors():
+        finite(test_fraction, "--test-fraction", low=0.05, high=0.9)
+        if noise_sigma is not None:
+            finite(noise_sigma, "--noise-sigma", low=0, high=5)
+        outset.check_target(models)
+        _distinct_outputs([history, *([quantization] if quantization else [])],
+                          [p for p in (report,) if p])
+        if report:
+            from pipelines.atomic import writable_target
+
+            writable_target(report)
         hist = load_training_history(history)
         extra = [load_training_history(p) for p in extra_history]
         quant = load_quant_history(quantization) if quantization else None
@@ -159,7 +205,8 @@ def train(
         Xq, gq, yq = quant
         estimators["quantization"] = QuantizationCostEstimator().fit(Xq, yq, gpus=gq)
         info["quantization"] = {"history": str(quantization), "jobs": len(yq)}
-    save_estimators(models, info=info, **estimators)
+    with input_errors(), outset.output_set(models, "train") as stage:  # the models as one set
+        save_estimators(stage, info=info, **estimators)
     print(f"saved {', '.join(sorted(estimators))} to {models}/")
     if report:
         command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
@@ -215,14 +262,17 @@ def score(
         "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
+    from allocator.limits import MAX_STEP_MINUTES, finite
     from forecasting.history import read_table
     from forecasting.scoring import score_queue_full
     from pipelines import tracking
+    from pipelines.atomic import write_all
 
     start = time.perf_counter()
+    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     with input_errors():
-        if step_minutes <= 0:
-            raise InputError("must be > 0", field="--step-minutes")
+        finite(step_minutes, "--step-minutes", low=0, low_open=True, high=MAX_STEP_MINUTES)
+        _distinct_outputs([queue], [out, rejects])
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
         estimators, refs = tracking.load_estimators(models)  # --models, else @champion
@@ -232,12 +282,14 @@ def score(
                                   duration_from=duration_from)
     scored, bad = result.scored, result.rejects
     print(tracking.describe_refs(refs))
-    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     share = len(bad) / len(df) if len(df) else 1.0
     failed = len(scored) == 0 or share > max_reject_share
+    # rejects, then warnings (column `level`); the scored queue only when it did not fail
+    files = {rejects: _table_body(result.report(), rejects)}
     if not failed:
-        _write_table(scored, out)
-    _write_table(result.report(), rejects)  # rejects, then warnings (column `level`)
+        files[out] = _table_body(scored, out)
+    with input_errors():
+        write_all(files)
     seconds = time.perf_counter() - start
     if failed:
         limit = "" if len(scored) == 0 else f", above --max-reject-share {max_reject_share:g}"

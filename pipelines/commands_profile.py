@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
+from allocator import limits
 from allocator.errors import InputError
 from pipelines.atomic import write_text
 from pipelines.cliutil import input_errors
@@ -30,13 +31,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _parse_start(value: str, field: str = "start") -> pd.Timestamp:
-    try:
-        stamp = pd.Timestamp(value)
-    except (ValueError, TypeError):
-        stamp = pd.NaT
-    if stamp is pd.NaT:
-        raise InputError(f"{value!r} is not an ISO 8601 time", field=field)
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    from allocator.timeparse import parse_time
+
+    return parse_time(value, field)
 
 
 def profile(
@@ -53,6 +50,9 @@ def profile(
     from forecasting.demand import demand_for_services, fit_services, gpus_needed
 
     with input_errors():
+        limits.whole(steps, "--steps", low=1, high=limits.MAX_STEPS)
+        limits.whole(step_minutes, "--step-minutes", low=1, high=limits.MAX_STEP_MINUTES)
+        limits.finite(quantile, "--quantile", low=0.5, high=0.999)
         when = _parse_start(start)
         warnings: list[str] = []
         model, configs = fit_services(traffic, services, quantile, warn=warnings.append)
@@ -82,7 +82,8 @@ def profile(
             for name, cfg in configs.items()
         ],
     }
-    write_text(out, json.dumps(doc, indent=1) + "\n")
+    with input_errors():
+        write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     typer.echo(f"wrote {out}: {len(configs)} service(s), {steps} steps from {doc['start']}")
 
 
@@ -116,6 +117,7 @@ def profile_eval(
             typer.echo(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
         return
     with input_errors():
+        limits.finite(quantile, "--quantile", low=0.5, high=0.999)
         configs = load_services(services)
         wide = hourly(load_traffic(traffic))
         if not any(name in wide.columns for name in configs):
@@ -127,27 +129,30 @@ def profile_eval(
         if select and fit_days < 5:
             raise InputError("--select fits 4 days and replays the rest of the fit week: "
                              "needs --fit-days >= 5", field="fit_days")
-    results = ev.replay(wide, configs, fit_hours=24 * fit_days,
-                        model=DemandProfile(quantile=quantile))
-    table = ev.metrics(results, quantile)
-    _write_table(table, out_dir / "profile_eval", ev.markdown(table, quantile))
-    ev.plot(results, str(out_dir / "profile_eval.png"),
-            title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
-    verdict = ev.targets(table)
-    _write_table(verdict, out_dir / "profile_targets")
-    typer.echo(ev.markdown(table, quantile))
-    typer.echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if select:
-        grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
-        _write_table(grid, out_dir / "profile_select")
-        typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        chosen = ev.best(grid, quantile)
-        typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
-            f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
-    if compare:
-        table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
-        _write_table(table, out_dir / "profile_methods")
-        typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    from pipelines import outset
+
+    with input_errors(), outset.output_set(out_dir, "profile-eval") as stage:  # one set
+        results = ev.replay(wide, configs, fit_hours=24 * fit_days,
+                            model=DemandProfile(quantile=quantile))
+        table = ev.metrics(results, quantile)
+        _write_table(table, stage / "profile_eval", ev.markdown(table, quantile))
+        ev.plot(results, str(stage / "profile_eval.png"),
+                title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
+        verdict = ev.targets(table)
+        _write_table(verdict, stage / "profile_targets")
+        typer.echo(ev.markdown(table, quantile))
+        typer.echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if select:
+            grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
+            _write_table(grid, stage / "profile_select")
+            typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            chosen = ev.best(grid, quantile)
+            typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
+                f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
+        if compare:
+            table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
+            _write_table(table, stage / "profile_methods")
+            typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     typer.echo(f"wrote {out_dir}/profile_eval.md, .csv, .png")
 
 

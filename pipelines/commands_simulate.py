@@ -7,21 +7,29 @@ when tracking is on; `--sweep-horizon` adds the horizon/decay sweep (end-of-worl
 
 from __future__ import annotations
 
-import json
+import contextlib
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import typer
 
+from allocator import limits
 from allocator import policies as registry
 from allocator.errors import InputError
-from pipelines import atomic
+from allocator.timeparse import parse_time
+from pipelines import atomic, outset
 from pipelines import simulate_report as report
 from pipelines.cliutil import input_errors
 from pipelines.home import out_dir as out_dir_default
 from pipelines.philly import PHILLY_CSV, SERVEGEN_CSV, PhillyConfig, philly_world
-from pipelines.simulate import SimConfig, run_many
+from pipelines.simulate import OutOfTime, SimConfig, run_many
 from pipelines.worlds import World, suite, suite_world
+
+Runner = Callable[..., list]  # run_many with the workers, progress and deadline bound
 
 
 def register(app: typer.Typer) -> None:
@@ -33,8 +41,8 @@ def _ints(text: str, what: str) -> list[int]:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"expected comma-separated integers, got {text!r}", field=what) from None
-    if not values or min(values) < 1:
-        raise InputError("expected positive integers", field=what)
+    if not values or min(values) < 1 or max(values) > 96:
+        raise InputError("expected integers from 1 to 96", field=what)
     return values
 
 
@@ -43,9 +51,21 @@ def _floats(text: str, what: str) -> list[float]:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"expected comma-separated numbers, got {text!r}", field=what) from None
-    if not values or not all(0 < v <= 1 for v in values):
+    if not values or not all(0 < v <= 1 for v in values):  # NaN fails this too
         raise InputError("each decay must be in (0, 1]", field=what)
     return values
+
+
+def _check_options(*, days: int, horizon: int, replan_every: int, gpus: int, workers: int,
+                   lead: int, margin: float) -> None:
+    """Each numeric option inside its documented range, named when it is not."""
+    limits.whole(days, "--days", low=1, high=limits.MAX_SIM_DAYS)
+    limits.whole(horizon, "--horizon", low=1, high=96)  # the worlds' look-ahead
+    limits.whole(replan_every, "--replan-every", low=1, high=horizon)
+    limits.whole(gpus, "--gpus", low=1, high=limits.MAX_GPUS)
+    limits.whole(workers, "--workers", low=1, high=limits.MAX_WORKERS)
+    limits.whole(lead, "--lead", low=0, high=96 - horizon)
+    limits.finite(margin, "--margin", low=0, high=10)
 
 
 def simulate(
@@ -53,7 +73,8 @@ def simulate(
     use_suite: bool = typer.Option(False, "--suite", help="The seeded suite (21 worlds)."),
     use_philly: bool = typer.Option(False, "--philly",
                                     help="A week of Philly jobs with ServeGen demand."),
-    seed: int = typer.Option(7, "--seed", help="Seed of the suite / Philly priorities."),
+    seed: int = typer.Option(7, "--seed", min=0, max=2**32 - 1,
+                             help="Seed of the suite / Philly priorities."),
     days: int = typer.Option(2, "--days", help="Suite worlds: days replayed."),
     horizon: int = typer.Option(24, "--horizon", help="Steps each plan looks ahead."),
     replan_every: int = typer.Option(1, "--replan-every", help="Steps committed per plan."),
@@ -79,6 +100,9 @@ def simulate(
                                help="Starvation guard for fast/full/backfill: age claims and "
                                     "the top job's reservation (docs/starvation.md)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
+    max_seconds: float = typer.Option(0.0, "--max-seconds",
+                                      help="Stop (exit 2, nothing written) past this many "
+                                           "seconds of replay; 0 = no limit but the caps."),
 ) -> None:
     """Replay with forecast error: plan the horizon, commit the step, compare policies."""
     with input_errors():
@@ -90,9 +114,11 @@ def simulate(
         if unknown or not policies:
             raise InputError(f"unknown policy {unknown[0] if unknown else ''!r}; choose from "
                              f"{', '.join(sorted(registry.POLICIES))}", field="--policies")
-        if min(horizon, replan_every, days, gpus, workers) < 1 or lead < 0 or margin < 0:
-            raise InputError("--horizon, --replan-every, --days, --gpus and --workers must be "
-                             ">= 1; --lead and --margin >= 0", field="--horizon")
+        _check_options(days=days, horizon=horizon, replan_every=replan_every, gpus=gpus,
+                       workers=workers, lead=lead, margin=margin)
+        limits.finite(max_seconds, "--max-seconds", low=0, high=limits.MAX_SECONDS)
+        if use_philly:
+            parse_time(philly_start, "--philly-start")
         horizons = _ints(sweep_horizon, "--sweep-horizon") if sweep_horizon else []
         decays = _floats(sweep_decay, "--sweep-decay")
         config = SimConfig(horizon=horizon, replan_every=replan_every, margin=margin, lead=lead,
@@ -120,13 +146,23 @@ def simulate(
     if guard:
         command += " --guard"
     target = out / name
-    files, summary = _compare(worlds, policies, config, workers, target, command, source)
-    if horizons:
-        sweep_files, sweep_summary = _sweep(worlds, horizons, decays, config, workers,
-                                            target / "sweep", command, sweep_horizon,
-                                            sweep_decay)
-        files += sweep_files
-        summary.update(sweep_summary)
+    deadline = time.monotonic() + max_seconds if max_seconds else None
+    total = len(worlds) * (len(policies) + len(horizons) * len(decays))
+    with _progress(total) as tick, input_errors(), \
+            outset.output_set(target, "simulate") as stage:  # every report, or none
+        runner = partial(run_many, workers=workers, progress=tick, deadline=deadline)
+        try:
+            files, summary = _compare(worlds, policies, config, runner, stage, command, source)
+            if horizons:
+                sweep_files, sweep_summary = _sweep(worlds, horizons, decays, config, runner,
+                                                    stage / "sweep", command, sweep_horizon,
+                                                    sweep_decay)
+                files += sweep_files
+                summary.update(sweep_summary)
+        except OutOfTime as err:
+            raise InputError(f"stopped after {max_seconds:g} s ({err}); nothing written",
+                             field="--max-seconds") from None
+    files = [target / f.relative_to(stage) for f in files]
     if track:
         top = [f for f in files if f.parent in (target, target / "sweep")]
         _log(name, config, source, summary, top)
@@ -144,10 +180,25 @@ def _command(world: str | None, use_suite: bool, use_philly: bool, seed: int, da
             f"--lead {lead} --out {out}")
 
 
-def _compare(worlds: list[World], policies: list[str], config: SimConfig, workers: int,
+def _progress(total: int):
+    """A progress bar on stderr when it is a terminal; else a no-op tick."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(lambda: None)
+    from rich.console import Console
+    from rich.progress import Progress
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress(console=Console(stderr=True), transient=True) as shown:
+            task = shown.add_task("replaying", total=total)
+            yield lambda: shown.advance(task)
+    return bar()
+
+
+def _compare(worlds: list[World], policies: list[str], config: SimConfig, runner: Runner,
              target: Path, command: str, source: object) -> tuple[list[Path], dict]:
     """Every policy on every world; one report per world, and a suite page over them."""
-    results = run_many(worlds, policies, config, workers)
+    results = runner(worlds, policies, config)
     by_world: dict[str, dict[str, dict[str, float]]] = {}
     replays: dict[str, dict] = {}
     for world_name, policy, metrics, rec in results:
@@ -174,19 +225,19 @@ def _compare(worlds: list[World], policies: list[str], config: SimConfig, worker
     page.append("Per-world reports (table and plot): `<world>/report.md`.\n")
     index = target / "report.md"
     atomic.write_text(index, "\n".join(page))
-    atomic.write_text(target / "metrics.json", json.dumps(by_world, indent=1, sort_keys=True))
+    atomic.write_text(target / "metrics.json", atomic.json_text(by_world, indent=1, sort_keys=True))
     return [index, target / "metrics.json", *files], summary
 
 
 def _sweep(worlds: list[World], horizons: list[int], decays: list[float], config: SimConfig,
-           workers: int, target: Path, command: str, sweep_horizon: str | None,
+           runner: Runner, target: Path, command: str, sweep_horizon: str | None,
            sweep_decay: str) -> tuple[list[Path], dict]:
     """fast at each (horizon, decay): realized value, shortfall and churn, summed over worlds."""
     rows = []
     for decay in decays:
         for h in horizons:
             cfg = replace(config, horizon=h, decay=decay)
-            results = run_many(worlds, ["fast"], cfg, workers)
+            results = runner(worlds, ["fast"], cfg)
             ms = [m for _, _, m, _ in results]
             demand = sum(m["rt_demand"] for m in ms)
             rows.append({
@@ -215,7 +266,7 @@ def _sweep(worlds: list[World], horizons: list[int], decays: list[float], config
             f"![sweep]({png.name})\n")
     files = [target / "report.md", png, target / "sweep.json"]
     atomic.write_text(files[0], text)
-    atomic.write_text(files[2], json.dumps(rows, indent=1))
+    atomic.write_text(files[2], atomic.json_text(rows, indent=1))
     summary = {f"sweep.h{r['horizon']}.d{r['decay']:g}.{k}": r[k]
                for r in rows for k in ("value", "rt_shortfall_pct", "churn_pct")}
     return files, summary

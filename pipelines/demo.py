@@ -56,8 +56,9 @@ def traffic_end(path: Path) -> str:
     """The plan starts at the hour after the traffic history ends (same files, same day)."""
     import pandas as pd
 
-    stamps = pd.to_datetime(pd.read_csv(path, usecols=["timestamp"])["timestamp"], utc=True,
-                            format="ISO8601")
+    from allocator.timeparse import parse_times
+
+    stamps = parse_times(pd.read_csv(path, usecols=["timestamp"])["timestamp"], "timestamp")
     return (stamps.max().floor("h") + pd.Timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.errors import InputError
+from allocator.timeparse import parse_time
 from pipelines.home import bundled
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
 
@@ -57,14 +58,33 @@ class PhillyConfig:
 
 def read_philly(path: Path) -> pd.DataFrame:
     """The Pollux copy of the Philly trace (or an extract of it), columns checked."""
+    from allocator.limits import MAX_TABLE_BYTES, check_file_size
+    from allocator.timeparse import parse_times
+
+    check_file_size(path, MAX_TABLE_BYTES)
     try:
         frame = pd.read_csv(path, dtype={"cluster": str})
     except FileNotFoundError:
         raise InputError("Philly trace not found", file=str(path)) from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as err:
+        raise InputError(f"unreadable: {err}", file=str(path)) from None
     need = {"timestamp", "duration", "num_gpus", "cluster"}
     if not need <= set(frame.columns):
         raise InputError(f"expected columns {sorted(need)}", file=str(path))
-    frame["timestamp"] = pd.to_datetime(frame["timestamp"])
+    try:
+        # the trace's times are naive UTC; the week bounds compare against naive times
+        frame["timestamp"] = parse_times(frame["timestamp"], "timestamp").dt.tz_localize(None)
+        # a job of at most ten years on at most a million GPUs: far past any trace
+        for col, high in (("duration", 10 * 366 * 86400.0), ("num_gpus", float(1 << 20))):
+            values = pd.to_numeric(frame[col], errors="coerce")
+            bad = ~((values >= 0) & (values <= high)).to_numpy()  # NaN fails both
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise InputError(f"row {row + 2}: not a number from 0 to {high:g}", field=col)
+            frame[col] = values
+    except InputError as err:
+        raise err.located(str(path)) from None
     return frame
 
 
@@ -78,7 +98,7 @@ def kind_of(gpus: int, steps: int) -> str:
 
 def map_jobs(frame: pd.DataFrame, config: PhillyConfig) -> list[SimJob]:
     """The week's jobs of one virtual cluster as gpuplan batch jobs (rules above)."""
-    start = pd.Timestamp(config.start)
+    start = parse_time(config.start, "--philly-start").tz_localize(None)
     end = start + pd.Timedelta(days=config.days)
     week = frame[(frame["cluster"] == config.vc) & (frame["timestamp"] >= start)
                  & (frame["timestamp"] < end)]

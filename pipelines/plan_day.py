@@ -18,11 +18,13 @@ from typing import Any
 
 import pandas as pd
 
+from allocator import limits
 from allocator.errors import InputError
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
-from pipelines import atomic
+from allocator.timeparse import parse_time
+from pipelines import atomic, outset
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -65,6 +67,7 @@ class DayPlans:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
+    limits.check_file_size(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"),
                           parse_constant=lambda c: _raise(f"{c} is not allowed"))
@@ -72,6 +75,8 @@ def read_json(path: str | Path) -> Any:
         raise InputError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise InputError(f"not valid JSON: {err}", file=str(path)) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nesting too deep", file=str(path)) from None
 
 
 def _raise(message: str) -> Any:
@@ -115,14 +120,7 @@ def parse_start(value: str | None, fallback: pd.Timestamp | None) -> pd.Timestam
         return fallback
     if value.lower() == "now":
         return pd.Timestamp.now(tz="UTC").floor("h")
-    try:
-        stamp = pd.Timestamp(value)
-    except (ValueError, TypeError):
-        stamp = pd.NaT
-    if stamp is pd.NaT:
-        raise InputError(f"{value!r} is not an ISO 8601 time", field="--start")
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.floor("min")
+    return parse_time(value, "--start").floor("min")
 
 
 def load_running(path: str | Path | None, G: int) -> tuple[list[dict], dict[str, list[int]]]:
@@ -175,14 +173,18 @@ def read_queue(path: str | Path) -> pd.DataFrame:
     """A queue or scored queue, CSV or Parquet by extension (FORECASTING.md)."""
     path = Path(path)
     name = path.name.lower()
+    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
     try:
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
-        return pd.read_csv(path, dtype={"id": str})
+        frame = pd.read_csv(path, dtype={"id": str})
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read queue: {err}", file=str(path)) from None
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise InputError(f"cannot read queue: {' '.join(str(err).split())}", file=str(path)
+                         ) from None
+    limits.check_separator(list(frame.columns), path)
+    return frame
 
 
 def is_scored(frame: pd.DataFrame) -> bool:
@@ -234,13 +236,20 @@ def realtime_from_profile(path: str | Path, start: str | None, steps: int,
             raise InputError(f"has {doc.get('step_minutes')}-minute steps; the plan has "
                              f"{step_minutes}", field="step_minutes")
         demand, priority, swap = {}, {}, {}
-        for entry in doc["services"]:
+        for i, entry in enumerate(doc["services"]):
+            if not isinstance(entry, dict):
+                raise InputError("each service is an object", field=f"services[{i}]")
             name = str(entry.get("service"))
             curve = entry.get("demand")
             if not isinstance(curve, list) or len(curve) < steps:
                 raise InputError(f"needs at least {steps} demand values", job=name,
                                  field="demand")
-            demand[name] = [int(x) for x in curve[:steps]]
+            for t, x in enumerate(curve[:steps]):
+                if type(x) is not int or not 0 <= x <= limits.MAX_DEMAND:
+                    raise InputError(f"must be a whole number of GPUs from 0 to "
+                                     f"{limits.MAX_DEMAND}, got {json.dumps(x)}", job=name,
+                                     field=f"demand[{t}]")
+            demand[name] = list(curve[:steps])
             priority[name] = entry.get("priority", 1.0)
             swap[name] = entry.get("swap_limit", 2)
         return Realtime(demand, priority, swap, f"demand from {Path(path).name}"), when
@@ -295,8 +304,8 @@ def queue_jobs(frame: pd.DataFrame, G: int, taken: set[str],
             priority = float("nan")
         if kind not in BATCH_KINDS:
             reason = f"unknown kind {kind!r}"
-        elif not math.isfinite(priority) or priority <= 0:
-            reason = "priority must be a number > 0"
+        elif not math.isfinite(priority) or not 0 < priority <= limits.MAX_PRIORITY:
+            reason = f"priority must be a number > 0 and <= {limits.MAX_PRIORITY:g}"
         elif gpus is None or gpus < 1 or gpus & (gpus - 1):
             reason = ("no GPU count fits its memory" if gpus == 0 else
                       "GPU count is not a power of two")
@@ -304,8 +313,10 @@ def queue_jobs(frame: pd.DataFrame, G: int, taken: set[str],
             reason = f"needs {gpus} GPUs; the cluster has {G}"
         elif duration is None or duration < 1:
             reason = "no duration estimate"
-        elif arrival is None or arrival < 0:
-            reason = "arrival_step must be a whole number >= 0"
+        elif duration > limits.MAX_DURATION:
+            reason = f"{duration} steps is beyond gpuplan's limit of {limits.MAX_DURATION}"
+        elif arrival is None or not 0 <= arrival <= limits.MAX_DURATION:
+            reason = f"arrival_step must be a whole number from 0 to {limits.MAX_DURATION}"
         if reason:
             rejected.append(Rejected(job_id, kind, reason))
             continue
@@ -396,19 +407,29 @@ class DayOutputs:
                 self.report_html]
 
 
+# Every file plan-day writes: one output set (pipelines.outset), swapped in as a whole.
+DAY_FILES = ("plan.json", "scenario.json", "grid.csv", "grid.png", "report.md", "report.html",
+             "queue_scored.csv", "queue_rejects.csv")
+
+
+def day_outputs(out_dir: str | Path) -> DayOutputs:
+    out_dir = Path(out_dir)
+    return DayOutputs(plan=out_dir / "plan.json", scenario=out_dir / "scenario.json",
+                      grid_csv=out_dir / "grid.csv", grid_png=out_dir / "grid.png",
+                      report_md=out_dir / "report.md", report_html=out_dir / "report.html")
+
+
 def write_outputs(plans: DayPlans, out_dir: str | Path, tracking_note: str = "") -> DayOutputs:
     """Every file atomically: plan.json, scenario.json, grid.csv, grid.png, report.md/.html."""
     from allocator.render import render_png
     from pipelines import report
 
-    out_dir = Path(out_dir)
-    out = DayOutputs(plan=out_dir / "plan.json", scenario=out_dir / "scenario.json",
-                     grid_csv=out_dir / "grid.csv", grid_png=out_dir / "grid.png",
-                     report_md=out_dir / "report.md", report_html=out_dir / "report.html")
+    out = day_outputs(out_dir)
     day, plan = plans.day, plans.plan
-    atomic.write_text(out.plan, json.dumps(plan_document(plans), indent=1) + "\n")
-    atomic.write_text(out.scenario,
-                      json.dumps(scenario_to_dict(day.scenario), indent=1) + "\n")
+    atomic.write_text(out.plan, json.dumps(plan_document(plans), indent=1, allow_nan=False)
+                      + "\n")
+    atomic.write_text(out.scenario, json.dumps(scenario_to_dict(day.scenario), indent=1,
+                                               allow_nan=False) + "\n")
     atomic.write_text(out.grid_csv, grid_csv(day, plan))
     atomic.write_bytes(out.grid_png, render_png(
         [plan.to_dict(), plans.fifo.to_dict()], node_size=day.scenario.cluster.node_size,
@@ -481,7 +502,8 @@ class DayResult:
     run_id: str | None
 
 
-def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, tracker
+def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, tracker,
+                     into: Path | None = None
                      ) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
     """Score an unscored queue with the registry's champions (else models/); logged as a
     scoring run, the scored file kept beside the plan."""
@@ -495,8 +517,9 @@ def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, trac
     scored, rejects = score_queue(frame, estimators, step_minutes=step_minutes,
                                   duration_from=args.duration_from)
     seconds = time.perf_counter() - began
-    scored_path = Path(args.out_dir) / "queue_scored.csv"
-    rejects_path = Path(args.out_dir) / "queue_rejects.csv"
+    into = Path(args.out_dir) if into is None else into
+    scored_path = into / "queue_scored.csv"
+    rejects_path = into / "queue_rejects.csv"
     with atomic.atomic_path(scored_path) as tmp:
         scored.to_csv(tmp, index=False)
     with atomic.atomic_path(rejects_path) as tmp:
@@ -528,6 +551,9 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
     steps = cluster["cluster"]["horizon_steps"]
     minutes = cluster["cluster"].get("step_minutes", 60)
     running, current = load_running(args.running, G)
+    if args.time_limit is not None:
+        limits.finite(args.time_limit, "--time-limit", low=0, low_open=True,
+                      high=limits.MAX_SECONDS)
     if args.profile is not None:
         realtime, start = realtime_from_profile(args.profile, args.start, steps, minutes)
     elif args.traffic is not None:
@@ -537,37 +563,45 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
                                                 steps, minutes, current)
     else:
         raise InputError("give --traffic (with --services) or --profile", field="--traffic")
+    unknown = sorted(set(current) - set(realtime.demand))
+    if unknown:
+        raise InputError("holds GPUs but is not among the services", file=str(args.running),
+                         job=unknown[0], field="realtime")
     frame = read_queue(args.queue)
-    if is_scored(frame):
-        problems: dict[str, str] = {}
-        sources = {"queue estimates": f"scored beforehand ({Path(args.queue).name})"}
-    else:
+    # Everything below writes into a staging directory that replaces out_dir as one set.
+    with outset.output_set(args.out_dir, "plan-day", owned=DAY_FILES) as stage:
+        if is_scored(frame):
+            problems: dict[str, str] = {}
+            sources = {"queue estimates": f"scored beforehand ({Path(args.queue).name})"}
+        else:
+            try:
+                frame, problems, sources = score_on_the_fly(args, frame, minutes, tracker,
+                                                            stage)
+            except InputError as err:
+                raise err.located(str(args.queue)) from None
         try:
-            frame, problems, sources = score_on_the_fly(args, frame, minutes, tracker)
+            day = build_day(cluster, start, frame, realtime, running, current, problems,
+                            sources)
         except InputError as err:
-            raise err.located(str(args.queue)) from None
-    try:
-        day = build_day(cluster, start, frame, realtime, running, current, problems, sources)
-    except InputError as err:
-        raise err.located(str(args.cluster)) from None
-    plans = plan_day(day, full=args.full, time_limit=args.time_limit)
-    cluster_name = cluster_label(day.scenario.name, args.cluster)
-    # the cluster, the plan's start and the policy; the wall-clock minute it was planned
-    # tells reruns of the same day apart (the plan itself never depends on the clock)
-    planned = pd.Timestamp.now(tz="UTC").strftime("%H:%M")
-    run_name = (f"{cluster_name} {start.strftime('%Y-%m-%d %H:%M')} {plans.plan.policy} "
-                f"(planned {planned} UTC)")
-    tags = {**tracking.run_tags(), "policy": plans.plan.policy, "cluster": cluster_name,
-            "plan_start": start.strftime("%Y-%m-%dT%H:%MZ")}
-    with tracker.run("plans", run_name, tags=tags) as run:
-        note = (f"MLflow run {run.run_id} in experiment {tracking.EXPERIMENTS['plans']} "
-                f"at {tracker.uri}" if run.run_id else "MLflow tracking off for this run")
-        outputs = write_outputs(plans, args.out_dir, tracking_note=note)
-        run.params(plan_params(plans, str(args.cluster)))
-        run.metrics(plan_metrics(plans))
-        run.artifacts(outputs.all(), "plan")
-        run.tags({"mlflow.note.content": run_note(outputs.report_md)})  # the UI's description
-        return DayResult(plans=plans, outputs=outputs, run_id=run.run_id)
+            raise err.located(str(args.cluster)) from None
+        plans = plan_day(day, full=args.full, time_limit=args.time_limit)
+        cluster_name = cluster_label(day.scenario.name, args.cluster)
+        # the cluster, the plan's start and the policy; the wall-clock minute it was planned
+        # tells reruns of the same day apart (the plan itself never depends on the clock)
+        planned = pd.Timestamp.now(tz="UTC").strftime("%H:%M")
+        run_name = (f"{cluster_name} {start.strftime('%Y-%m-%d %H:%M')} {plans.plan.policy} "
+                    f"(planned {planned} UTC)")
+        tags = {**tracking.run_tags(), "policy": plans.plan.policy, "cluster": cluster_name,
+                "plan_start": start.strftime("%Y-%m-%dT%H:%MZ")}
+        with tracker.run("plans", run_name, tags=tags) as run:
+            note = (f"MLflow run {run.run_id} in experiment {tracking.EXPERIMENTS['plans']} "
+                    f"at {tracker.uri}" if run.run_id else "MLflow tracking off for this run")
+            staged = write_outputs(plans, stage, tracking_note=note)
+            run.params(plan_params(plans, str(args.cluster)))
+            run.metrics(plan_metrics(plans))
+            run.artifacts(staged.all(), "plan")
+            run.tags({"mlflow.note.content": run_note(staged.report_md)})  # the UI's description
+    return DayResult(plans=plans, outputs=day_outputs(args.out_dir), run_id=run.run_id)
 
 
 def cluster_label(name: str, cluster_file: Path) -> str:

@@ -9,8 +9,10 @@ forecast errors are absorbed by the next plan instead of compounding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -413,11 +415,40 @@ def _one(args: tuple[World, str, SimConfig]) -> tuple[str, str, dict[str, float]
     return world.name, policy, realized(rec), rec
 
 
+class OutOfTime(RuntimeError):
+    """The replays did not finish within the time given (`simulate --max-seconds`)."""
+
+
 def run_many(worlds: Sequence[World], policies: Sequence[str], config: SimConfig,
-             workers: int = 1) -> list[tuple[str, str, dict[str, float], Replay]]:
-    """Every (world, policy) replay, in order; `workers` > 1 spreads them over processes."""
+             workers: int = 1, *, progress: Callable[[], None] | None = None,
+             deadline: float | None = None) -> list[tuple[str, str, dict[str, float], Replay]]:
+    """Every (world, policy) replay, in order; `workers` > 1 spreads them over processes.
+
+    `progress` is called once per finished replay; past `deadline` (time.monotonic()) the
+    remaining replays are abandoned, running workers stopped, and OutOfTime raised.
+    """
     tasks = [(w, p, config) for w in worlds for p in policies]
+    tick = progress or (lambda: None)
     if workers <= 1 or len(tasks) == 1:
-        return [_one(t) for t in tasks]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_one, tasks, chunksize=1))
+        out = []
+        for task in tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                raise OutOfTime(f"finished {len(out)} of {len(tasks)} replays")
+            out.append(_one(task))
+            tick()
+        return out
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(_one, task) for task in tasks]
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            for _ in as_completed(futures, timeout=left):
+                tick()
+        except FuturesTimeout:
+            done = sum(f.done() for f in futures)
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()  # a replay already running would otherwise run to its end
+            raise OutOfTime(f"finished {done} of {len(tasks)} replays") from None
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -7,7 +7,6 @@ the files a rerun of the printed command writes.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -168,8 +167,8 @@ def write_world_report(out: Path, replays: Mapping[str, Replay],
             + f"\n![utilization and shortfall]({png.name})\n")
     files = [out / "report.md", png, out / "metrics.json", out / "config.json"]
     atomic.write_text(files[0], text)
-    atomic.write_text(files[2], json.dumps(metrics, indent=1, sort_keys=True))
-    atomic.write_text(files[3], json.dumps({"sim": resolved(config),
+    atomic.write_text(files[2], atomic.json_text(metrics, indent=1, sort_keys=True))
+    atomic.write_text(files[3], atomic.json_text({"sim": resolved(config),
                                             "world": resolved(world_config),
                                             "command": command}, indent=1))
     return files

@@ -96,8 +96,8 @@ def _quiet_mlflow() -> None:
     """MLflow's INFO chatter (migrations, 'Created version') drowns the pipeline's output."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "true")
-    for name in ("mlflow", "alembic", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    for name in ("mlflow", "alembic", "urllib3", "sqlalchemy", "databricks"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)  # failures: our one line
     warnings.filterwarnings("ignore", module=r"mlflow(\..*)?")
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
 
@@ -105,6 +105,30 @@ def _quiet_mlflow() -> None:
 def _short(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+@contextlib.contextmanager
+def _store_lock(db: Path | None) -> Iterator[None]:
+    """An exclusive lock beside an embedded store (no-op for servers and without fcntl)."""
+    if db is None:
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        handle = open(db.parent / ".gpuplan-store.lock", "a+")  # noqa: SIM115
+    except OSError:  # a read-only store: the store itself will say so
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @dataclass
@@ -180,12 +204,16 @@ class Tracker:
             db = _sqlite_path(self.uri)
             if db is not None:
                 db.parent.mkdir(parents=True, exist_ok=True)
-            import mlflow
+            # MLflow prints its own tracebacks on a broken store: the warning below says it
+            with _store_lock(db), contextlib.redirect_stderr(io.StringIO()):
+                import mlflow
 
-            _quiet_mlflow()  # again: importing mlflow resets its loggers
-            mlflow.set_tracking_uri(self.uri)
-            mlflow.set_registry_uri(self.uri)
-            self.client().search_experiments(max_results=1)  # the store answers (and migrates)
+                _quiet_mlflow()  # again: importing mlflow resets its loggers
+                mlflow.set_tracking_uri(self.uri)
+                mlflow.set_registry_uri(self.uri)
+                # the store answers, and a new one is created (tables, migrations) by one
+                # process at a time: concurrent first runs must not race on CREATE TABLE
+                self.client().search_experiments(max_results=1)
             self._ready = True
         except Exception as err:  # an unreachable store must never stop a pipeline
             self.fail("cannot connect", err)
@@ -208,7 +236,10 @@ class Tracker:
         else:
             db = _sqlite_path(self.uri)
             location = (db.parent / "artifacts" / name).resolve().as_uri() if db else None
-            exp_id = client.create_experiment(name, artifact_location=location)
+            with _store_lock(db):  # get-or-create, once, across concurrent processes
+                found = client.get_experiment_by_name(name)
+                exp_id = found.experiment_id if found is not None else \
+                    client.create_experiment(name, artifact_location=location)
         self._describe(client, exp_id, key)
         self._experiment_ids[name] = exp_id
         return exp_id

@@ -562,6 +562,17 @@ class _Search:
         return result
 
 
+MAX_MILP_VARIABLES = 2_000_000
+
+
+def model_size(scenario: Scenario) -> int:
+    """An estimate of the MILP's variables: a start per (batch job, step, aligned block),
+    and a hold and a change per (realtime job, GPU, step)."""
+    G, T = scenario.G, scenario.T
+    batch = sum(T * (G // job.gpus) for job in scenario.batch_jobs)
+    return batch + 2 * G * T * len(scenario.realtime_jobs)
+
+
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
          lp_bound: bool = False, mip_gap: float = 1e-4, warm_start: bool = True,
          block_bound: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
@@ -608,6 +619,13 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     if not solver_available(solver):
         warnings.append(f"solver {solver!r} is not available here; returning the fast plan")
         report["status"] = "no_solver"
+        return done(fast_grid)
+
+    size = model_size(scenario)
+    if size > MAX_MILP_VARIABLES:  # building it alone would take the machine's memory
+        warnings.append(f"about {size:,} MILP variables, beyond the {MAX_MILP_VARIABLES:,} "
+                        "this machine builds; returning the fast plan")
+        report["status"] = "too_large"
         return done(fast_grid)
 
     proven: list[float] = []  # upper bounds on the whole objective
