@@ -6,9 +6,9 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from allocator import bench as benchlib
 from allocator import policies
@@ -19,6 +19,9 @@ from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
 from pipelines import atomic
 from pipelines.cliutil import input_errors
+
+if TYPE_CHECKING:  # rich loads only for the bench's progress display
+    from rich.console import Console
 
 DEFAULT_SCENARIOS = Path("data/scenarios")
 
@@ -156,6 +159,8 @@ def bench(
                                     help="--scale: where each run's record is kept."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    from rich.console import Console
+
     console = Console()
     if scale:
         _bench_scale(console, out_dir, max_gpus, bound_seconds, bound_max_gpus, record_dir)
