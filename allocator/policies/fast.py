@@ -24,8 +24,8 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
-from allocator.policies.blocks import BlockIndex
-from allocator.policies.placement import find, place, run_length
+from allocator.policies.decoder import Decoder, Jobs
+from allocator.policies.placement import run_length
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
@@ -76,47 +76,39 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
 
 
-class Free:
-    """What batch placement may use: the block index, and spare GPUs per step (if reserved)."""
-
-    def __init__(self, index: BlockIndex, spare: np.ndarray | None) -> None:
-        self.index = index
-        self.spare = spare
-
-    def copy(self) -> Free:
-        return Free(self.index.copy(), None if self.spare is None else self.spare.copy())
-
-
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
-                search: int) -> np.ndarray:
-    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search."""
+                search: int, compiled: bool | None = None) -> np.ndarray:
+    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
+
+    `compiled` picks the decoder (None: the C one where it can run); both give one grid.
+    """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
-    free = Free(BlockIndex(grid >= 0), spare)
+    empty = Decoder.new(scenario, grid >= 0, spare, Jobs.of(scenario), compiled)
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running]
-    decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
-    best_value, best_order, best_spots = -1.0, (), {}
+    best, best_order = None, ()
     seen: set[tuple[int, ...]] = set()
     for key in ORDERS:
         order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
         if order in seen:
             continue
         seen.add(order)
-        value, spots = pack(scenario, free.copy(), order, decay)
-        if value > best_value:
-            best_value, best_order, best_spots = value, order, spots
+        trial = empty.copy()
+        trial.pack(order)
+        if best is None or trial.value > best.value:
+            best, best_order = trial, order
     if queued and search >= len(queued):
-        best_value, best_spots = improve_order(scenario, free, best_order, best_value,
-                                               best_spots, decay, search // len(queued))
-    for i, (start, first) in best_spots.items():
-        place(grid, free.index, i, scenario.jobs[i], start, first)
+        best = improve_order(scenario, empty, best_order, best, search // len(queued))
+    if best is not None:
+        for i, (start, first) in best.spots().items():
+            end = min(start + run_length(scenario.jobs[i]), scenario.T)
+            grid[start:end, first : first + scenario.jobs[i].gpus] = i
     return grid
 
 
-def improve_order(scenario: Scenario, free: Free, order: tuple[int, ...], value: float,
-                  spots: dict[int, tuple[int, int]], decay: np.ndarray,
-                  packs: int) -> tuple[float, dict[int, tuple[int, int]]]:
+def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
+                  packs: int) -> Decoder:
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
 
     The greedy decoder puts each job at its earliest free start, so the order alone decides
@@ -127,79 +119,37 @@ def improve_order(scenario: Scenario, free: Free, order: tuple[int, ...], value:
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
-        prefix = _prefix_states(scenario, free, current, decay)
+        prefix = _prefix_states(empty, current)
         movable = [a for a in range(1, len(current))
-                   if current[a] not in spots
-                   or spots[current[a]][0] > jobs[current[a]].arrival_step]
+                   if best.start[current[a]] < 0
+                   or best.start[current[a]] > jobs[current[a]].arrival_step]
         improved = False
         # Front positions first: most gains come from pulling a delayed job to the head.
         for b in range(len(current) - 1):
-            base_free, base_value, base_spots = prefix[b]
+            base = prefix[b]
             for a in (a for a in movable if a > b):
                 if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
                 budget -= len(trial) - b
-                tail_value, tail_spots = pack(scenario, base_free.copy(), tuple(trial[b:]),
-                                              decay)
-                if base_value + tail_value > value + 1e-9:
-                    current, value = trial, base_value + tail_value
-                    spots = {**base_spots, **tail_spots}
+                state = base.copy()
+                tail_value = state.pack(trial[b:])
+                if base.value + tail_value > best.value + 1e-9:
+                    current, best = trial, state
                     improved = True
                     break
             if improved or budget <= 0:
                 break
         if not improved:
             break
-    return value, spots
+    return best
 
 
-def _prefix_states(scenario: Scenario, free: Free, order: list[int],
-                   decay: np.ndarray) -> list[tuple[Free, float, dict]]:
-    """The free state, value and spots before each position of `order`, for suffix replays."""
-    state = free.copy()
-    value = 0.0
-    spots: dict[int, tuple[int, int]] = {}
+def _prefix_states(empty: Decoder, order: list[int]) -> list[Decoder]:
+    """The decoder state before each position of `order`, for suffix replays."""
+    state = empty.copy()
     out = []
     for i in order:
-        out.append((state.copy(), value, dict(spots)))
-        gained, placed = pack(scenario, state, (i,), decay)
-        value += gained
-        spots.update(placed)
+        out.append(state.copy())
+        state.pack((i,))
     return out
-
-
-def pack(scenario: Scenario, free: Free, order: tuple[int, ...],
-         decay: np.ndarray) -> tuple[float, dict[int, tuple[int, int]]]:
-    """Greedy placement in `order`, each job at its earliest start; returns value and spots.
-
-    `decay[t]` is the sum of decay**u for u < t, so a run's reward is one subtraction.
-    """
-    T = scenario.T
-    value = 0.0
-    spots: dict[int, tuple[int, int]] = {}
-    for i in order:
-        job = scenario.jobs[i]
-        spot = _earliest(free, job, T)
-        if spot is None:
-            continue
-        start, first = spot
-        end = min(start + run_length(job), T)
-        free.index.occupy(first, job.gpus, start, end)
-        if free.spare is not None:
-            free.spare[start:end] -= job.gpus
-        value += job.priority * job.gpus * (decay[end] - decay[start])
-        spots[i] = spot
-    return value, spots
-
-
-def _earliest(free: Free, job: BatchJob, T: int) -> tuple[int, int] | None:
-    """The earliest block-feasible start that also leaves the reserved GPUs spare.
-
-    Steps without `gpus` to spare count as busy in every block, so one search does both.
-    """
-    short = 0
-    if free.spare is not None:
-        for t in np.flatnonzero(free.spare < job.gpus).tolist():
-            short |= 1 << t
-    return find(free.index, job, job.arrival_step, best_fit=True, also_busy=short)

@@ -1,0 +1,168 @@
+/* fast's greedy decoder, compiled: the same bit logic as blocks.BlockIndex.find/occupy
+ * and fast.pack, for horizons of at most 63 steps (one uint64 word per aligned block).
+ *
+ * Layout: every block size k = 2**l (l = 0 .. levels-1) has count[l] aligned blocks whose
+ * busy words sit at words[offset[l] .. offset[l] + count[l]). Bit t set: some GPU of the
+ * block is busy at step t. The Python fallback in fast.py is the reference; a test holds
+ * the two to the same spots and value on random scenarios.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t *words;
+    const int64_t *offset;
+    const int64_t *count;
+    int levels;
+    int64_t *spare; /* GPUs per step batch may still take; NULL: no reservation */
+    int T;
+} State;
+
+static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
+static inline uint64_t span(int start, int end) {
+    return end > start ? (((uint64_t)1 << (end - start)) - 1) << start : 0;
+}
+
+/* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
+ * steps (a run may pass the horizon's end), then the block: with best_fit the one whose
+ * buddy is busiest over the run, ties lowest. Returns the start, or -1. */
+static int find(const State *s, int level, int length, int earliest, uint64_t also_busy,
+                int best_fit, int64_t *block) {
+    const int T = s->T;
+    if (level >= s->levels || s->count[level] == 0 || earliest >= T) return -1;
+    const uint64_t *w = s->words + s->offset[level];
+    const int64_t n = s->count[level];
+    const int window = length < T ? length : T;
+    const uint64_t horizon = span(0, T);
+    const int first = earliest > 0 ? earliest : 0;
+    const uint64_t valid = horizon & ~span(0, first);
+    int best_start = T;
+    int64_t best = -1;
+    int best_busy = -1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t word = w[i] | also_busy;
+        int start;
+        if (!(word & valid)) {
+            start = first;
+        } else {
+            uint64_t runs = ~word & horizon;
+            int have = 1;
+            while (have < window) {
+                int step = have < window - have ? have : window - have;
+                runs &= runs >> step;
+                have += step;
+            }
+            int tail_from = bit_length(word);
+            if (tail_from < T - window) tail_from = T - window;
+            runs = (runs | (horizon & ~span(0, tail_from))) & valid;
+            if (!runs) continue;
+            start = __builtin_ctzll(runs);
+        }
+        if (start > best_start) continue;
+        int busy = 0;
+        if (best_fit) {
+            int end = start + length < T ? start + length : T;
+            int64_t buddy = i ^ 1;
+            busy = buddy < n ? __builtin_popcountll((w[buddy] | also_busy) & span(start, end))
+                             : end - start;
+        }
+        if (start < best_start || busy > best_busy) {
+            best_start = start;
+            best = i;
+            best_busy = busy;
+            if (!best_fit && start == first) break;
+        }
+    }
+    if (best < 0) return -1;
+    *block = best;
+    return best_start;
+}
+
+static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
+    const uint64_t bits = span(start, end);
+    for (int l = 0; l < s->levels; l++) {
+        const int64_t k = (int64_t)1 << l;
+        uint64_t *w = s->words + s->offset[l];
+        if (k <= gpus) {
+            for (int64_t i = first / k; i < (first + gpus) / k; i++) w[i] |= bits;
+        } else if (first / k < s->count[l]) {
+            w[first / k] |= bits;
+        }
+    }
+}
+
+#define GET(buf, fmt_obj, writable)                                                        \
+    (PyObject_GetBuffer((fmt_obj), &(buf), (writable) ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS \
+                                                      : PyBUF_C_CONTIGUOUS) == 0)
+
+/* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *      start, first) -> value. Places the jobs of `order` greedily, each at its earliest
+ * feasible start; writes start[i], first[i] (-1: left out) and updates words and spare. */
+static PyObject *pack(PyObject *self, PyObject *args) {
+    PyObject *o[12];
+    if (!PyArg_UnpackTuple(args, "pack", 12, 12, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                           &o[6], &o[7], &o[8], &o[9], &o[10], &o[11]))
+        return NULL;
+    const int writable[12] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1};
+    Py_buffer b[12];
+    int got = 0, ok = 1;
+    for (; got < 12; got++) {
+        if (got == 3 && o[3] == Py_None) {
+            b[3].buf = NULL;
+            b[3].obj = NULL;
+            continue;
+        }
+        if (!GET(b[got], o[got], writable[got])) {
+            ok = 0;
+            break;
+        }
+    }
+    double value = 0.0;
+    if (ok) {
+        State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
+                   (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1};
+        const int64_t *order = b[4].buf, *gpus = b[5].buf, *length = b[6].buf,
+                      *arrival = b[7].buf;
+        const double *weight = b[8].buf, *decay = b[9].buf;
+        int64_t *out_start = b[10].buf, *out_first = b[11].buf;
+        const Py_ssize_t n = b[4].len / 8;
+        const int T = s.T;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            const int64_t i = order[p];
+            const int64_t g = gpus[i];
+            uint64_t short_steps = 0;
+            if (s.spare)
+                for (int t = 0; t < T; t++)
+                    if (s.spare[t] < g) short_steps |= (uint64_t)1 << t;
+            out_start[i] = -1;
+            out_first[i] = -1;
+            if (g <= 0 || (g & (g - 1))) continue;
+            int64_t block;
+            int start = find(&s, __builtin_ctzll((uint64_t)g), (int)length[i], (int)arrival[i],
+                             short_steps, 1, &block);
+            if (start < 0) continue;
+            int end = start + length[i] < T ? start + (int)length[i] : T;
+            occupy(&s, block * g, g, start, end);
+            if (s.spare)
+                for (int t = start; t < end; t++) s.spare[t] -= g;
+            value += weight[i] * (decay[end] - decay[start]);
+            out_start[i] = start;
+            out_first[i] = block * g;
+        }
+    }
+    for (int i = 0; i < got; i++)
+        if (b[i].obj) PyBuffer_Release(&b[i]);
+    if (!ok) return NULL;
+    return PyFloat_FromDouble(value);
+}
+
+static PyMethodDef methods[] = {
+    {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
+                                    "fast's compiled greedy decoder.", -1, methods};
+
+PyMODINIT_FUNC PyInit__packc(void) { return PyModule_Create(&module); }

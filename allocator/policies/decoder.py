@@ -1,0 +1,159 @@
+"""fast's greedy decoder: jobs in a given order, each at its earliest feasible start.
+
+A `Decoder` is the state of one greedy pass: which aligned blocks are busy when, the GPUs
+per step the batch work must leave spare (realtime's later layers), the spot of every job
+placed so far and the value they earn. `copy` forks it, so a search can replay only the
+suffix of an order it changes from a saved prefix state.
+
+Two implementations hold the same state and give the same spots and value: the compiled
+one (`_packc.c`, one uint64 word per block, horizons up to 63 steps), and the Python one
+over `BlockIndex` (any horizon; the fallback when the extension was not built). A test
+holds them equal on random scenarios.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.model import BatchJob, Scenario
+from allocator.policies.blocks import BlockIndex
+from allocator.policies.placement import find, run_length
+
+try:  # built by `pip install` (pyproject's ext-modules); optional
+    from allocator.policies import _packc
+except ImportError:  # pragma: no cover - exercised where no C compiler was available
+    _packc = None
+
+COMPILED_MAX_T = 63
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """Per job (by index in scenario.jobs): what the decoder reads, as arrays."""
+
+    gpus: np.ndarray
+    length: np.ndarray  # run length in steps, at most T
+    arrival: np.ndarray  # at most T
+    weight: np.ndarray  # priority x gpus
+    decay: np.ndarray  # decay[t] = sum of decay**u for u < t: a run's reward is a subtraction
+
+    @staticmethod
+    def of(scenario: Scenario) -> Jobs:
+        n, T = len(scenario.jobs), scenario.T
+        gpus, length, arrival = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        weight = np.zeros(n)
+        for i, job in enumerate(scenario.jobs):
+            if isinstance(job, BatchJob):  # past the horizon, T behaves like any larger value
+                gpus[i], weight[i] = job.gpus, job.priority * job.gpus
+                length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
+        decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
+        return Jobs(gpus, length, arrival, weight, decay)
+
+
+class Decoder:
+    """One greedy pass's state; `pack(order)` places more jobs and returns what they earn."""
+
+    def __init__(self, start: np.ndarray, first: np.ndarray, spare: np.ndarray | None,
+                 value: float) -> None:
+        self.start = start  # per job: its start step, -1 while unplaced
+        self.first = first  # per job: its first GPU
+        self.spare = spare
+        self.value = value
+
+    @staticmethod
+    def new(scenario: Scenario, busy: np.ndarray, spare: np.ndarray | None,
+            jobs: Jobs, compiled: bool | None = None) -> Decoder:
+        """The empty pass over `busy` cells; `compiled=None` picks C where it can run."""
+        if compiled is None:
+            compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
+        n = len(scenario.jobs)
+        start, first = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        spare = None if spare is None else spare.astype(np.int64)
+        index = BlockIndex(busy)
+        if compiled:
+            return _CDecoder(index, jobs, start, first, spare)
+        return _PyDecoder(scenario, index, start, first, spare)
+
+    def copy(self) -> Decoder:
+        raise NotImplementedError
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        raise NotImplementedError
+
+    def spots(self) -> dict[int, tuple[int, int]]:
+        placed = np.flatnonzero(self.start >= 0).tolist()
+        return {i: (int(self.start[i]), int(self.first[i])) for i in placed}
+
+
+class _CDecoder(Decoder):
+    def __init__(self, index: BlockIndex | None, jobs: Jobs, start: np.ndarray,
+                 first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:
+        super().__init__(start, first, spare, value)
+        self.jobs = jobs
+        if index is not None:
+            levels = [np.asarray(index.levels[1 << lvl], dtype=np.uint64)
+                      for lvl in range(len(index.levels))]
+            self.count = np.array([len(w) for w in levels], dtype=np.int64)
+            self.offset = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)
+            self.words = np.concatenate(levels) if levels else np.zeros(0, dtype=np.uint64)
+
+    def copy(self) -> _CDecoder:
+        clone = _CDecoder(None, self.jobs, self.start.copy(), self.first.copy(),
+                          None if self.spare is None else self.spare.copy(), self.value)
+        clone.count, clone.offset, clone.words = self.count, self.offset, self.words.copy()
+        return clone
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        j = self.jobs
+        gained = _packc.pack(self.words, self.offset, self.count, self.spare,
+                             np.asarray(order, dtype=np.int64), j.gpus, j.length, j.arrival,
+                             j.weight, j.decay, self.start, self.first)
+        self.value += gained
+        return gained
+
+
+class _PyDecoder(Decoder):
+    def __init__(self, scenario: Scenario, index: BlockIndex, start: np.ndarray,
+                 first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:
+        super().__init__(start, first, spare, value)
+        self.scenario = scenario
+        self.index = index
+
+    def copy(self) -> _PyDecoder:
+        return _PyDecoder(self.scenario, self.index.copy(), self.start.copy(),
+                          self.first.copy(), None if self.spare is None else self.spare.copy(),
+                          self.value)
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        jobs, T = self.scenario.jobs, self.scenario.T
+        decay = self.scenario.weights.decay ** np.arange(T)
+        cum = np.concatenate(([0.0], np.cumsum(decay)))
+        gained = 0.0
+        for i in order:
+            job = jobs[i]
+            self.start[i] = self.first[i] = -1
+            spot = self._earliest(job)
+            if spot is None:
+                continue
+            start, first = spot
+            end = min(start + run_length(job), T)
+            self.index.occupy(first, job.gpus, start, end)
+            if self.spare is not None:
+                self.spare[start:end] -= job.gpus
+            gained += job.priority * job.gpus * (cum[end] - cum[start])
+            self.start[i], self.first[i] = start, first
+        self.value += gained
+        return gained
+
+    def _earliest(self, job: BatchJob) -> tuple[int, int] | None:
+        """The earliest block-feasible start that also leaves the reserved GPUs spare.
+
+        Steps without `gpus` to spare count as busy in every block, so one search does both.
+        """
+        short = 0
+        if self.spare is not None:
+            for t in np.flatnonzero(self.spare < job.gpus).tolist():
+                short |= 1 << t
+        return find(self.index, job, job.arrival_step, best_fit=True, also_busy=short)
