@@ -97,12 +97,15 @@ static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
                                                       : PyBUF_C_CONTIGUOUS) == 0)
 
 /* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *      start, first) -> value. Places the jobs of `order` greedily, each at its earliest
- * feasible start; writes start[i], first[i] (-1: left out) and updates words and spare. */
+ *      start, first, best_fit, bound) -> (value, bound). Places the jobs of `order`
+ * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
+ * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
+ * placed job's (the new bound is returned); -1 leaves starts free. */
 static PyObject *pack(PyObject *self, PyObject *args) {
     PyObject *o[12];
-    if (!PyArg_UnpackTuple(args, "pack", 12, 12, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                           &o[6], &o[7], &o[8], &o[9], &o[10], &o[11]))
+    int best_fit, bound;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpi:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound))
         return NULL;
     const int writable[12] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1};
     Py_buffer b[12];
@@ -139,8 +142,10 @@ static PyObject *pack(PyObject *self, PyObject *args) {
             out_first[i] = -1;
             if (g <= 0 || (g & (g - 1))) continue;
             int64_t block;
-            int start = find(&s, __builtin_ctzll((uint64_t)g), (int)length[i], (int)arrival[i],
-                             short_steps, 1, &block);
+            int earliest = (int)arrival[i];
+            if (bound > earliest) earliest = bound;
+            int start = find(&s, __builtin_ctzll((uint64_t)g), (int)length[i], earliest,
+                             short_steps, best_fit, &block);
             if (start < 0) continue;
             int end = start + length[i] < T ? start + (int)length[i] : T;
             occupy(&s, block * g, g, start, end);
@@ -149,12 +154,13 @@ static PyObject *pack(PyObject *self, PyObject *args) {
             value += weight[i] * (decay[end] - decay[start]);
             out_start[i] = start;
             out_first[i] = block * g;
+            if (bound >= 0) bound = start;
         }
     }
     for (int i = 0; i < got; i++)
         if (b[i].obj) PyBuffer_Release(&b[i]);
     if (!ok) return NULL;
-    return PyFloat_FromDouble(value);
+    return Py_BuildValue("(di)", value, bound);
 }
 
 static PyMethodDef methods[] = {

@@ -55,6 +55,9 @@ class Jobs:
 class Decoder:
     """One greedy pass's state; `pack(order)` places more jobs and returns what they earn."""
 
+    best_fit: bool = True  # among blocks free at the start: the best fit, or the lowest
+    bound: int = -1  # fifo's rule when >= 0: no start before the last placed job's
+
     def __init__(self, start: np.ndarray, first: np.ndarray, spare: np.ndarray | None,
                  value: float) -> None:
         self.start = start  # per job: its start step, -1 while unplaced
@@ -64,8 +67,12 @@ class Decoder:
 
     @staticmethod
     def new(scenario: Scenario, busy: np.ndarray, spare: np.ndarray | None,
-            jobs: Jobs, compiled: bool | None = None) -> Decoder:
-        """The empty pass over `busy` cells; `compiled=None` picks C where it can run."""
+            jobs: Jobs, compiled: bool | None = None, best_fit: bool = True,
+            fifo: bool = False) -> Decoder:
+        """The empty pass over `busy` cells; `compiled=None` picks C where it can run.
+
+        fast uses the best-fit block; the baselines the lowest, and fifo its order bound.
+        """
         if compiled is None:
             compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
         n = len(scenario.jobs)
@@ -73,8 +80,15 @@ class Decoder:
         spare = None if spare is None else spare.astype(np.int64)
         index = BlockIndex(busy)
         if compiled:
-            return _CDecoder(index, jobs, start, first, spare)
-        return _PyDecoder(scenario, index, start, first, spare)
+            out: Decoder = _CDecoder(index, jobs, start, first, spare)
+        else:
+            out = _PyDecoder(scenario, index, start, first, spare)
+        out.best_fit, out.bound = best_fit, 0 if fifo else -1
+        return out
+
+    def _fork(self, clone: Decoder) -> Decoder:
+        clone.best_fit, clone.bound = self.best_fit, self.bound
+        return clone
 
     def copy(self) -> Decoder:
         raise NotImplementedError
@@ -85,6 +99,12 @@ class Decoder:
     def spots(self) -> dict[int, tuple[int, int]]:
         placed = np.flatnonzero(self.start >= 0).tolist()
         return {i: (int(self.start[i]), int(self.first[i])) for i in placed}
+
+    def write(self, scenario: Scenario, grid: np.ndarray) -> None:
+        """Constraint 5: each placed job on one block, every step of its run (to T)."""
+        for i, (start, first) in self.spots().items():
+            job = scenario.jobs[i]
+            grid[start : min(start + run_length(job), scenario.T), first : first + job.gpus] = i
 
 
 class _CDecoder(Decoder):
@@ -103,13 +123,14 @@ class _CDecoder(Decoder):
         clone = _CDecoder(None, self.jobs, self.start.copy(), self.first.copy(),
                           None if self.spare is None else self.spare.copy(), self.value)
         clone.count, clone.offset, clone.words = self.count, self.offset, self.words.copy()
-        return clone
+        return self._fork(clone)
 
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         j = self.jobs
-        gained = _packc.pack(self.words, self.offset, self.count, self.spare,
-                             np.asarray(order, dtype=np.int64), j.gpus, j.length, j.arrival,
-                             j.weight, j.decay, self.start, self.first)
+        gained, self.bound = _packc.pack(
+            self.words, self.offset, self.count, self.spare, np.asarray(order, dtype=np.int64),
+            j.gpus, j.length, j.arrival, j.weight, j.decay, self.start, self.first,
+            self.best_fit, self.bound)
         self.value += gained
         return gained
 
@@ -122,9 +143,9 @@ class _PyDecoder(Decoder):
         self.index = index
 
     def copy(self) -> _PyDecoder:
-        return _PyDecoder(self.scenario, self.index.copy(), self.start.copy(),
-                          self.first.copy(), None if self.spare is None else self.spare.copy(),
-                          self.value)
+        return self._fork(_PyDecoder(
+            self.scenario, self.index.copy(), self.start.copy(), self.first.copy(),
+            None if self.spare is None else self.spare.copy(), self.value))
 
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         jobs, T = self.scenario.jobs, self.scenario.T
@@ -144,6 +165,8 @@ class _PyDecoder(Decoder):
                 self.spare[start:end] -= job.gpus
             gained += job.priority * job.gpus * (cum[end] - cum[start])
             self.start[i], self.first[i] = start, first
+            if self.bound >= 0:
+                self.bound = start
         self.value += gained
         return gained
 
@@ -156,4 +179,5 @@ class _PyDecoder(Decoder):
         if self.spare is not None:
             for t in np.flatnonzero(self.spare < job.gpus).tolist():
                 short |= 1 << t
-        return find(self.index, job, job.arrival_step, best_fit=True, also_busy=short)
+        return find(self.index, job, max(job.arrival_step, self.bound), self.best_fit,
+                    also_busy=short)

@@ -25,7 +25,6 @@ from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.decoder import Decoder, Jobs
-from allocator.policies.placement import run_length
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
@@ -101,9 +100,7 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     if queued and search >= len(queued):
         best = improve_order(scenario, empty, best_order, best, search // len(queued))
     if best is not None:
-        for i, (start, first) in best.spots().items():
-            end = min(start + run_length(scenario.jobs[i]), scenario.T)
-            grid[start:end, first : first + scenario.jobs[i].gpus] = i
+        best.write(scenario, grid)
     return grid
 
 
