@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
-from allocator.policies import decoder
+from allocator.policies import decoder, realtime
 from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.fast import place_batch
 from allocator.policies.realtime import place_realtime
@@ -61,3 +62,18 @@ def test_long_horizons_fall_back_to_python() -> None:
     assert type(d).__name__ == "_PyDecoder"
     d.pack([0])
     assert d.spots() == {0: (0, 0)}
+
+
+@needs_c
+@given(shape=st.tuples(st.integers(1, 30), st.integers(1, 70)), density=st.floats(0, 1),
+       seed=st.integers(0, 2**32 - 1), k_exp=st.integers(0, 7), data=st.data())
+def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, data) -> None:
+    T, G = shape
+    rng = np.random.default_rng(seed)
+    free = rng.random((T, G)) >= density
+    mine = rng.random(G) < 0.9
+    rank = rng.permutation(G).astype(np.float64)
+    a = data.draw(st.integers(0, T - 1))
+    b = data.draw(st.integers(a + 1, T))
+    got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp)
+    assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp)

@@ -8,7 +8,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef struct {
     uint64_t *words;
@@ -163,7 +165,101 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     return Py_BuildValue("(di)", value, bound);
 }
 
+/* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest) -> (gpu,
+ * start) | None: realtime.py's _choose past its own-GPU rule. A GPU free (and allowed)
+ * over all of [a, b) whose taking costs batch blocks least (block_cost, in integer
+ * tenths), ties the highest rank; failing that, the GPU whose free tail starts earliest. */
+static PyObject *choose(PyObject *self, PyObject *args) {
+    PyObject *of, *om, *orank;
+    int a, b, largest;
+    if (!PyArg_ParseTuple(args, "OOOiii:choose", &of, &om, &orank, &a, &b, &largest))
+        return NULL;
+    Py_buffer bf, bm, br;
+    if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
+    if (PyObject_GetBuffer(om, &bm, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(orank, &br, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        return NULL;
+    }
+    const int G = (int)bm.len;
+    const unsigned char *fr = bf.buf, *mine = bm.buf;
+    const double *rank = br.buf;
+    const int steps = b - a;
+    int64_t *free_steps = calloc((size_t)G + 1, sizeof(int64_t));
+    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* relative start of free tail */
+    int gpu = -1, start = -1, any_whole = 0;
+    if (!free_steps || !tail) {
+        free(free_steps);
+        free(tail);
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        PyBuffer_Release(&br);
+        return PyErr_NoMemory();
+    }
+    for (int g = 0; g < G; g++) tail[g] = 0;
+    for (int t = a; t < b; t++) {
+        const unsigned char *row = fr + (size_t)t * G;
+        for (int g = 0; g < G; g++) {
+            free_steps[g] += row[g] != 0;
+            if (!(row[g] && mine[g])) tail[g] = t - a + 1;
+        }
+    }
+    for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
+    /* prefix sums of free steps, so a block's total is one subtraction */
+    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
+    if (!cum) {
+        free(free_steps);
+        free(tail);
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        PyBuffer_Release(&br);
+        return PyErr_NoMemory();
+    }
+    for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
+    if (any_whole) {
+        /* cost in tenths, per candidate; the cheapest, then the highest rank */
+        double best_cost = 0;
+        for (int g = 0; g < G; g++) {
+            if (tail[g] != 0) continue;
+            double tenths = 0;
+            for (int k = 2; k <= largest && k <= G; k *= 2) {
+                if (g >= (G / k) * k) continue;
+                const int lo = (g / k) * k;
+                const int64_t sum = cum[lo + k] - cum[lo];
+                tenths += rint((double)(sum - free_steps[g]) / (double)((k - 1) * steps) * 10);
+            }
+            if (gpu < 0 || tenths < best_cost || (tenths == best_cost && rank[g] > rank[gpu])) {
+                gpu = g;
+                best_cost = tenths;
+            }
+        }
+        start = a;
+    } else {
+        int64_t earliest = steps;
+        for (int g = 0; g < G; g++)
+            if (tail[g] < earliest || (tail[g] == earliest && gpu >= 0 && rank[g] > rank[gpu])) {
+                if (tail[g] < earliest) earliest = tail[g];
+                gpu = g;
+            }
+        if (earliest >= steps) gpu = -1;
+        start = a + (int)earliest;
+    }
+    free(cum);
+    free(free_steps);
+    free(tail);
+    PyBuffer_Release(&bf);
+    PyBuffer_Release(&bm);
+    PyBuffer_Release(&br);
+    if (gpu < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", gpu, start);
+}
+
 static PyMethodDef methods[] = {
+    {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {NULL, NULL, 0, NULL},
 };

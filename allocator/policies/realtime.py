@@ -23,6 +23,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import _packc
 
 
 def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
@@ -164,18 +165,22 @@ class RealtimePlacer:
 def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
     """What batch work loses if a GPU is taken for this window: per block size up to the
     largest queued job, the free share of the rest of the GPU's aligned block (0 where the
-    GPU is in no such block, or the block is busy anyway)."""
+    GPU is in no such block, or the block is busy anyway).
+
+    Each share is rounded to tenths (a block busy for a moment is not broken); summed as
+    integer tenths, one division at the end.
+    """
     steps, G = window.shape
-    free_steps = window.sum(axis=0).astype(np.float64)
-    cost = np.zeros(G)
+    free_steps = window.sum(axis=0)
+    tenths = np.zeros(G)
     k = 2
     while k <= min(largest, G):
         whole = (G // k) * k
-        sums = free_steps[:whole].reshape(-1, k).sum(axis=1)
-        share = (np.repeat(sums, k) - free_steps[:whole]) / ((k - 1) * steps)
-        cost[:whole] += np.round(share, 1)  # a block busy for a moment is not broken
+        part = free_steps[:whole].reshape(-1, k)
+        others = part.sum(axis=1, keepdims=True) - part
+        tenths[:whole] += np.rint(others / ((k - 1) * steps) * 10).ravel()
         k *= 2
-    return cost
+    return tenths / 10
 
 
 def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: _Job,
@@ -183,12 +188,20 @@ def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: _Job,
     """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
     else the one whose taking costs batch blocks least (ties: the preferred); failing
     that, the GPU free from the earliest step on to b."""
-    window = free[a:b] & mine
-    whole = window.all(axis=0)
     if a == 0 and state.unused_current:
-        own = [g for g in state.unused_current if whole[g]]
+        own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
         if own:
             return max(own, key=lambda g: rank[g]), 0
+    if _packc is not None:
+        return _packc.choose(free, mine, rank, a, b, largest)
+    return _choose_py(free, mine, rank, a, b, largest)
+
+
+def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
+               a: int, b: int, largest: int) -> tuple[int, int] | None:
+    """`_choose` past the own-GPU rule, in numpy: the reference for the compiled one."""
+    window = free[a:b] & mine
+    whole = window.all(axis=0)
     if whole.any():
         candidates = np.flatnonzero(whole)
         cost = block_cost(free[a:b], largest)[candidates]
