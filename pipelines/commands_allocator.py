@@ -49,6 +49,12 @@ def plan(
     search: int | None = typer.Option(None, "--search", min=0,
                                       help="fast: order-search budget in job placements "
                                            "(default scales with the cluster; 0 = none)."),
+    bound: bool | None = typer.Option(None, "--bound/--no-bound",
+                                      help="Prove an upper bound on the objective (default: "
+                                           "where it is cheap; --bound: always)."),
+    block_bound: float | None = typer.Option(None, "--block-bound", min=0.1,
+                                             help="Also solve the tighter block-capacity "
+                                                  "relaxation (a MILP) for this many seconds."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
     with input_errors(str(scenario)):
@@ -61,16 +67,21 @@ def plan(
         options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
     elif policy == "fast" and search is not None:
         options = {"search": search}
-    result = make_plan(loaded, policy, **options)
+    mode = ("block" if block_bound else "off" if bound is False else "on" if bound
+            else "auto")
+    result = make_plan(loaded, policy, bound=mode, block_seconds=block_bound or 0.0, **options)
     atomic.write_text(out, result.to_json())
     if png:
         from allocator.render import render_png
 
         atomic.write_bytes(png, render_png([result.to_dict()]))
     m = result.metrics
+    proven = result.extras.get("bound") or {}
+    ceiling = (f", {proven['summary']} (bound {proven['value']:.2f})"
+               if proven.get("value") is not None else "")
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
-               f"objective {m.objective:.2f}, {result.latency_ms:.2f} ms -> {out}")
+               f"objective {m.objective:.2f}{ceiling}, {result.latency_ms:.2f} ms -> {out}")
 
 
 def check(

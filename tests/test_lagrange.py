@@ -68,3 +68,36 @@ def test_realtime_that_leaves_no_whole_block_keeps_the_bound_near_the_optimum() 
 def test_ratio_line() -> None:
     assert ratio_line(99.4, 100.0) == "within 0.6% of the best possible plan"
     assert ratio_line(-3.0, 5.0) == "upper bound 5.00"
+
+
+def test_plans_carry_the_bound_where_asked(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from allocator.plan import make_plan
+    from pipelines.cli import build_app
+
+    s = generate("mixed-control")
+    assert "bound" not in make_plan(s, "fast").extras  # the library default: off
+    body = make_plan(s, "fifo", bound="auto").to_dict()["bound"]
+    assert above(body["value"], body["value"] * (1 - body["gap"]))
+    assert body["summary"].startswith("within ") and body["method"] == "lagrangian"
+    out = tmp_path / "plan.json"
+    runner = CliRunner()
+    result = runner.invoke(build_app("plan"), ["plan", "data/scenarios/mixed-control.json",
+                                               "--out", str(out)])
+    assert result.exit_code == 0 and "of the best possible plan (bound " in result.output
+    import json
+
+    plan = json.loads(out.read_text())
+    assert plan["bound"]["value"] >= plan["metrics"]["objective"]
+    result = runner.invoke(build_app("plan"), ["plan", "data/scenarios/mixed-control.json",
+                                               "--no-bound", "--out", str(out)])
+    assert "bound" not in json.loads(out.read_text()) and "best possible" not in result.output
+
+
+def test_auto_skips_the_bound_where_it_would_cost_more_than_the_plan() -> None:
+    from allocator.bench_scale import ScaleCase, scenario_for
+    from allocator.plan import bound_is_cheap
+
+    assert bound_is_cheap(scenario_for(ScaleCase(256, 120, 24)))
+    assert not bound_is_cheap(scenario_for(ScaleCase(1024, 1000, 48)))
