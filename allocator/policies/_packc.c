@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     uint64_t *words;
@@ -98,71 +99,189 @@ static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
     (PyObject_GetBuffer((fmt_obj), &(buf), (writable) ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS \
                                                       : PyBUF_C_CONTIGUOUS) == 0)
 
+typedef struct {
+    const int64_t *gpus, *length, *arrival;
+    const double *weight, *decay;
+} Jobs;
+
+/* The greedy pass: each job of order[0..n) at its earliest feasible start. */
+static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+    const int T = s->T;
+    double value = 0.0;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        const int64_t i = order[p];
+        const int64_t g = j->gpus[i];
+        uint64_t short_steps = 0;
+        if (s->spare)
+            for (int t = 0; t < T; t++)
+                if (s->spare[t] < g) short_steps |= (uint64_t)1 << t;
+        out_start[i] = -1;
+        out_first[i] = -1;
+        if (g <= 0 || (g & (g - 1))) continue;
+        int64_t block;
+        int earliest = (int)j->arrival[i];
+        if (*bound > earliest) earliest = *bound;
+        int start = find(s, __builtin_ctzll((uint64_t)g), (int)j->length[i], earliest,
+                         short_steps, best_fit, &block);
+        if (start < 0) continue;
+        int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+        occupy(s, block * g, g, start, end);
+        if (s->spare)
+            for (int t = start; t < end; t++) s->spare[t] -= g;
+        value += j->weight[i] * (j->decay[end] - j->decay[start]);
+        out_start[i] = start;
+        out_first[i] = block * g;
+        if (*bound >= 0) *bound = start;
+    }
+    return value;
+}
+
+/* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
+ * decay, start, first. */
+static const int WRITABLE[12] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1};
+
+static int get_buffers(PyObject **o, Py_buffer *b, int *got) {
+    for (*got = 0; *got < 12; (*got)++) {
+        if (*got == 3 && o[3] == Py_None) {
+            b[3].buf = NULL;
+            b[3].obj = NULL;
+            continue;
+        }
+        if (!GET(b[*got], o[*got], WRITABLE[*got])) return 0;
+    }
+    return 1;
+}
+
+static void release(Py_buffer *b, int got) {
+    for (int i = 0; i < got; i++)
+        if (b[i].obj) PyBuffer_Release(&b[i]);
+}
+
 /* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
  *      start, first, best_fit, bound) -> (value, bound). Places the jobs of `order`
  * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
  * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
  * placed job's (the new bound is returned); -1 leaves starts free. */
 static PyObject *pack(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *o[12];
     int best_fit, bound;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpi:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound))
         return NULL;
-    const int writable[12] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1};
     Py_buffer b[12];
-    int got = 0, ok = 1;
-    for (; got < 12; got++) {
-        if (got == 3 && o[3] == Py_None) {
-            b[3].buf = NULL;
-            b[3].obj = NULL;
-            continue;
-        }
-        if (!GET(b[got], o[got], writable[got])) {
-            ok = 0;
-            break;
-        }
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
     }
-    double value = 0.0;
-    if (ok) {
-        State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
-                   (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1};
-        const int64_t *order = b[4].buf, *gpus = b[5].buf, *length = b[6].buf,
-                      *arrival = b[7].buf;
-        const double *weight = b[8].buf, *decay = b[9].buf;
-        int64_t *out_start = b[10].buf, *out_first = b[11].buf;
-        const Py_ssize_t n = b[4].len / 8;
-        const int T = s.T;
-        for (Py_ssize_t p = 0; p < n; p++) {
-            const int64_t i = order[p];
-            const int64_t g = gpus[i];
-            uint64_t short_steps = 0;
-            if (s.spare)
-                for (int t = 0; t < T; t++)
-                    if (s.spare[t] < g) short_steps |= (uint64_t)1 << t;
-            out_start[i] = -1;
-            out_first[i] = -1;
-            if (g <= 0 || (g & (g - 1))) continue;
-            int64_t block;
-            int earliest = (int)arrival[i];
-            if (bound > earliest) earliest = bound;
-            int start = find(&s, __builtin_ctzll((uint64_t)g), (int)length[i], earliest,
-                             short_steps, best_fit, &block);
-            if (start < 0) continue;
-            int end = start + length[i] < T ? start + (int)length[i] : T;
-            occupy(&s, block * g, g, start, end);
-            if (s.spare)
-                for (int t = start; t < end; t++) s.spare[t] -= g;
-            value += weight[i] * (decay[end] - decay[start]);
-            out_start[i] = start;
-            out_first[i] = block * g;
-            if (bound >= 0) bound = start;
-        }
-    }
-    for (int i = 0; i < got; i++)
-        if (b[i].obj) PyBuffer_Release(&b[i]);
-    if (!ok) return NULL;
+    State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
+               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1};
+    Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    double value = pack_run(&s, &j, b[4].buf, b[4].len / 8, best_fit, &bound, b[10].buf,
+                            b[11].buf);
+    release(b, got);
     return Py_BuildValue("(di)", value, bound);
+}
+
+/* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *         start, first, value, packs) -> value: fast.improve_order, compiled. `order`,
+ * `start` and `first` hold the best pass on entry (its value given) and on return. The
+ * neighbourhood, scan order, budget and acceptance are the Python reference's exactly. */
+static PyObject *improve(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[12];
+    double value;
+    long long packs;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdL:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs))
+        return NULL;
+    Py_buffer b[12];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
+    const int T = (int)(b[9].len / 8) - 1;
+    const int has_spare = b[3].buf != NULL;
+    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
+    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
+    Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *cur = malloc(NS * 8), *trial = malloc(NS * 8), *movable = malloc(NS * 8);
+    uint64_t *pw = malloc(NS * WS * 8), *tw = malloc(WS * 8);
+    int64_t *ps = malloc(NS * TS * 8), *tsp = malloc(TS * 8);
+    double *pv = malloc(NS * sizeof(double));
+    int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
+    int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
+    if (!cur || !trial || !movable || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst ||
+        !sstart || !sfirst) {
+        free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+        free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        release(b, got);
+        return PyErr_NoMemory();
+    }
+    memcpy(cur, order, n * 8);
+    long long budget = packs * (n > 1 ? n : 1);
+    while (budget > 0) {
+        /* the state before each position of the current order */
+        State work = {tw, offset, count, levels, has_spare ? tsp : NULL, T};
+        memcpy(tw, b[0].buf, W * 8);
+        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
+        double v = 0.0;
+        int no_bound = -1;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            memcpy(pw + p * WS, tw, W * 8);
+            if (has_spare) memcpy(ps + p * TS, tsp, T * 8);
+            pv[p] = v;
+            v += pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
+        }
+        Py_ssize_t nm = 0;
+        for (Py_ssize_t a = 1; a < n; a++) {
+            const int64_t i = cur[a];
+            if (start[i] < 0 || start[i] > j.arrival[i]) movable[nm++] = a;
+        }
+        int improved = 0;
+        for (Py_ssize_t bpos = 0; bpos < n - 1; bpos++) {
+            for (Py_ssize_t m = 0; m < nm; m++) {
+                const Py_ssize_t a = movable[m];
+                if (a <= bpos) continue;
+                if (budget <= 0) break;
+                memcpy(trial, cur, bpos * 8);
+                trial[bpos] = cur[a];
+                memcpy(trial + bpos + 1, cur + bpos, (a - bpos) * 8);
+                memcpy(trial + a + 1, cur + a + 1, (n - a - 1) * 8);
+                budget -= n - bpos;
+                State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T};
+                memcpy(tw, pw + bpos * WS, W * 8);
+                if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
+                memcpy(tstart, start, J * 8);
+                memcpy(tfirst, first, J * 8);
+                double tail = pack_run(&t, &j, trial + bpos, n - bpos, 1, &no_bound, tstart,
+                                       tfirst);
+                if (pv[bpos] + tail > value + 1e-9) {
+                    memcpy(cur, trial, n * 8);
+                    value = pv[bpos] + tail;
+                    memcpy(start, tstart, J * 8);
+                    memcpy(first, tfirst, J * 8);
+                    improved = 1;
+                    break;
+                }
+            }
+            if (improved || budget <= 0) break;
+        }
+        if (!improved) break;
+    }
+    memcpy(order, cur, n * 8);
+    free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+    free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    release(b, got);
+    return PyFloat_FromDouble(value);
 }
 
 /* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest) -> (gpu,
@@ -170,6 +289,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
  * over all of [a, b) whose taking costs batch blocks least (block_cost, in integer
  * tenths), ties the highest rank; failing that, the GPU whose free tail starts earliest. */
 static PyObject *choose(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *of, *om, *orank;
     int a, b, largest;
     if (!PyArg_ParseTuple(args, "OOOiii:choose", &of, &om, &orank, &a, &b, &largest))
@@ -260,6 +380,7 @@ static PyObject *choose(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
+    {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {NULL, NULL, 0, NULL},
 };

@@ -135,6 +135,18 @@ class _CDecoder(Decoder):
         return gained
 
 
+    def improve(self, order: tuple[int, ...], best: _CDecoder,
+                packs: int) -> tuple[_CDecoder, list[int]]:
+        """fast.improve_order from this (empty) state, compiled: the best pass and order."""
+        j = self.jobs
+        out = best.copy()
+        current = np.asarray(order, dtype=np.int64).copy()
+        out.value = _packc.improve(
+            self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
+            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs)
+        return out, current.tolist()
+
+
 class _PyDecoder(Decoder):
     def __init__(self, scenario: Scenario, index: BlockIndex, start: np.ndarray,
                  first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:

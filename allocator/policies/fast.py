@@ -24,7 +24,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
-from allocator.policies.decoder import Decoder, Jobs
+from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
@@ -112,6 +112,8 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     who is delayed; moving a delayed (or left out) job forward is the change that can
     help it. A trial replays only the suffix it changes, from a saved prefix state.
     """
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+        return empty.improve(order, best, packs)[0]
     jobs = scenario.jobs
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
