@@ -168,8 +168,26 @@ def bench(
                                        help="--scale: largest cluster to bound."),
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir",
                                     help="--scale: where each run's record is kept."),
+    quality: str | None = typer.Option(None, "--quality",
+                                       help="Instead: fast against full mode on the wider "
+                                            "family's 'tuning' or 'test' seeds."),
+    quality_gpus: int = typer.Option(16, "--quality-gpus",
+                                     help="--quality: 16 (8-16 GPUs), 64 or 256."),
+    quality_count: int | None = typer.Option(None, "--quality-count",
+                                             help="--quality: the first N seeds only."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    if quality is not None:
+        from allocator import bench_quality
+
+        with input_errors():
+            if quality not in ("tuning", "test"):
+                raise InputError("--quality takes tuning or test", field="--quality")
+        bench_quality.main(["--set", quality, "--gpus", str(quality_gpus),
+                            "--time-limit", str(time_limit),
+                            *(["--count", str(quality_count)] if quality_count else []),
+                            *([] if full else ["--no-full"])])
+        return
     from rich.console import Console
 
     console = Console()
