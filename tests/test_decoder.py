@@ -66,8 +66,10 @@ def test_long_horizons_fall_back_to_python() -> None:
 
 @needs_c
 @given(shape=st.tuples(st.integers(1, 30), st.integers(1, 70)), density=st.floats(0, 1),
-       seed=st.integers(0, 2**32 - 1), k_exp=st.integers(0, 7), data=st.data())
-def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, data) -> None:
+       seed=st.integers(0, 2**32 - 1), k_exp=st.integers(0, 7), tail_first=st.booleans(),
+       data=st.data())
+def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, tail_first,
+                                                data) -> None:
     T, G = shape
     rng = np.random.default_rng(seed)
     free = rng.random((T, G)) >= density
@@ -75,5 +77,5 @@ def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, dat
     rank = rng.permutation(G).astype(np.float64)
     a = data.draw(st.integers(0, T - 1))
     b = data.draw(st.integers(a + 1, T))
-    got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp)
-    assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp)
+    got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp, tail_first)
+    assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp, tail_first)

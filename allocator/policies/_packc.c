@@ -284,15 +284,32 @@ static PyObject *improve(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(value);
 }
 
-/* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest) -> (gpu,
- * start) | None: realtime.py's _choose past its own-GPU rule. A GPU free (and allowed)
- * over all of [a, b) whose taking costs batch blocks least (block_cost, in integer
- * tenths), ties the highest rank; failing that, the GPU whose free tail starts earliest. */
+/* What batch blocks lose if GPU g is taken: per block size k up to `largest`, the free
+ * share of the rest of its aligned k-block, rounded to tenths; summed in tenths. */
+static double tenths_of(int g, int G, int largest, int steps, const int64_t *cum,
+                        const int64_t *free_steps) {
+    double tenths = 0;
+    for (int k = 2; k <= largest && k <= G; k *= 2) {
+        if (g >= (G / k) * k) continue;
+        const int lo = (g / k) * k;
+        const int64_t sum = cum[lo + k] - cum[lo];
+        tenths += rint((double)(sum - free_steps[g]) / (double)((k - 1) * steps) * 10);
+    }
+    return tenths;
+}
+
+/* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest, tail_first)
+ * -> (gpu, start) | None: realtime.py's _choose past its own-GPU rule. A GPU free (and
+ * allowed) over all of [a, b) whose taking costs batch blocks least (block_cost, in
+ * integer tenths), ties the highest rank; with tail_first, when that still costs
+ * something, a costless GPU free from a later step instead; failing all, the GPU whose
+ * free tail starts earliest. */
 static PyObject *choose(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *of, *om, *orank;
-    int a, b, largest;
-    if (!PyArg_ParseTuple(args, "OOOiii:choose", &of, &om, &orank, &a, &b, &largest))
+    int a, b, largest, tail_first;
+    if (!PyArg_ParseTuple(args, "OOOiiip:choose", &of, &om, &orank, &a, &b, &largest,
+                          &tail_first))
         return NULL;
     Py_buffer bf, bm, br;
     if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
@@ -345,19 +362,28 @@ static PyObject *choose(PyObject *self, PyObject *args) {
         double best_cost = 0;
         for (int g = 0; g < G; g++) {
             if (tail[g] != 0) continue;
-            double tenths = 0;
-            for (int k = 2; k <= largest && k <= G; k *= 2) {
-                if (g >= (G / k) * k) continue;
-                const int lo = (g / k) * k;
-                const int64_t sum = cum[lo + k] - cum[lo];
-                tenths += rint((double)(sum - free_steps[g]) / (double)((k - 1) * steps) * 10);
-            }
+            double tenths = tenths_of(g, G, largest, steps, cum, free_steps);
             if (gpu < 0 || tenths < best_cost || (tenths == best_cost && rank[g] > rank[gpu])) {
                 gpu = g;
                 best_cost = tenths;
             }
         }
         start = a;
+        if (tail_first && best_cost > 0) {
+            /* a GPU no block misses, free from some later step m: take [m, b) there */
+            int tail_gpu = -1;
+            for (int g = 0; g < G; g++) {
+                if (tail[g] == 0 || tail[g] >= steps) continue;
+                if (tenths_of(g, G, largest, steps, cum, free_steps) != 0) continue;
+                if (tail_gpu < 0 || tail[g] < tail[tail_gpu] ||
+                    (tail[g] == tail[tail_gpu] && rank[g] > rank[tail_gpu]))
+                    tail_gpu = g;
+            }
+            if (tail_gpu >= 0) {
+                gpu = tail_gpu;
+                start = a + (int)tail[tail_gpu];
+            }
+        }
     } else {
         int64_t earliest = steps;
         for (int g = 0; g < G; g++)

@@ -60,6 +60,11 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     realtime_first = base.copy()
     place_realtime(scenario, realtime_first)
     candidates = [place_batch(scenario, realtime_first, None, search)]
+    if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
+        tails = base.copy()
+        place_realtime(scenario, tails, tail_first=True)
+        if not np.array_equal(tails, realtime_first):
+            candidates.append(place_batch(scenario, tails, None, search))
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -104,6 +109,9 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     return grid
 
 
+SWAPS = True
+
+
 def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
                   packs: int) -> Decoder:
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
@@ -112,7 +120,7 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     who is delayed; moving a delayed (or left out) job forward is the change that can
     help it. A trial replays only the suffix it changes, from a saved prefix state.
     """
-    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder) and not SWAPS:
         return empty.improve(order, best, packs)[0]
     jobs = scenario.jobs
     current = list(order)
@@ -130,6 +138,17 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
                 if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
+                budget -= len(trial) - b
+                state = base.copy()
+                tail_value = state.pack(trial[b:])
+                if base.value + tail_value > best.value + 1e-9:
+                    current, best = trial, state
+                    improved = True
+                    break
+                if not SWAPS or a == b + 1 or budget <= 0:
+                    continue
+                trial = list(current)
+                trial[a], trial[b] = trial[b], trial[a]
                 budget -= len(trial) - b
                 state = base.copy()
                 tail_value = state.pack(trial[b:])
