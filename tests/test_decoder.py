@@ -33,9 +33,9 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
     jobs = Jobs.of(scenario)
     rng = np.random.default_rng(len(queued))
     spare = (grid == gridlib.FREE).sum(axis=1) - rng.integers(0, 3, scenario.T)
-    for reserve in (None, spare):
-        c = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=True)
-        py = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=False)
+    for reserve, spill in ((None, -1.0), (spare, -1.0), (spare, 0.0), (spare, 3.5)):
+        c = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=True, spill=spill)
+        py = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=False, spill=spill)
         for part in (queued[::2], queued[1::2]):  # two calls: the state carries over
             assert c.pack(part) == py.pack(part)
         assert c.spots() == py.spots()
@@ -48,9 +48,11 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
 @given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
 def test_place_batch_gives_one_grid_either_way(scenario: Scenario) -> None:
     grid = _start(scenario)
-    a = place_batch(scenario, grid, None, 100, compiled=True)
-    b = place_batch(scenario, grid, None, 100, compiled=False)
-    assert np.array_equal(a, b)
+    reserve = np.arange(scenario.T) % 3
+    for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):
+        a = place_batch(scenario, grid, kept, 100, compiled=True, spill=spill)
+        b = place_batch(scenario, grid, kept, 100, compiled=False, spill=spill)
+        assert np.array_equal(a, b)
 
 
 def test_long_horizons_fall_back_to_python() -> None:

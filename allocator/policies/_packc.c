@@ -20,6 +20,7 @@ typedef struct {
     int levels;
     int64_t *spare; /* GPUs per step batch may still take; NULL: no reservation */
     int T;
+    double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
 } State;
 
 static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
@@ -122,8 +123,30 @@ static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t
         int64_t block;
         int earliest = (int)j->arrival[i];
         if (*bound > earliest) earliest = *bound;
-        int start = find(s, __builtin_ctzll((uint64_t)g), (int)j->length[i], earliest,
-                         short_steps, best_fit, &block);
+        const int level = __builtin_ctzll((uint64_t)g);
+        int start = find(s, level, (int)j->length[i], earliest, short_steps, best_fit, &block);
+        if (s->spare && s->spill >= 0 && short_steps && (start < 0 || start > earliest)) {
+            /* Worth the reserved GPUs it takes? Earlier, on GPUs realtime would miss. */
+            int64_t over_block;
+            int over = find(s, level, (int)j->length[i], earliest, 0, best_fit, &over_block);
+            if (over >= 0 && (start < 0 || over < start)) {
+                int over_end = over + j->length[i] < T ? over + (int)j->length[i] : T;
+                double deficit = 0;
+                for (int t = over; t < over_end; t++)
+                    if (s->spare[t] < g) deficit += (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0));
+                double keep = 0;
+                if (start >= 0) {
+                    int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+                    keep = j->weight[i] * (j->decay[end] - j->decay[start]);
+                }
+                double take = j->weight[i] * (j->decay[over_end] - j->decay[over]) -
+                              s->spill * deficit;
+                if (take > keep) {
+                    start = over;
+                    block = over_block;
+                }
+            }
+        }
         if (start < 0) continue;
         int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
         occupy(s, block * g, g, start, end);
@@ -159,7 +182,7 @@ static void release(Py_buffer *b, int got) {
 }
 
 /* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *      start, first, best_fit, bound) -> (value, bound). Places the jobs of `order`
+ *      start, first, best_fit, bound, spill) -> (value, bound). Places the jobs of `order`
  * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
  * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
  * placed job's (the new bound is returned); -1 leaves starts free. */
@@ -167,8 +190,10 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[12];
     int best_fit, bound;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpi:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound))
+    double spill;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpid:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound,
+                          &spill))
         return NULL;
     Py_buffer b[12];
     int got;
@@ -177,7 +202,7 @@ static PyObject *pack(PyObject *self, PyObject *args) {
         return NULL;
     }
     State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
-               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1};
+               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
     Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
     double value = pack_run(&s, &j, b[4].buf, b[4].len / 8, best_fit, &bound, b[10].buf,
                             b[11].buf);
@@ -186,16 +211,17 @@ static PyObject *pack(PyObject *self, PyObject *args) {
 }
 
 /* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *         start, first, value, packs) -> value: fast.improve_order, compiled. `order`,
+ *         start, first, value, packs, spill) -> value: fast.improve_order, compiled. `order`,
  * `start` and `first` hold the best pass on entry (its value given) and on return. The
  * neighbourhood, scan order, budget and acceptance are the Python reference's exactly. */
 static PyObject *improve(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[12];
-    double value;
+    double value, spill;
     long long packs;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdL:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLd:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs,
+                          &spill))
         return NULL;
     Py_buffer b[12];
     int got;
@@ -230,7 +256,7 @@ static PyObject *improve(PyObject *self, PyObject *args) {
     long long budget = packs * (n > 1 ? n : 1);
     while (budget > 0) {
         /* the state before each position of the current order */
-        State work = {tw, offset, count, levels, has_spare ? tsp : NULL, T};
+        State work = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
         memcpy(tw, b[0].buf, W * 8);
         if (has_spare) memcpy(tsp, b[3].buf, T * 8);
         double v = 0.0;
@@ -257,7 +283,7 @@ static PyObject *improve(PyObject *self, PyObject *args) {
                 memcpy(trial + bpos + 1, cur + bpos, (a - bpos) * 8);
                 memcpy(trial + a + 1, cur + a + 1, (n - a - 1) * 8);
                 budget -= n - bpos;
-                State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T};
+                State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
                 memcpy(tw, pw + bpos * WS, W * 8);
                 if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
                 memcpy(tstart, start, J * 8);

@@ -57,6 +57,7 @@ class Decoder:
 
     best_fit: bool = True  # among blocks free at the start: the best fit, or the lowest
     bound: int = -1  # fifo's rule when >= 0: no start before the last placed job's
+    spill: float = -1.0  # >= 0: a job may take reserved GPUs, each GPU-step priced so
 
     def __init__(self, start: np.ndarray, first: np.ndarray, spare: np.ndarray | None,
                  value: float) -> None:
@@ -68,10 +69,13 @@ class Decoder:
     @staticmethod
     def new(scenario: Scenario, busy: np.ndarray, spare: np.ndarray | None,
             jobs: Jobs, compiled: bool | None = None, best_fit: bool = True,
-            fifo: bool = False) -> Decoder:
+            fifo: bool = False, spill: float = -1.0) -> Decoder:
         """The empty pass over `busy` cells; `compiled=None` picks C where it can run.
 
         fast uses the best-fit block; the baselines the lowest, and fifo its order bound.
+        With `spare` and `spill >= 0`, a job the reserve delays (or keeps out) may start
+        earlier on reserved GPUs when its value beats `spill` per reserved GPU-step taken
+        (realtime's cheapest shortfall): the trade the objective makes.
         """
         if compiled is None:
             compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
@@ -83,11 +87,11 @@ class Decoder:
             out: Decoder = _CDecoder(index, jobs, start, first, spare)
         else:
             out = _PyDecoder(scenario, index, start, first, spare)
-        out.best_fit, out.bound = best_fit, 0 if fifo else -1
+        out.best_fit, out.bound, out.spill = best_fit, 0 if fifo else -1, spill
         return out
 
     def _fork(self, clone: Decoder) -> Decoder:
-        clone.best_fit, clone.bound = self.best_fit, self.bound
+        clone.best_fit, clone.bound, clone.spill = self.best_fit, self.bound, self.spill
         return clone
 
     def copy(self) -> Decoder:
@@ -130,7 +134,7 @@ class _CDecoder(Decoder):
         gained, self.bound = _packc.pack(
             self.words, self.offset, self.count, self.spare, np.asarray(order, dtype=np.int64),
             j.gpus, j.length, j.arrival, j.weight, j.decay, self.start, self.first,
-            self.best_fit, self.bound)
+            self.best_fit, self.bound, self.spill)
         self.value += gained
         return gained
 
@@ -143,7 +147,7 @@ class _CDecoder(Decoder):
         current = np.asarray(order, dtype=np.int64).copy()
         out.value = _packc.improve(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
-            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs)
+            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill)
         return out, current.tolist()
 
 
@@ -168,6 +172,8 @@ class _PyDecoder(Decoder):
             job = jobs[i]
             self.start[i] = self.first[i] = -1
             spot = self._earliest(job)
+            if self.spare is not None and self.spill >= 0:
+                spot = self._spill(job, spot, cum)
             if spot is None:
                 continue
             start, first = spot
@@ -181,6 +187,27 @@ class _PyDecoder(Decoder):
                 self.bound = start
         self.value += gained
         return gained
+
+    def _spill(self, job: BatchJob, spot: tuple[int, int] | None,
+               cum: np.ndarray) -> tuple[int, int] | None:
+        """An earlier spot on reserved GPUs, if the job's value beats their shortfall price."""
+        T, g = self.scenario.T, job.gpus
+        earliest = max(min(job.arrival_step, T), self.bound)
+        if not (self.spare < g).any() or (spot is not None and spot[0] <= earliest):
+            return spot
+        over = find(self.index, job, max(job.arrival_step, self.bound), self.best_fit)
+        if over is None or (spot is not None and over[0] >= spot[0]):
+            return spot
+        length = min(run_length(job), T)
+        over_end = min(over[0] + length, T)
+        window = self.spare[over[0] : over_end]
+        deficit = float(np.where(window < g, g - np.maximum(window, 0), 0).sum())
+        keep = 0.0
+        if spot is not None:
+            end = min(spot[0] + length, T)
+            keep = job.priority * job.gpus * (cum[end] - cum[spot[0]])
+        take = job.priority * job.gpus * (cum[over_end] - cum[over[0]]) - self.spill * deficit
+        return over if take > keep else spot
 
     def _earliest(self, job: BatchJob) -> tuple[int, int] | None:
         """The earliest block-feasible start that also leaves the reserved GPUs spare.

@@ -72,23 +72,29 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         placer.finish(around)
         reserve = placer.reserve()
         if reserve.any():
-            around = place_batch(scenario, around, reserve, search)
-            placer.place(around, "later")
-            candidates.append(around)
+            # Twice: keeping the reserve, and letting a job worth more than the realtime
+            # shortfall it causes take reserved GPUs (the objective's own trade).
+            cheapest = min(scenario.weights.realtime_penalty * j.priority
+                           for j in scenario.realtime_jobs)
+            for spill in (-1.0, cheapest):
+                layout = place_batch(scenario, around, reserve, search, spill=spill)
+                placer.copy().place(layout, "later")
+                candidates.append(layout)
     candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
-                search: int, compiled: bool | None = None) -> np.ndarray:
+                search: int, compiled: bool | None = None, spill: float = -1.0) -> np.ndarray:
     """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
 
     `compiled` picks the decoder (None: the C one where it can run); both give one grid.
+    `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
-    empty = Decoder.new(scenario, grid >= 0, spare, Jobs.of(scenario), compiled)
+    empty = Decoder.new(scenario, grid >= 0, spare, Jobs.of(scenario), compiled, spill=spill)
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running]
     best, best_order = None, ()
