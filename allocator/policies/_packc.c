@@ -211,7 +211,8 @@ static PyObject *pack(PyObject *self, PyObject *args) {
 }
 
 /* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *         start, first, value, packs, spill) -> value: fast.improve_order, compiled. `order`,
+ *         start, first, value, packs, spill, swaps) -> value: fast.improve_order,
+ * compiled. `order`,
  * `start` and `first` hold the best pass on entry (its value given) and on return. The
  * neighbourhood, scan order, budget and acceptance are the Python reference's exactly. */
 static PyObject *improve(PyObject *self, PyObject *args) {
@@ -219,9 +220,10 @@ static PyObject *improve(PyObject *self, PyObject *args) {
     PyObject *o[12];
     double value, spill;
     long long packs;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLd:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
+    int swaps;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs,
-                          &spill))
+                          &spill, &swaps))
         return NULL;
     Py_buffer b[12];
     int got;
@@ -278,26 +280,34 @@ static PyObject *improve(PyObject *self, PyObject *args) {
                 const Py_ssize_t a = movable[m];
                 if (a <= bpos) continue;
                 if (budget <= 0) break;
-                memcpy(trial, cur, bpos * 8);
-                trial[bpos] = cur[a];
-                memcpy(trial + bpos + 1, cur + bpos, (a - bpos) * 8);
-                memcpy(trial + a + 1, cur + a + 1, (n - a - 1) * 8);
-                budget -= n - bpos;
-                State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
-                memcpy(tw, pw + bpos * WS, W * 8);
-                if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
-                memcpy(tstart, start, J * 8);
-                memcpy(tfirst, first, J * 8);
-                double tail = pack_run(&t, &j, trial + bpos, n - bpos, 1, &no_bound, tstart,
-                                       tfirst);
-                if (pv[bpos] + tail > value + 1e-9) {
-                    memcpy(cur, trial, n * 8);
-                    value = pv[bpos] + tail;
-                    memcpy(start, tstart, J * 8);
-                    memcpy(first, tfirst, J * 8);
-                    improved = 1;
-                    break;
+                /* two moves per (b, a): job a inserted at b, then a and b swapped */
+                for (int move = 0; move < 2 && !improved; move++) {
+                    if (move == 1 && (!swaps || a == bpos + 1 || budget <= 0)) break;
+                    memcpy(trial, cur, n * 8);
+                    if (move == 0) {
+                        trial[bpos] = cur[a];
+                        memcpy(trial + bpos + 1, cur + bpos, (a - bpos) * 8);
+                    } else {
+                        trial[bpos] = cur[a];
+                        trial[a] = cur[bpos];
+                    }
+                    budget -= n - bpos;
+                    State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+                    memcpy(tw, pw + bpos * WS, W * 8);
+                    if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
+                    memcpy(tstart, start, J * 8);
+                    memcpy(tfirst, first, J * 8);
+                    double tail = pack_run(&t, &j, trial + bpos, n - bpos, 1, &no_bound,
+                                           tstart, tfirst);
+                    if (pv[bpos] + tail > value + 1e-9) {
+                        memcpy(cur, trial, n * 8);
+                        value = pv[bpos] + tail;
+                        memcpy(start, tstart, J * 8);
+                        memcpy(first, tfirst, J * 8);
+                        improved = 1;
+                    }
                 }
+                if (improved) break;
             }
             if (improved || budget <= 0) break;
         }

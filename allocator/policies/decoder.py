@@ -139,15 +139,16 @@ class _CDecoder(Decoder):
         return gained
 
 
-    def improve(self, order: tuple[int, ...], best: _CDecoder,
-                packs: int) -> tuple[_CDecoder, list[int]]:
+    def improve(self, order: tuple[int, ...], best: _CDecoder, packs: int,
+                swaps: bool) -> tuple[_CDecoder, list[int]]:
         """fast.improve_order from this (empty) state, compiled: the best pass and order."""
         j = self.jobs
         out = best.copy()
         current = np.asarray(order, dtype=np.int64).copy()
         out.value = _packc.improve(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
-            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill)
+            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
+            swaps)
         return out, current.tolist()
 
 

@@ -42,10 +42,11 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-# What the order search may spend, in job placements: 100 up to 16 GPUs, then less as a
-# placement's cost grows with the GPUs it scans. More buys little on the benchmark
-# scenarios and costs milliseconds (BENCHMARKS.md); `gpuplan plan --search N` overrides.
-SEARCH_PLACEMENTS = 100
+# What the order search may spend, in job placements: 3,000 up to 16 GPUs (chosen on the
+# tuning seeds of allocator/bench_quality.py; compiled, a placement costs about a
+# microsecond there), then less as a placement's cost grows with the GPUs it scans
+# (BENCHMARKS.md). `gpuplan plan --search N` overrides.
+SEARCH_PLACEMENTS = 3000
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
@@ -115,6 +116,8 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     return grid
 
 
+# The order search also tries swapping the delayed job with the one at the target
+# position: two same-priority jobs each cut by the other are a swap, not an insertion.
 SWAPS = True
 
 
@@ -123,11 +126,12 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
 
     The greedy decoder puts each job at its earliest free start, so the order alone decides
-    who is delayed; moving a delayed (or left out) job forward is the change that can
-    help it. A trial replays only the suffix it changes, from a saved prefix state.
+    who is delayed; moving a delayed (or left out) job forward (inserted, or swapped with
+    the job there) is the change that can help it. A trial replays only the suffix it
+    changes, from a saved prefix state. The compiled decoder runs the same search in C.
     """
-    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder) and not SWAPS:
-        return empty.improve(order, best, packs)[0]
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+        return empty.improve(order, best, packs, SWAPS)[0]
     jobs = scenario.jobs
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
