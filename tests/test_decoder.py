@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies import decoder, realtime
+from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.fast import place_batch
 from allocator.policies.realtime import place_realtime
@@ -49,10 +50,16 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
 def test_place_batch_gives_one_grid_either_way(scenario: Scenario) -> None:
     grid = _start(scenario)
     reserve = np.arange(scenario.T) % 3
-    for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):
-        a = place_batch(scenario, grid, kept, 100, compiled=True, spill=spill)
-        b = place_batch(scenario, grid, kept, 100, compiled=False, spill=spill)
-        assert np.array_equal(a, b)
+    saved = fastmod.SWAPS
+    try:
+        for swaps in (False, True):  # the order search with and without swap moves
+            fastmod.SWAPS = swaps
+            for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):
+                a = place_batch(scenario, grid, kept, 100, compiled=True, spill=spill)
+                b = place_batch(scenario, grid, kept, 100, compiled=False, spill=spill)
+                assert np.array_equal(a, b)
+    finally:
+        fastmod.SWAPS = saved
 
 
 def test_long_horizons_fall_back_to_python() -> None:
