@@ -450,4 +450,15 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
                                     "fast's compiled greedy decoder.", -1, methods};
 
-PyMODINIT_FUNC PyInit__packc(void) { return PyModule_Create(&module); }
+/* Bumped whenever a signature changes: decoder.py ignores an extension built from an
+ * older source (a stale in-place build) rather than call it wrongly. */
+#define PACKC_ABI 4
+
+PyMODINIT_FUNC PyInit__packc(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", PACKC_ABI) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

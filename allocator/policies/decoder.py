@@ -13,6 +13,7 @@ holds them equal on random scenarios.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,9 +22,15 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
+PACKC_ABI = 4  # must match _packc.c: an extension built from older source is not used
+
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc
 except ImportError:  # pragma: no cover - exercised where no C compiler was available
+    _packc = None
+if _packc is not None and getattr(_packc, "ABI", None) != PACKC_ABI:  # pragma: no cover
+    warnings.warn("allocator/policies/_packc is stale (rebuild: pip install -e .); "
+                  "fast runs its Python decoder", RuntimeWarning, stacklevel=1)
     _packc = None
 
 COMPILED_MAX_T = 63
