@@ -1,5 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
-# Each creates the local virtualenv (.venv) and installs gpuplan into it when missing.
+# Each creates the local virtualenv (.venv) and installs gpuplan into it when missing
+# (again when pyproject.toml or the C decoder changes: the install compiles it).
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ JOBS ?= 2
 
 .PHONY: demo test lint bench ui clean-venv
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml allocator/policies/_packc.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

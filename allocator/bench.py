@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 
@@ -24,6 +25,7 @@ class ScenarioResult:
     scenario: Scenario
     plans: dict[str, Plan]
     latency_ms: dict[str, float]  # median per policy
+    bound: float | None = None  # the Lagrangian upper bound on the objective
 
 
 def machine() -> str:
@@ -52,7 +54,9 @@ def run(scenarios: list[Scenario], repeats: int = 30,
     for scenario in scenarios:
         plans = {p: make_plan(scenario, p) for p in policies}
         latency = {p: policy_latency(scenario, p, repeats) for p in policies}
-        results.append(ScenarioResult(scenario, plans, latency))
+        lower = plans["fast"].metrics.objective if "fast" in plans else None
+        bound = lagrangian_bound(scenario, lower=lower).value
+        results.append(ScenarioResult(scenario, plans, latency, bound))
     return results
 
 
@@ -83,17 +87,24 @@ def rows(results: list[ScenarioResult], baseline: str) -> list[dict]:
             "objective_before": round(b.objective, 2),
             "objective_after": round(f.objective, 2),
             "fast_ms": round(r.latency_ms["fast"], 3),
+            "bound": None if r.bound is None else round(r.bound, 2),
+            "fast_vs_bound": (round(f.objective / r.bound, 4)
+                              if r.bound and r.bound > 0 and f.objective > 0 else None),
             "baseline_ms": round(r.latency_ms[baseline], 3),
         })
     return out
+
+
+def _pct(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
 def markdown(table: list[dict], title: str) -> str:
     if not table:
         return f"### {title}\n\n(no rows)\n"
     head = ("| scenario | GPUs | jobs | utilization % | value | value gain | completed "
-            "| rt shortfall | fast ms |")
-    lines = [f"### {title}", "", head, "|" + "---|" * 9]
+            "| rt shortfall | fast ms | fast / bound |")
+    lines = [f"### {title}", "", head, "|" + "---|" * 10]
     for r in table:
         gain = "n/a" if r["value_gain_pct"] is None else f"{r['value_gain_pct']:+.1f}%"
         lines.append(
@@ -101,5 +112,5 @@ def markdown(table: list[dict], title: str) -> str:
             f"| {r['util_before']} -> {r['util_after']} | {r['value_before']:g} -> "
             f"{r['value_after']:g} | {gain} | {r['completed_before']} -> "
             f"{r['completed_after']} | {r['shortfall_before']} -> {r['shortfall_after']} "
-            f"| {r['fast_ms']:.3f} |")
+            f"| {r['fast_ms']:.3f} | {_pct(r['fast_vs_bound'])} |")
     return "\n".join(lines) + "\n"

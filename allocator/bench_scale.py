@@ -20,11 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from allocator.bench import machine
+from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.scenarios import Spec, build
 
-SIZES: tuple[tuple[int, int], ...] = ((8, 10), (64, 30), (256, 100), (1024, 1000), (4096, 2000))
+SIZES: tuple[tuple[int, int], ...] = ((8, 10), (64, 30), (256, 120), (1024, 1000),
+                                      (4096, 2000))
 HORIZONS: tuple[int, ...] = (24, 48)
 POLICIES: tuple[str, ...] = ("fast", "fifo", "priority")
 
@@ -68,6 +70,11 @@ def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
         samples = [make_plan(scenario, policy).latency_ms for _ in range(_repeats(case))]
         row[f"{policy}_ms"] = round(statistics.median(samples), 3)
         row[f"{policy}_objective"] = round(plan.metrics.objective, 2)
+    quick = lagrangian_bound(scenario, lower=objectives["fast"])
+    row["lagrangian"] = round(quick.value, 2)
+    row["lagrangian_ms"] = round(1000 * quick.seconds, 1)
+    row["fast_vs_lagrangian"] = (round(objectives["fast"] / quick.value, 4)
+                                 if quick.value > 0 and objectives["fast"] > 0 else None)
     tracemalloc.start()
     make_plan(scenario, "fast")
     row["fast_peak_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 2)
@@ -115,15 +122,19 @@ def growth_exponent(rows: list[dict], policy: str = "fast") -> float | None:
 def markdown(record: dict) -> str:
     lines = [f"Machine: {record['machine']}  ", f"Recorded: {record['recorded_at']}", "",
              "| GPUs | jobs | steps | fast ms | fifo ms | priority ms | fast peak MiB "
-             "| fast objective | bound | fast / bound |", "|" + "---|" * 10]
+             "| fast objective | Lagrangian bound (ms) | fast / it | block bound | fast / it |",
+             "|" + "---|" * 12]
     for r in record["rows"]:
         ratio = "n/a" if r["fast_vs_bound"] is None else f"{100 * r['fast_vs_bound']:.1f}%"
         bound = "n/a" if r["bound"] is None else f"{r['bound']:g}"
         if r["bound"] is not None and r.get("bound_status", "optimal") != "optimal":
             bound += f" ({r['bound_status']} at {r.get('bound_seconds')} s: valid, maybe loose)"
+        lag = r.get("fast_vs_lagrangian")
         lines.append(f"| {r['gpus']} | {r['jobs']} | {r['steps']} | {r['fast_ms']:.3f} "
                      f"| {r['fifo_ms']:.3f} | {r['priority_ms']:.3f} | {r['fast_peak_mib']} "
-                     f"| {r['fast_objective']:g} | {bound} | {ratio} |")
+                     f"| {r['fast_objective']:g} | {r.get('lagrangian', 'n/a')} "
+                     f"({r.get('lagrangian_ms', '-')}) "
+                     f"| {'n/a' if lag is None else f'{100 * lag:.1f}%'} | {bound} | {ratio} |")
     slope = growth_exponent(record["rows"])
     if slope is not None:
         lines += ["", f"Growth: latency ~ (GPUs x jobs x steps)^{slope:.2f} for fast "

@@ -70,8 +70,21 @@ class Plan:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
 
 
-def make_plan(scenario: Scenario, policy: str, **options: Any) -> Plan:
-    """Run a policy, time it, validate its grid and recompute its metrics from the grid."""
+# "auto" bounds a plan when the Lagrangian is cheap: queued jobs x steps up to this many
+# (256 GPUs / 120 jobs / 24 steps is 2,880 and bounds in ~20-50 ms; 1,000 jobs x 48 steps
+# takes ~0.5 s, more than the plan itself: BENCHMARKS.md, "Every plan carries a bound").
+AUTO_BOUND_WORK = 10_000
+BOUND_MODES = ("auto", "on", "off", "block")
+
+
+def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
+              block_seconds: float = 30.0, **options: Any) -> Plan:
+    """Run a policy, time it, validate its grid and recompute its metrics from the grid.
+
+    `bound` adds a proven upper bound on the objective under `extras["bound"]` (outside
+    the latency): "on" the Lagrangian one, "auto" that where it is cheap, "block" also
+    the block-capacity relaxation (a MILP given `block_seconds`), "off" none.
+    """
     run = policies.get(policy)
     began = time.perf_counter()
     result = run(scenario, **options)
@@ -83,5 +96,59 @@ def make_plan(scenario: Scenario, policy: str, **options: Any) -> Plan:
     problems = violations(scenario, ids)
     if problems:
         raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
-    return Plan(scenario=scenario, policy=policy, grid=result,
-                metrics=compute_metrics(scenario, ids), latency_ms=latency_ms, extras=extras)
+    metrics = compute_metrics(scenario, ids)
+    if bound != "off":
+        found = prove_bound(scenario, metrics.objective, bound, block_seconds, extras)
+        if found is not None:
+            extras = {**extras, "bound": found}
+    return Plan(scenario=scenario, policy=policy, grid=result, metrics=metrics,
+                latency_ms=latency_ms, extras=extras)
+
+
+def bound_is_cheap(scenario: Scenario) -> bool:
+    queued = sum(1 for j in scenario.batch_jobs if not j.running)
+    return queued * scenario.T <= AUTO_BOUND_WORK
+
+
+def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: float = 30.0,
+                extras: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The smallest proven upper bound the mode affords, and the plan's distance to it.
+
+    Every candidate is a ceiling on every legal plan (the Lagrangian by weak duality, the
+    block-capacity MILP's dual bound, a MILP's own dual bound), so the least one is too.
+    """
+    if mode not in BOUND_MODES:
+        raise ValueError(f"bound mode {mode!r}; choose from {', '.join(BOUND_MODES)}")
+    if mode == "off" or (mode == "auto" and not bound_is_cheap(scenario)):
+        return None
+    from allocator.lagrange import lagrangian_bound, ratio_line
+
+    began = time.perf_counter()
+    quick = lagrangian_bound(scenario, lower=objective)
+    found = {"lagrangian": quick.value}
+    solve = (extras or {}).get("solve") or {}
+    if solve.get("best_bound") is not None:
+        found["milp"] = float(solve["best_bound"])
+    if mode == "block":
+        from allocator.bounds import block_capacity
+
+        block = block_capacity(scenario, time_limit=block_seconds)
+        if block.value is not None:
+            found["block_capacity"] = block.value
+    # A ceiling below a legal plan would be a bug in its proof: drop it and say so (float
+    # rounding aside, which clamps to the plan).
+    slack = 1e-6 * max(1.0, abs(objective))
+    below = sorted(k for k, v in found.items() if v < objective - slack)
+    kept = {k: max(v, objective) for k, v in found.items() if k not in below}
+    if not kept:
+        return {"value": None, "warnings": [f"{k} bound below the plan" for k in below]}
+    method = min(kept, key=kept.__getitem__)
+    value = kept[method]
+    body = {"value": round(value, 6), "method": method,
+            "gap": round(1 - objective / value, 6) if value > 0 and objective > 0 else None,
+            "summary": ratio_line(objective, value),
+            "candidates": {k: round(v, 6) for k, v in found.items()},
+            "seconds": round(time.perf_counter() - began, 4)}
+    if below:
+        body["warnings"] = [f"{k} bound below the plan: dropped" for k in below]
+    return body

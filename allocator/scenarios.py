@@ -35,6 +35,12 @@ class Spec:
     peak_fraction: float = 0.6  # realtime peak as a share of the cluster
     uniform_priority: bool = False
     horizon: int = 24
+    # The wider family (allocator/bench_quality.py); the defaults keep the seven scenarios.
+    peak_hours: tuple[float, float] = (9, 18)  # where a service's peak may centre
+    arrival_spread: float = 0.5  # late arrivals land in steps 1 .. spread x horizon
+    long_single: float = 0.0  # share of the queue turned into long 1-GPU jobs
+    big_jobs: int = 0  # extra 8-GPU (or whole-cluster) training jobs
+    fragment_running: bool = False  # running jobs on scattered aligned blocks, not packed
 
 
 SPECS: dict[str, Spec] = {
@@ -60,9 +66,10 @@ KIND_SHAPES = {
 }
 
 
-def diurnal(rng: np.random.Generator, horizon: int, trough: int, peak: int) -> list[int]:
+def diurnal(rng: np.random.Generator, horizon: int, trough: int, peak: int,
+            hours: tuple[float, float] = (9, 18)) -> list[int]:
     """A day of demand: a trough, a rise to a peak of 2-4 hours, a fall (and noise)."""
-    centre = rng.uniform(9, 18) * horizon / 24
+    centre = rng.uniform(*hours) * horizon / 24
     width = rng.uniform(1.5, 3.0) * horizon / 24
     t = np.arange(horizon)
     shape = np.exp(-0.5 * ((t - centre) / width) ** 2)
@@ -91,11 +98,13 @@ def build(name: str, spec: Spec, rng: np.random.Generator) -> Scenario:
         trough_total += trough
         jobs.append(RealtimeJob(
             id=f"serve-{r}", priority=float(rng.choice([8, 10, 12])),
-            demand=tuple(diurnal(rng, T, trough, peak)), swap_limit=int(rng.choice([1, 2, 2, 3])),
+            demand=tuple(diurnal(rng, T, trough, peak, spec.peak_hours)),
+            swap_limit=int(rng.choice([1, 2, 2, 3])),
         ))
     budget = spec.load * (G - trough_total) * T  # batch GPU-hours to ask for
     batch = _batch_jobs(rng, spec, budget)
-    jobs.extend(_pin_some(batch, spec, G, T))
+    jobs.extend(_scatter_running(batch, spec, G, rng) if spec.fragment_running
+                else _pin_some(batch, spec, G, T))
     scenario = Scenario(cluster=Cluster(gpus=G, horizon_steps=T), weights=Weights(),
                         jobs=tuple(jobs), name=name)
     return scenario
@@ -120,11 +129,23 @@ def _batch_jobs(rng: np.random.Generator, spec: Spec, budget: float) -> list[Bat
         gpus = int(rng.choice(sizes, p=w / w.sum()))
         duration = int(rng.integers(lo, hi + 1))
         late = rng.random() < spec.late_arrivals
-        arrival = int(rng.integers(1, spec.horizon // 2)) if late else 0
+        arrival = int(rng.integers(1, max(2, int(spec.horizon * spec.arrival_spread)))) \
+            if late else 0
         priority = 1.0 if spec.uniform_priority else float(rng.choice([1, 2, 3, 5, 8]))
         jobs.append(BatchJob(id=f"{_prefix(str(kind))}-{k:02d}", kind=str(kind),
                              priority=priority, gpus=gpus, duration_steps=duration,
                              arrival_step=arrival))
+    if spec.long_single:
+        jobs = [replace(j, id=f"long-{j.id}", kind="training", gpus=1,
+                        duration_steps=int(rng.integers(spec.horizon // 3, spec.horizon)))
+                if rng.random() < spec.long_single else j for j in jobs]
+    for b in range(spec.big_jobs):
+        jobs.append(BatchJob(id=f"big-{b:02d}", kind="training",
+                             priority=1.0 if spec.uniform_priority
+                             else float(rng.choice([2, 3, 5, 8])),
+                             gpus=min(8, 1 << (spec.gpus.bit_length() - 1)),
+                             duration_steps=int(rng.integers(3, spec.horizon // 2 + 1)),
+                             arrival_step=int(rng.integers(0, spec.horizon // 2))))
     # Scale durations so that the queue asks for `budget` GPU-hours: more than fits.
     asked = sum(j.gpus * j.duration_steps for j in jobs)
     factor = budget / asked if asked else 1.0
@@ -148,6 +169,26 @@ def _pin_some(jobs: list[BatchJob], spec: Spec, G: int, T: int) -> list[BatchJob
             out.append(replace(job, arrival_step=0,
                                running=Running(first_gpu=first, remaining_steps=remaining)))
             next_free = first + job.gpus
+            pinned += 1
+        else:
+            out.append(job)
+    return out
+
+
+def _scatter_running(jobs: list[BatchJob], spec: Spec, G: int,
+                     rng: np.random.Generator) -> list[BatchJob]:
+    """Mark the first few jobs that fit as running, each on a random free aligned block:
+    running work that breaks up nodes, the way a day's leftovers do."""
+    taken = np.zeros(G, dtype=bool)
+    out, pinned = [], 0
+    for job in jobs:
+        blocks = [b for b in range(0, G - job.gpus + 1, job.gpus)
+                  if not taken[b : b + job.gpus].any()]
+        if pinned < spec.running and blocks and job.gpus < G:
+            first = int(rng.choice(blocks))
+            taken[first : first + job.gpus] = True
+            out.append(replace(job, arrival_step=0, running=Running(
+                first_gpu=first, remaining_steps=max(1, job.duration_steps // 2))))
             pinned += 1
         else:
             out.append(job)

@@ -7,9 +7,9 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from allocator import bench as benchlib
 from allocator import limits, policies
@@ -22,6 +22,9 @@ from pipelines import atomic, outset
 from pipelines.cliutil import input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
+
+if TYPE_CHECKING:  # rich loads only for the bench's progress display
+    from rich.console import Console
 
 DEFAULT_SCENARIOS = bundled("data/scenarios")  # wherever gpuplan is run from
 SOLVERS = ("highs", "cbc")
@@ -50,6 +53,12 @@ def plan(
     search: int | None = typer.Option(None, "--search", min=0, max=10_000_000,
                                       help="fast: order-search budget in job placements "
                                            "(default scales with the cluster; 0 = none)."),
+    bound: bool | None = typer.Option(None, "--bound/--no-bound",
+                                      help="Prove an upper bound on the objective (default: "
+                                           "where it is cheap; --bound: always)."),
+    block_bound: float | None = typer.Option(None, "--block-bound", min=0.1,
+                                             help="Also solve the tighter block-capacity "
+                                                  "relaxation (a MILP) for this many seconds."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
     with input_errors(str(scenario)):
@@ -75,7 +84,9 @@ def plan(
         options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
     elif policy == "fast" and search is not None:
         options = {"search": search}
-    result = make_plan(loaded, policy, **options)
+    mode = ("block" if block_bound else "off" if bound is False else "on" if bound
+            else "auto")
+    result = make_plan(loaded, policy, bound=mode, block_seconds=block_bound or 0.0, **options)
     files: dict[Path, str | bytes] = {out: result.to_json()}
     if png:
         from allocator.render import render_png
@@ -84,9 +95,12 @@ def plan(
     with input_errors():
         atomic.write_all(files)  # the plan and its picture together, or neither
     m = result.metrics
+    proven = result.extras.get("bound") or {}
+    ceiling = (f", {proven['summary']} (bound {proven['value']:.2f})"
+               if proven.get("value") is not None else "")
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
-               f"objective {m.objective:.2f}, {result.latency_ms:.2f} ms -> {out}")
+               f"objective {m.objective:.2f}{ceiling}, {result.latency_ms:.2f} ms -> {out}")
 
 
 def check(
@@ -231,8 +245,28 @@ def bench(
                                        help="--scale: largest cluster to bound."),
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir",
                                     help="--scale: where each run's record is kept."),
+    quality: str | None = typer.Option(None, "--quality",
+                                       help="Instead: fast against full mode on the wider "
+                                            "family's 'tuning' or 'test' seeds."),
+    quality_gpus: int = typer.Option(16, "--quality-gpus",
+                                     help="--quality: 16 (8-16 GPUs), 64 or 256."),
+    quality_count: int | None = typer.Option(None, "--quality-count",
+                                             help="--quality: the first N seeds only."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    if quality is not None:
+        from allocator import bench_quality
+
+        with input_errors():
+            if quality not in ("tuning", "test"):
+                raise InputError("--quality takes tuning or test", field="--quality")
+        bench_quality.main(["--set", quality, "--gpus", str(quality_gpus),
+                            "--time-limit", str(time_limit),
+                            *(["--count", str(quality_count)] if quality_count else []),
+                            *([] if full else ["--no-full"])])
+        return
+    from rich.console import Console
+
     console = Console()
     if scale:
         _bench_scale(console, out_dir, max_gpus, bound_seconds, bound_max_gpus, record_dir)

@@ -364,7 +364,7 @@ def build_day(cluster: dict, start: pd.Timestamp, queue: pd.DataFrame, realtime:
 def plan_day(day: Day, full: bool = False, time_limit: float = 60.0) -> DayPlans:
     """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day."""
     options = {"time_limit": time_limit} if full else {}
-    plan = make_plan(day.scenario, "full" if full else "fast", **options)
+    plan = make_plan(day.scenario, "full" if full else "fast", bound="auto", **options)
     fifo = make_plan(day.scenario, "fifo")
     return DayPlans(day=day, plan=plan, fifo=fifo)
 
@@ -448,6 +448,11 @@ def plan_metrics(plans: DayPlans) -> dict[str, float]:
     out = {k: float(v) for k, v in m.items()}
     out.update({f"fifo_{k}": float(v) for k, v in f.items()})
     out["latency_ms"] = plans.plan.latency_ms
+    proven = plans.plan.extras.get("bound") or {}  # allocator.plan.prove_bound
+    if proven.get("value") is not None:
+        out["upper_bound"] = float(proven["value"])
+        if proven.get("gap") is not None:
+            out["gap_to_bound"] = float(proven["gap"])
     out["unplaced"] = len(plans.plan.unplaced()) + len(plans.day.rejected)
     out["started"] = len([j for j in plans.day.queued if j in plans.plan.starts()])
     solve = plans.plan.extras.get("solve") or {}  # the MILP's report (allocator.policies.full)

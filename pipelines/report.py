@@ -207,6 +207,10 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
         f"{step} minutes. Plan made by the **{plan.policy}** policy in "
         f"{plan.latency_ms:.1f} ms; {len(day.queued) + len(day.rejected)} queued job(s), "
         f"{len(day.running)} running, {len(rt_jobs)} realtime service(s).", ""]
+    proven = plan.extras.get("bound") or {}
+    if proven.get("value") is not None:
+        lines += [f"Proven: {proven['summary']} (upper bound {proven['value']:.2f} on the "
+                  f"objective, {proven['method']} relaxation).", ""]
     solve = plan.extras.get("solve") or {}
     if solve:
         gap = solve.get("gap")

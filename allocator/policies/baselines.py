@@ -2,7 +2,8 @@
 
 Both serve realtime from the static peak reservation; they differ only in the order
 batch jobs are placed and in fifo's rule that no job starts before the previous one.
-Both take the earliest start first, then the lowest aligned block.
+Both take the earliest start first, then the lowest aligned block, through fast's decoder
+(compiled where built; `compiled=False` runs its Python reference).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
-from allocator.policies.blocks import BlockIndex
-from allocator.policies.placement import find, place
+from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.reservation import reserve
 
 
-def _start(scenario: Scenario) -> tuple[np.ndarray, BlockIndex]:
+def _start(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
     reserve(scenario, grid, busy)
-    return grid, BlockIndex(busy)
+    return grid, busy
 
 
 def _queued(scenario: Scenario) -> list[int]:
@@ -29,29 +29,26 @@ def _queued(scenario: Scenario) -> list[int]:
             if isinstance(job, BatchJob) and not job.running]
 
 
-def fifo(scenario: Scenario) -> np.ndarray:
-    """Arrival order (then file order); each start >= the last placed job's start."""
-    grid, index = _start(scenario)
-    order = sorted(_queued(scenario), key=lambda i: (scenario.jobs[i].arrival_step, i))
-    bound = 0
-    for i in order:
-        job = scenario.jobs[i]
-        spot = find(index, job, max(job.arrival_step, bound), best_fit=False)
-        if spot is None:
-            continue  # fits nowhere: left out, and it does not block the ones after it
-        place(grid, index, i, job, *spot)
-        bound = spot[0]
+def _place(scenario: Scenario, order: list[int], fifo: bool,
+           compiled: bool | None) -> np.ndarray:
+    """Each job of `order` at its earliest start (fifo: not before the last placed one's),
+    on the lowest free aligned block; a job that fits nowhere is left out."""
+    grid, busy = _start(scenario)
+    decoder = Decoder.new(scenario, busy, None, Jobs.of(scenario), compiled,
+                          best_fit=False, fifo=fifo)
+    decoder.pack(order)
+    decoder.write(scenario, grid)
     return grid
 
 
-def priority(scenario: Scenario) -> np.ndarray:
+def fifo(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
+    """Arrival order (then file order); each start >= the last placed job's start."""
+    order = sorted(_queued(scenario), key=lambda i: (scenario.jobs[i].arrival_step, i))
+    return _place(scenario, order, fifo=True, compiled=compiled)
+
+
+def priority(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
     """Highest priority first (ties: arrival, file order), each at its earliest feasible start."""
-    grid, index = _start(scenario)
     order = sorted(_queued(scenario),
                    key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))
-    for i in order:
-        job = scenario.jobs[i]
-        spot = find(index, job, job.arrival_step, best_fit=False)
-        if spot is not None:
-            place(grid, index, i, job, *spot)
-    return grid
+    return _place(scenario, order, fifo=False, compiled=compiled)

@@ -25,8 +25,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
-from allocator.policies.blocks import BlockIndex
-from allocator.policies.placement import find, place, run_length
+from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
 OrderKey = Callable[[BatchJob, int], tuple]
@@ -44,10 +43,11 @@ ORDERS: tuple[OrderKey, ...] = (
 )
 
 
-# What the order search may spend, in job placements: 100 up to 16 GPUs, then less as a
-# placement's cost grows with the GPUs it scans. More buys little on the benchmark
-# scenarios and costs milliseconds (BENCHMARKS.md); `gpuplan plan --search N` overrides.
-SEARCH_PLACEMENTS = 100
+# What the order search may spend, in job placements: 3,000 up to 16 GPUs (chosen on the
+# tuning seeds of allocator/bench_quality.py; compiled, a placement costs about a
+# microsecond there), then less as a placement's cost grows with the GPUs it scans
+# (BENCHMARKS.md). `gpuplan plan --search N` overrides.
+SEARCH_PLACEMENTS = 3000
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
@@ -65,7 +65,13 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     realtime_first = base.copy()
     place_realtime(scenario, realtime_first)
     held.release(realtime_first)
-    candidates = [place_batch(scenario, realtime_first, None, search, held)]
+    candidates = [place_batch(scenario, realtime_first, None, search, held=held)]
+    if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
+        tails = base.copy()
+        place_realtime(scenario, tails, tail_first=True)
+        held.release(tails)
+        if not np.array_equal(tails, realtime_first):
+            candidates.append(place_batch(scenario, tails, None, search, held=held))
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -73,146 +79,122 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         placer.finish(around)
         reserve = placer.reserve()
         if reserve.any():
-            around = place_batch(scenario, around, reserve, search, held)
-            placer.place(around, "later")
-            held.release(around)
-            candidates.append(around)
+            # Twice: keeping the reserve, and letting a job worth more than the realtime
+            # shortfall it causes take reserved GPUs (the objective's own trade).
+            cheapest = min(scenario.weights.realtime_penalty * j.priority
+                           for j in scenario.realtime_jobs)
+            for spill in (-1.0, cheapest):
+                layout = place_batch(scenario, around, reserve, search, spill=spill,
+                                     held=held)
+                placer.copy().place(layout, "later")
+                held.release(layout)
+                candidates.append(layout)
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
 
 
-class Free:
-    """What batch placement may use: the block index, and spare GPUs per step (if reserved)."""
-
-    def __init__(self, index: BlockIndex, spare: np.ndarray | None) -> None:
-        self.index = index
-        self.spare = spare
-
-    def copy(self) -> Free:
-        return Free(self.index.copy(), None if self.spare is None else self.spare.copy())
-
-
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
-                search: int, held: reservations.Holds | None = None) -> np.ndarray:
+                search: int, compiled: bool | None = None, spill: float = -1.0,
+                held: reservations.Holds | None = None) -> np.ndarray:
     """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
 
+    `compiled` picks the decoder (None: the C one where it can run); both give one grid.
+    `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
     `held`: the reservations (their jobs already pinned; their blocks busy past the start).
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
     busy = grid >= 0 if held is None or held.batch_busy is None else \
         (grid >= 0) | held.batch_busy
-    free = Free(BlockIndex(busy), spare)
+    empty = Decoder.new(scenario, busy, spare, Jobs.of(scenario), compiled, spill=spill)
     skip = frozenset() if held is None else held.reserved
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running and i not in skip]
-    decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(scenario.T))))
-    best_value, best_order, best_spots = -1.0, (), {}
+    best, best_order = None, ()
     seen: set[tuple[int, ...]] = set()
     for key in ORDERS:
         order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
         if order in seen:
             continue
         seen.add(order)
-        value, spots = pack(scenario, free.copy(), order, decay)
-        if value > best_value:
-            best_value, best_order, best_spots = value, order, spots
+        trial = empty.copy()
+        trial.pack(order)
+        if best is None or trial.value > best.value:
+            best, best_order = trial, order
     if queued and search >= len(queued):
-        best_value, best_spots = improve_order(scenario, free, best_order, best_value,
-                                               best_spots, decay, search // len(queued))
-    for i, (start, first) in best_spots.items():
-        place(grid, free.index, i, scenario.jobs[i], start, first)
+        best = improve_order(scenario, empty, best_order, best, search // len(queued))
+    if best is not None:
+        best.write(scenario, grid)
     return grid
 
 
-def improve_order(scenario: Scenario, free: Free, order: tuple[int, ...], value: float,
-                  spots: dict[int, tuple[int, int]], decay: np.ndarray,
-                  packs: int) -> tuple[float, dict[int, tuple[int, int]]]:
+# The order search can also try swapping the delayed job with the one at the target
+# position (two same-priority jobs each cut by the other are a swap, not an insertion).
+# Off by default: on the tuning seeds it gains 0.2-0.4% on average, but its denser plans
+# left one world of the rolling replay (pipelines/simulate.py, high-04) 1.96% short of
+# realtime demand under forecast error, over the 1% that replay promises.
+SWAPS = False
+
+
+def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
+                  packs: int) -> Decoder:
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
 
     The greedy decoder puts each job at its earliest free start, so the order alone decides
-    who is delayed; moving a delayed (or left out) job forward is the change that can
-    help it. A trial replays only the suffix it changes, from a saved prefix state.
+    who is delayed; moving a delayed (or left out) job forward (inserted, or swapped with
+    the job there) is the change that can help it. A trial replays only the suffix it
+    changes, from a saved prefix state. The compiled decoder runs the same search in C.
     """
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+        return empty.improve(order, best, packs, SWAPS)[0]
     jobs = scenario.jobs
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
-        prefix = _prefix_states(scenario, free, current, decay)
+        prefix = _prefix_states(empty, current)
         movable = [a for a in range(1, len(current))
-                   if current[a] not in spots
-                   or spots[current[a]][0] > jobs[current[a]].arrival_step]
+                   if best.start[current[a]] < 0
+                   or best.start[current[a]] > jobs[current[a]].arrival_step]
         improved = False
         # Front positions first: most gains come from pulling a delayed job to the head.
         for b in range(len(current) - 1):
-            base_free, base_value, base_spots = prefix[b]
+            base = prefix[b]
             for a in (a for a in movable if a > b):
                 if budget <= 0:
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
                 budget -= len(trial) - b
-                tail_value, tail_spots = pack(scenario, base_free.copy(), tuple(trial[b:]),
-                                              decay)
-                if base_value + tail_value > value + 1e-9:
-                    current, value = trial, base_value + tail_value
-                    spots = {**base_spots, **tail_spots}
+                state = base.copy()
+                tail_value = state.pack(trial[b:])
+                if base.value + tail_value > best.value + 1e-9:
+                    current, best = trial, state
+                    improved = True
+                    break
+                if not SWAPS or a == b + 1 or budget <= 0:
+                    continue
+                trial = list(current)
+                trial[a], trial[b] = trial[b], trial[a]
+                budget -= len(trial) - b
+                state = base.copy()
+                tail_value = state.pack(trial[b:])
+                if base.value + tail_value > best.value + 1e-9:
+                    current, best = trial, state
                     improved = True
                     break
             if improved or budget <= 0:
                 break
         if not improved:
             break
-    return value, spots
+    return best
 
 
-def _prefix_states(scenario: Scenario, free: Free, order: list[int],
-                   decay: np.ndarray) -> list[tuple[Free, float, dict]]:
-    """The free state, value and spots before each position of `order`, for suffix replays."""
-    state = free.copy()
-    value = 0.0
-    spots: dict[int, tuple[int, int]] = {}
+def _prefix_states(empty: Decoder, order: list[int]) -> list[Decoder]:
+    """The decoder state before each position of `order`, for suffix replays."""
+    state = empty.copy()
     out = []
     for i in order:
-        out.append((state.copy(), value, dict(spots)))
-        gained, placed = pack(scenario, state, (i,), decay)
-        value += gained
-        spots.update(placed)
+        out.append(state.copy())
+        state.pack((i,))
     return out
-
-
-def pack(scenario: Scenario, free: Free, order: tuple[int, ...],
-         decay: np.ndarray) -> tuple[float, dict[int, tuple[int, int]]]:
-    """Greedy placement in `order`, each job at its earliest start; returns value and spots.
-
-    `decay[t]` is the sum of decay**u for u < t, so a run's reward is one subtraction.
-    """
-    T = scenario.T
-    value = 0.0
-    spots: dict[int, tuple[int, int]] = {}
-    for i in order:
-        job = scenario.jobs[i]
-        spot = _earliest(free, job, T)
-        if spot is None:
-            continue
-        start, first = spot
-        end = min(start + run_length(job), T)
-        free.index.occupy(first, job.gpus, start, end)
-        if free.spare is not None:
-            free.spare[start:end] -= job.gpus
-        value += job.priority * job.gpus * (decay[end] - decay[start])
-        spots[i] = spot
-    return value, spots
-
-
-def _earliest(free: Free, job: BatchJob, T: int) -> tuple[int, int] | None:
-    """The earliest block-feasible start that also leaves the reserved GPUs spare.
-
-    Steps without `gpus` to spare count as busy in every block, so one search does both.
-    """
-    short = 0
-    if free.spare is not None:
-        for t in np.flatnonzero(free.spare < job.gpus).tolist():
-            short |= 1 << t
-    return find(free.index, job, job.arrival_step, best_fit=True, also_busy=short)

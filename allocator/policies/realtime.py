@@ -23,6 +23,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import _packc
 
 
 def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
@@ -80,9 +81,13 @@ class _Job:
     unused_current: set[int] = field(default_factory=set)
 
 
-def place_realtime(scenario: Scenario, grid: np.ndarray) -> None:
-    """Fill `grid` (running jobs already pinned) with every realtime job's GPUs."""
-    placer = RealtimePlacer(scenario, grid)
+def place_realtime(scenario: Scenario, grid: np.ndarray, tail_first: bool = False) -> None:
+    """Fill `grid` (running jobs already pinned) with every realtime job's GPUs.
+
+    `tail_first`: an interval that would break a batch block everywhere starts instead
+    on a GPU no block misses once it frees up (its head placed apart).
+    """
+    placer = RealtimePlacer(scenario, grid, tail_first)
     placer.place(grid)
     placer.finish(grid)
 
@@ -95,9 +100,10 @@ class RealtimePlacer:
     `reserve` tells the batch placement how many GPUs per step to leave for them.
     """
 
-    def __init__(self, scenario: Scenario, grid: np.ndarray) -> None:
+    def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
+        self.tail_first = tail_first
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
         self.rank = preference(G, self.largest)
@@ -144,7 +150,7 @@ class RealtimePlacer:
             _, _, a, i, b = heapq.heappop(queue)
             state = self.jobs[i]
             mine = (self.owner == -1) | (self.owner == i)
-            spot = _choose(free, mine, self.rank, state, a, b, self.largest)
+            spot = _choose(free, mine, self.rank, state, a, b, self.largest, self.tail_first)
             if spot is None:
                 continue  # left out: a shortfall the objective prices
             gpu, start = spot
@@ -164,41 +170,63 @@ class RealtimePlacer:
 def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
     """What batch work loses if a GPU is taken for this window: per block size up to the
     largest queued job, the free share of the rest of the GPU's aligned block (0 where the
-    GPU is in no such block, or the block is busy anyway)."""
+    GPU is in no such block, or the block is busy anyway).
+
+    Each share is rounded to tenths (a block busy for a moment is not broken); summed as
+    integer tenths, one division at the end.
+    """
     steps, G = window.shape
-    free_steps = window.sum(axis=0).astype(np.float64)
-    cost = np.zeros(G)
+    free_steps = window.sum(axis=0)
+    tenths = np.zeros(G)
     k = 2
     while k <= min(largest, G):
         whole = (G // k) * k
-        sums = free_steps[:whole].reshape(-1, k).sum(axis=1)
-        share = (np.repeat(sums, k) - free_steps[:whole]) / ((k - 1) * steps)
-        cost[:whole] += np.round(share, 1)  # a block busy for a moment is not broken
+        part = free_steps[:whole].reshape(-1, k)
+        others = part.sum(axis=1, keepdims=True) - part
+        tenths[:whole] += np.rint(others / ((k - 1) * steps) * 10).ravel()
         k *= 2
-    return cost
+    return tenths / 10
 
 
 def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: _Job,
-            a: int, b: int, largest: int) -> tuple[int, int] | None:
+            a: int, b: int, largest: int, tail_first: bool = False) -> tuple[int, int] | None:
     """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
     else the one whose taking costs batch blocks least (ties: the preferred); failing
     that, the GPU free from the earliest step on to b."""
-    window = free[a:b] & mine
-    whole = window.all(axis=0)
     if a == 0 and state.unused_current:
-        own = [g for g in state.unused_current if whole[g]]
+        own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
         if own:
             return max(own, key=lambda g: rank[g]), 0
-    if whole.any():
-        candidates = np.flatnonzero(whole)
-        cost = block_cost(free[a:b], largest)[candidates]
-        best = candidates[cost <= cost.min() + 1e-9]
-        return int(best[np.argmax(rank[best])]), a
-    # Free from some step m on: the GPU whose free tail starts earliest takes [m, b).
+    if _packc is not None:
+        return _packc.choose(free, mine, rank, a, b, largest, tail_first)
+    return _choose_py(free, mine, rank, a, b, largest, tail_first)
+
+
+def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
+               a: int, b: int, largest: int,
+               tail_first: bool = False) -> tuple[int, int] | None:
+    """`_choose` past the own-GPU rule, in numpy: the reference for the compiled one."""
+    window = free[a:b] & mine
+    whole = window.all(axis=0)
     busy_rows = ~window
     last_busy = np.where(busy_rows.any(axis=0),
                          (b - a) - 1 - np.argmax(busy_rows[::-1], axis=0), -1)
     start = last_busy + 1  # relative to a; == b - a means never free at the end
+    if whole.any():
+        candidates = np.flatnonzero(whole)
+        cost_all = block_cost(free[a:b], largest)
+        cost = cost_all[candidates]
+        if tail_first and cost.min() > 1e-9:
+            # Every whole GPU breaks a block: a costless one free from a later step m
+            # takes [m, b), and the head [a, m) goes elsewhere (it breaks less).
+            tails = np.flatnonzero((start > 0) & (start < b - a) & (cost_all <= 1e-9))
+            if len(tails):
+                m = int(start[tails].min())
+                near = tails[start[tails] == m]
+                return int(near[np.argmax(rank[near])]), a + m
+        best = candidates[cost <= cost.min() + 1e-9]
+        return int(best[np.argmax(rank[best])]), a
+    # Free from some step m on: the GPU whose free tail starts earliest takes [m, b).
     best = int(start.min())
     if best >= b - a:
         return None

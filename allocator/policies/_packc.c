@@ -1,0 +1,464 @@
+/* fast's greedy decoder, compiled: the same bit logic as blocks.BlockIndex.find/occupy
+ * and fast.pack, for horizons of at most 63 steps (one uint64 word per aligned block).
+ *
+ * Layout: every block size k = 2**l (l = 0 .. levels-1) has count[l] aligned blocks whose
+ * busy words sit at words[offset[l] .. offset[l] + count[l]). Bit t set: some GPU of the
+ * block is busy at step t. The Python fallback in fast.py is the reference; a test holds
+ * the two to the same spots and value on random scenarios.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t *words;
+    const int64_t *offset;
+    const int64_t *count;
+    int levels;
+    int64_t *spare; /* GPUs per step batch may still take; NULL: no reservation */
+    int T;
+    double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
+} State;
+
+static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
+static inline uint64_t span(int start, int end) {
+    return end > start ? (((uint64_t)1 << (end - start)) - 1) << start : 0;
+}
+
+/* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
+ * steps (a run may pass the horizon's end), then the block: with best_fit the one whose
+ * buddy is busiest over the run, ties lowest. Returns the start, or -1. */
+static int find(const State *s, int level, int length, int earliest, uint64_t also_busy,
+                int best_fit, int64_t *block) {
+    const int T = s->T;
+    if (level >= s->levels || s->count[level] == 0 || earliest >= T) return -1;
+    const uint64_t *w = s->words + s->offset[level];
+    const int64_t n = s->count[level];
+    const int window = length < T ? length : T;
+    const uint64_t horizon = span(0, T);
+    const int first = earliest > 0 ? earliest : 0;
+    const uint64_t valid = horizon & ~span(0, first);
+    int best_start = T;
+    int64_t best = -1;
+    int best_busy = -1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t word = w[i] | also_busy;
+        int start;
+        if (!(word & valid)) {
+            start = first;
+        } else {
+            uint64_t runs = ~word & horizon;
+            int have = 1;
+            while (have < window) {
+                int step = have < window - have ? have : window - have;
+                runs &= runs >> step;
+                have += step;
+            }
+            int tail_from = bit_length(word);
+            if (tail_from < T - window) tail_from = T - window;
+            runs = (runs | (horizon & ~span(0, tail_from))) & valid;
+            if (!runs) continue;
+            start = __builtin_ctzll(runs);
+        }
+        if (start > best_start) continue;
+        int busy = 0;
+        if (best_fit) {
+            int end = start + length < T ? start + length : T;
+            int64_t buddy = i ^ 1;
+            busy = buddy < n ? __builtin_popcountll((w[buddy] | also_busy) & span(start, end))
+                             : end - start;
+        }
+        if (start < best_start || busy > best_busy) {
+            best_start = start;
+            best = i;
+            best_busy = busy;
+            if (!best_fit && start == first) break;
+        }
+    }
+    if (best < 0) return -1;
+    *block = best;
+    return best_start;
+}
+
+static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
+    const uint64_t bits = span(start, end);
+    for (int l = 0; l < s->levels; l++) {
+        const int64_t k = (int64_t)1 << l;
+        uint64_t *w = s->words + s->offset[l];
+        if (k <= gpus) {
+            for (int64_t i = first / k; i < (first + gpus) / k; i++) w[i] |= bits;
+        } else if (first / k < s->count[l]) {
+            w[first / k] |= bits;
+        }
+    }
+}
+
+#define GET(buf, fmt_obj, writable)                                                        \
+    (PyObject_GetBuffer((fmt_obj), &(buf), (writable) ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS \
+                                                      : PyBUF_C_CONTIGUOUS) == 0)
+
+typedef struct {
+    const int64_t *gpus, *length, *arrival;
+    const double *weight, *decay;
+} Jobs;
+
+/* The greedy pass: each job of order[0..n) at its earliest feasible start. */
+static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+    const int T = s->T;
+    double value = 0.0;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        const int64_t i = order[p];
+        const int64_t g = j->gpus[i];
+        uint64_t short_steps = 0;
+        if (s->spare)
+            for (int t = 0; t < T; t++)
+                if (s->spare[t] < g) short_steps |= (uint64_t)1 << t;
+        out_start[i] = -1;
+        out_first[i] = -1;
+        if (g <= 0 || (g & (g - 1))) continue;
+        int64_t block;
+        int earliest = (int)j->arrival[i];
+        if (*bound > earliest) earliest = *bound;
+        const int level = __builtin_ctzll((uint64_t)g);
+        int start = find(s, level, (int)j->length[i], earliest, short_steps, best_fit, &block);
+        if (s->spare && s->spill >= 0 && short_steps && (start < 0 || start > earliest)) {
+            /* Worth the reserved GPUs it takes? Earlier, on GPUs realtime would miss. */
+            int64_t over_block;
+            int over = find(s, level, (int)j->length[i], earliest, 0, best_fit, &over_block);
+            if (over >= 0 && (start < 0 || over < start)) {
+                int over_end = over + j->length[i] < T ? over + (int)j->length[i] : T;
+                double deficit = 0;
+                for (int t = over; t < over_end; t++)
+                    if (s->spare[t] < g) deficit += (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0));
+                double keep = 0;
+                if (start >= 0) {
+                    int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+                    keep = j->weight[i] * (j->decay[end] - j->decay[start]);
+                }
+                double take = j->weight[i] * (j->decay[over_end] - j->decay[over]) -
+                              s->spill * deficit;
+                if (take > keep) {
+                    start = over;
+                    block = over_block;
+                }
+            }
+        }
+        if (start < 0) continue;
+        int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+        occupy(s, block * g, g, start, end);
+        if (s->spare)
+            for (int t = start; t < end; t++) s->spare[t] -= g;
+        value += j->weight[i] * (j->decay[end] - j->decay[start]);
+        out_start[i] = start;
+        out_first[i] = block * g;
+        if (*bound >= 0) *bound = start;
+    }
+    return value;
+}
+
+/* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
+ * decay, start, first. */
+static const int WRITABLE[12] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1};
+
+static int get_buffers(PyObject **o, Py_buffer *b, int *got) {
+    for (*got = 0; *got < 12; (*got)++) {
+        if (*got == 3 && o[3] == Py_None) {
+            b[3].buf = NULL;
+            b[3].obj = NULL;
+            continue;
+        }
+        if (!GET(b[*got], o[*got], WRITABLE[*got])) return 0;
+    }
+    return 1;
+}
+
+static void release(Py_buffer *b, int got) {
+    for (int i = 0; i < got; i++)
+        if (b[i].obj) PyBuffer_Release(&b[i]);
+}
+
+/* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *      start, first, best_fit, bound, spill) -> (value, bound). Places the jobs of `order`
+ * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
+ * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
+ * placed job's (the new bound is returned); -1 leaves starts free. */
+static PyObject *pack(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[12];
+    int best_fit, bound;
+    double spill;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpid:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound,
+                          &spill))
+        return NULL;
+    Py_buffer b[12];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
+               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
+    Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    double value = pack_run(&s, &j, b[4].buf, b[4].len / 8, best_fit, &bound, b[10].buf,
+                            b[11].buf);
+    release(b, got);
+    return Py_BuildValue("(di)", value, bound);
+}
+
+/* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *         start, first, value, packs, spill, swaps) -> value: fast.improve_order,
+ * compiled. `order`,
+ * `start` and `first` hold the best pass on entry (its value given) and on return. The
+ * neighbourhood, scan order, budget and acceptance are the Python reference's exactly. */
+static PyObject *improve(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[12];
+    double value, spill;
+    long long packs;
+    int swaps;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs,
+                          &spill, &swaps))
+        return NULL;
+    Py_buffer b[12];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
+    const int T = (int)(b[9].len / 8) - 1;
+    const int has_spare = b[3].buf != NULL;
+    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
+    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
+    Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *cur = malloc(NS * 8), *trial = malloc(NS * 8), *movable = malloc(NS * 8);
+    uint64_t *pw = malloc(NS * WS * 8), *tw = malloc(WS * 8);
+    int64_t *ps = malloc(NS * TS * 8), *tsp = malloc(TS * 8);
+    double *pv = malloc(NS * sizeof(double));
+    int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
+    int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
+    if (!cur || !trial || !movable || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst ||
+        !sstart || !sfirst) {
+        free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+        free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        release(b, got);
+        return PyErr_NoMemory();
+    }
+    memcpy(cur, order, n * 8);
+    long long budget = packs * (n > 1 ? n : 1);
+    while (budget > 0) {
+        /* the state before each position of the current order */
+        State work = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+        memcpy(tw, b[0].buf, W * 8);
+        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
+        double v = 0.0;
+        int no_bound = -1;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            memcpy(pw + p * WS, tw, W * 8);
+            if (has_spare) memcpy(ps + p * TS, tsp, T * 8);
+            pv[p] = v;
+            v += pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
+        }
+        Py_ssize_t nm = 0;
+        for (Py_ssize_t a = 1; a < n; a++) {
+            const int64_t i = cur[a];
+            if (start[i] < 0 || start[i] > j.arrival[i]) movable[nm++] = a;
+        }
+        int improved = 0;
+        for (Py_ssize_t bpos = 0; bpos < n - 1; bpos++) {
+            for (Py_ssize_t m = 0; m < nm; m++) {
+                const Py_ssize_t a = movable[m];
+                if (a <= bpos) continue;
+                if (budget <= 0) break;
+                /* two moves per (b, a): job a inserted at b, then a and b swapped */
+                for (int move = 0; move < 2 && !improved; move++) {
+                    if (move == 1 && (!swaps || a == bpos + 1 || budget <= 0)) break;
+                    memcpy(trial, cur, n * 8);
+                    if (move == 0) {
+                        trial[bpos] = cur[a];
+                        memcpy(trial + bpos + 1, cur + bpos, (a - bpos) * 8);
+                    } else {
+                        trial[bpos] = cur[a];
+                        trial[a] = cur[bpos];
+                    }
+                    budget -= n - bpos;
+                    State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+                    memcpy(tw, pw + bpos * WS, W * 8);
+                    if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
+                    memcpy(tstart, start, J * 8);
+                    memcpy(tfirst, first, J * 8);
+                    double tail = pack_run(&t, &j, trial + bpos, n - bpos, 1, &no_bound,
+                                           tstart, tfirst);
+                    if (pv[bpos] + tail > value + 1e-9) {
+                        memcpy(cur, trial, n * 8);
+                        value = pv[bpos] + tail;
+                        memcpy(start, tstart, J * 8);
+                        memcpy(first, tfirst, J * 8);
+                        improved = 1;
+                    }
+                }
+                if (improved) break;
+            }
+            if (improved || budget <= 0) break;
+        }
+        if (!improved) break;
+    }
+    memcpy(order, cur, n * 8);
+    free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+    free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    release(b, got);
+    return PyFloat_FromDouble(value);
+}
+
+/* What batch blocks lose if GPU g is taken: per block size k up to `largest`, the free
+ * share of the rest of its aligned k-block, rounded to tenths; summed in tenths. */
+static double tenths_of(int g, int G, int largest, int steps, const int64_t *cum,
+                        const int64_t *free_steps) {
+    double tenths = 0;
+    for (int k = 2; k <= largest && k <= G; k *= 2) {
+        if (g >= (G / k) * k) continue;
+        const int lo = (g / k) * k;
+        const int64_t sum = cum[lo + k] - cum[lo];
+        tenths += rint((double)(sum - free_steps[g]) / (double)((k - 1) * steps) * 10);
+    }
+    return tenths;
+}
+
+/* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest, tail_first)
+ * -> (gpu, start) | None: realtime.py's _choose past its own-GPU rule. A GPU free (and
+ * allowed) over all of [a, b) whose taking costs batch blocks least (block_cost, in
+ * integer tenths), ties the highest rank; with tail_first, when that still costs
+ * something, a costless GPU free from a later step instead; failing all, the GPU whose
+ * free tail starts earliest. */
+static PyObject *choose(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *of, *om, *orank;
+    int a, b, largest, tail_first;
+    if (!PyArg_ParseTuple(args, "OOOiiip:choose", &of, &om, &orank, &a, &b, &largest,
+                          &tail_first))
+        return NULL;
+    Py_buffer bf, bm, br;
+    if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
+    if (PyObject_GetBuffer(om, &bm, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(orank, &br, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        return NULL;
+    }
+    const int G = (int)bm.len;
+    const unsigned char *fr = bf.buf, *mine = bm.buf;
+    const double *rank = br.buf;
+    const int steps = b - a;
+    int64_t *free_steps = calloc((size_t)G + 1, sizeof(int64_t));
+    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* relative start of free tail */
+    int gpu = -1, start = -1, any_whole = 0;
+    if (!free_steps || !tail) {
+        free(free_steps);
+        free(tail);
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        PyBuffer_Release(&br);
+        return PyErr_NoMemory();
+    }
+    for (int g = 0; g < G; g++) tail[g] = 0;
+    for (int t = a; t < b; t++) {
+        const unsigned char *row = fr + (size_t)t * G;
+        for (int g = 0; g < G; g++) {
+            free_steps[g] += row[g] != 0;
+            if (!(row[g] && mine[g])) tail[g] = t - a + 1;
+        }
+    }
+    for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
+    /* prefix sums of free steps, so a block's total is one subtraction */
+    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
+    if (!cum) {
+        free(free_steps);
+        free(tail);
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        PyBuffer_Release(&br);
+        return PyErr_NoMemory();
+    }
+    for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
+    if (any_whole) {
+        /* cost in tenths, per candidate; the cheapest, then the highest rank */
+        double best_cost = 0;
+        for (int g = 0; g < G; g++) {
+            if (tail[g] != 0) continue;
+            double tenths = tenths_of(g, G, largest, steps, cum, free_steps);
+            if (gpu < 0 || tenths < best_cost || (tenths == best_cost && rank[g] > rank[gpu])) {
+                gpu = g;
+                best_cost = tenths;
+            }
+        }
+        start = a;
+        if (tail_first && best_cost > 0) {
+            /* a GPU no block misses, free from some later step m: take [m, b) there */
+            int tail_gpu = -1;
+            for (int g = 0; g < G; g++) {
+                if (tail[g] == 0 || tail[g] >= steps) continue;
+                if (tenths_of(g, G, largest, steps, cum, free_steps) != 0) continue;
+                if (tail_gpu < 0 || tail[g] < tail[tail_gpu] ||
+                    (tail[g] == tail[tail_gpu] && rank[g] > rank[tail_gpu]))
+                    tail_gpu = g;
+            }
+            if (tail_gpu >= 0) {
+                gpu = tail_gpu;
+                start = a + (int)tail[tail_gpu];
+            }
+        }
+    } else {
+        int64_t earliest = steps;
+        for (int g = 0; g < G; g++)
+            if (tail[g] < earliest || (tail[g] == earliest && gpu >= 0 && rank[g] > rank[gpu])) {
+                if (tail[g] < earliest) earliest = tail[g];
+                gpu = g;
+            }
+        if (earliest >= steps) gpu = -1;
+        start = a + (int)earliest;
+    }
+    free(cum);
+    free(free_steps);
+    free(tail);
+    PyBuffer_Release(&bf);
+    PyBuffer_Release(&bm);
+    PyBuffer_Release(&br);
+    if (gpu < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", gpu, start);
+}
+
+static PyMethodDef methods[] = {
+    {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
+    {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
+    {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
+                                    "fast's compiled greedy decoder.", -1, methods};
+
+/* Bumped whenever a signature changes: decoder.py ignores an extension built from an
+ * older source (a stale in-place build) rather than call it wrongly. */
+#define PACKC_ABI 4
+
+PyMODINIT_FUNC PyInit__packc(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", PACKC_ABI) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,230 @@
+"""fast's greedy decoder: jobs in a given order, each at its earliest feasible start.
+
+A `Decoder` is the state of one greedy pass: which aligned blocks are busy when, the GPUs
+per step the batch work must leave spare (realtime's later layers), the spot of every job
+placed so far and the value they earn. `copy` forks it, so a search can replay only the
+suffix of an order it changes from a saved prefix state.
+
+Two implementations hold the same state and give the same spots and value: the compiled
+one (`_packc.c`, one uint64 word per block, horizons up to 63 steps), and the Python one
+over `BlockIndex` (any horizon; the fallback when the extension was not built). A test
+holds them equal on random scenarios.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.model import BatchJob, Scenario
+from allocator.policies.blocks import BlockIndex
+from allocator.policies.placement import find, run_length
+
+PACKC_ABI = 4  # must match _packc.c: an extension built from older source is not used
+
+try:  # built by `pip install` (pyproject's ext-modules); optional
+    from allocator.policies import _packc
+except ImportError:  # pragma: no cover - exercised where no C compiler was available
+    _packc = None
+if _packc is not None and getattr(_packc, "ABI", None) != PACKC_ABI:  # pragma: no cover
+    warnings.warn("allocator/policies/_packc is stale (rebuild: pip install -e .); "
+                  "fast runs its Python decoder", RuntimeWarning, stacklevel=1)
+    _packc = None
+
+COMPILED_MAX_T = 63
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """Per job (by index in scenario.jobs): what the decoder reads, as arrays."""
+
+    gpus: np.ndarray
+    length: np.ndarray  # run length in steps, at most T
+    arrival: np.ndarray  # at most T
+    weight: np.ndarray  # priority x gpus
+    decay: np.ndarray  # decay[t] = sum of decay**u for u < t: a run's reward is a subtraction
+
+    @staticmethod
+    def of(scenario: Scenario) -> Jobs:
+        n, T = len(scenario.jobs), scenario.T
+        gpus, length, arrival = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        weight = np.zeros(n)
+        for i, job in enumerate(scenario.jobs):
+            if isinstance(job, BatchJob):  # past the horizon, T behaves like any larger value
+                gpus[i], weight[i] = job.gpus, job.priority * job.gpus
+                length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
+        decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
+        return Jobs(gpus, length, arrival, weight, decay)
+
+
+class Decoder:
+    """One greedy pass's state; `pack(order)` places more jobs and returns what they earn."""
+
+    best_fit: bool = True  # among blocks free at the start: the best fit, or the lowest
+    bound: int = -1  # fifo's rule when >= 0: no start before the last placed job's
+    spill: float = -1.0  # >= 0: a job may take reserved GPUs, each GPU-step priced so
+
+    def __init__(self, start: np.ndarray, first: np.ndarray, spare: np.ndarray | None,
+                 value: float) -> None:
+        self.start = start  # per job: its start step, -1 while unplaced
+        self.first = first  # per job: its first GPU
+        self.spare = spare
+        self.value = value
+
+    @staticmethod
+    def new(scenario: Scenario, busy: np.ndarray, spare: np.ndarray | None,
+            jobs: Jobs, compiled: bool | None = None, best_fit: bool = True,
+            fifo: bool = False, spill: float = -1.0) -> Decoder:
+        """The empty pass over `busy` cells; `compiled=None` picks C where it can run.
+
+        fast uses the best-fit block; the baselines the lowest, and fifo its order bound.
+        With `spare` and `spill >= 0`, a job the reserve delays (or keeps out) may start
+        earlier on reserved GPUs when its value beats `spill` per reserved GPU-step taken
+        (realtime's cheapest shortfall): the trade the objective makes.
+        """
+        if compiled is None:
+            compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
+        n = len(scenario.jobs)
+        start, first = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        spare = None if spare is None else spare.astype(np.int64)
+        index = BlockIndex(busy)
+        if compiled:
+            out: Decoder = _CDecoder(index, jobs, start, first, spare)
+        else:
+            out = _PyDecoder(scenario, index, start, first, spare)
+        out.best_fit, out.bound, out.spill = best_fit, 0 if fifo else -1, spill
+        return out
+
+    def _fork(self, clone: Decoder) -> Decoder:
+        clone.best_fit, clone.bound, clone.spill = self.best_fit, self.bound, self.spill
+        return clone
+
+    def copy(self) -> Decoder:
+        raise NotImplementedError
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        raise NotImplementedError
+
+    def spots(self) -> dict[int, tuple[int, int]]:
+        placed = np.flatnonzero(self.start >= 0).tolist()
+        return {i: (int(self.start[i]), int(self.first[i])) for i in placed}
+
+    def write(self, scenario: Scenario, grid: np.ndarray) -> None:
+        """Constraint 5: each placed job on one block, every step of its run (to T)."""
+        for i, (start, first) in self.spots().items():
+            job = scenario.jobs[i]
+            grid[start : min(start + run_length(job), scenario.T), first : first + job.gpus] = i
+
+
+class _CDecoder(Decoder):
+    def __init__(self, index: BlockIndex | None, jobs: Jobs, start: np.ndarray,
+                 first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:
+        super().__init__(start, first, spare, value)
+        self.jobs = jobs
+        if index is not None:
+            levels = [np.asarray(index.levels[1 << lvl], dtype=np.uint64)
+                      for lvl in range(len(index.levels))]
+            self.count = np.array([len(w) for w in levels], dtype=np.int64)
+            self.offset = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)
+            self.words = np.concatenate(levels) if levels else np.zeros(0, dtype=np.uint64)
+
+    def copy(self) -> _CDecoder:
+        clone = _CDecoder(None, self.jobs, self.start.copy(), self.first.copy(),
+                          None if self.spare is None else self.spare.copy(), self.value)
+        clone.count, clone.offset, clone.words = self.count, self.offset, self.words.copy()
+        return self._fork(clone)
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        j = self.jobs
+        gained, self.bound = _packc.pack(
+            self.words, self.offset, self.count, self.spare, np.asarray(order, dtype=np.int64),
+            j.gpus, j.length, j.arrival, j.weight, j.decay, self.start, self.first,
+            self.best_fit, self.bound, self.spill)
+        self.value += gained
+        return gained
+
+
+    def improve(self, order: tuple[int, ...], best: _CDecoder, packs: int,
+                swaps: bool) -> tuple[_CDecoder, list[int]]:
+        """fast.improve_order from this (empty) state, compiled: the best pass and order."""
+        j = self.jobs
+        out = best.copy()
+        current = np.asarray(order, dtype=np.int64).copy()
+        out.value = _packc.improve(
+            self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
+            j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
+            swaps)
+        return out, current.tolist()
+
+
+class _PyDecoder(Decoder):
+    def __init__(self, scenario: Scenario, index: BlockIndex, start: np.ndarray,
+                 first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:
+        super().__init__(start, first, spare, value)
+        self.scenario = scenario
+        self.index = index
+
+    def copy(self) -> _PyDecoder:
+        return self._fork(_PyDecoder(
+            self.scenario, self.index.copy(), self.start.copy(), self.first.copy(),
+            None if self.spare is None else self.spare.copy(), self.value))
+
+    def pack(self, order: tuple[int, ...] | list[int]) -> float:
+        jobs, T = self.scenario.jobs, self.scenario.T
+        decay = self.scenario.weights.decay ** np.arange(T)
+        cum = np.concatenate(([0.0], np.cumsum(decay)))
+        gained = 0.0
+        for i in order:
+            job = jobs[i]
+            self.start[i] = self.first[i] = -1
+            spot = self._earliest(job)
+            if self.spare is not None and self.spill >= 0:
+                spot = self._spill(job, spot, cum)
+            if spot is None:
+                continue
+            start, first = spot
+            end = min(start + run_length(job), T)
+            self.index.occupy(first, job.gpus, start, end)
+            if self.spare is not None:
+                self.spare[start:end] -= job.gpus
+            gained += job.priority * job.gpus * (cum[end] - cum[start])
+            self.start[i], self.first[i] = start, first
+            if self.bound >= 0:
+                self.bound = start
+        self.value += gained
+        return gained
+
+    def _spill(self, job: BatchJob, spot: tuple[int, int] | None,
+               cum: np.ndarray) -> tuple[int, int] | None:
+        """An earlier spot on reserved GPUs, if the job's value beats their shortfall price."""
+        T, g = self.scenario.T, job.gpus
+        earliest = max(min(job.arrival_step, T), self.bound)
+        if not (self.spare < g).any() or (spot is not None and spot[0] <= earliest):
+            return spot
+        over = find(self.index, job, max(job.arrival_step, self.bound), self.best_fit)
+        if over is None or (spot is not None and over[0] >= spot[0]):
+            return spot
+        length = min(run_length(job), T)
+        over_end = min(over[0] + length, T)
+        window = self.spare[over[0] : over_end]
+        deficit = float(np.where(window < g, g - np.maximum(window, 0), 0).sum())
+        keep = 0.0
+        if spot is not None:
+            end = min(spot[0] + length, T)
+            keep = job.priority * job.gpus * (cum[end] - cum[spot[0]])
+        take = job.priority * job.gpus * (cum[over_end] - cum[over[0]]) - self.spill * deficit
+        return over if take > keep else spot
+
+    def _earliest(self, job: BatchJob) -> tuple[int, int] | None:
+        """The earliest block-feasible start that also leaves the reserved GPUs spare.
+
+        Steps without `gpus` to spare count as busy in every block, so one search does both.
+        """
+        short = 0
+        if self.spare is not None:
+            for t in np.flatnonzero(self.spare < job.gpus).tolist():
+                short |= 1 << t
+        return find(self.index, job, max(job.arrival_step, self.bound), self.best_fit,
+                    also_busy=short)

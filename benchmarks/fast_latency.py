@@ -1,0 +1,81 @@
+"""fast's median in-process latency at the issue's four sizes, this checkout against another.
+
+Each size is a scale scenario of `allocator.bench_scale` (same generator, same seed). With
+`--tree DIR` (another checkout, e.g. `git archive COMMIT | tar -x -C DIR`, with its C
+extension built in place when it has one) both trees are timed in alternating fresh
+processes, so the before/after ratio comes from one run on one (loaded) machine:
+
+    python benchmarks/fast_latency.py --tree /tmp/before --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+SIZES = ((8, 10, 24), (64, 30, 24), (256, 120, 24), (1024, 1000, 48))
+REPEATS = {8: 41, 64: 21, 256: 7, 1024: 3}
+
+PROBE = """
+import json, statistics, sys, time
+sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
+sys.path.insert(0, {tree!r})
+from allocator import grid as gridlib
+from allocator.bench_scale import ScaleCase, scenario_for
+from allocator.policies.fast import fast
+assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
+out = {{}}
+for g, j, t in {sizes!r}:
+    s = scenario_for(ScaleCase(g, j, t))
+    grid = fast(s)
+    times = []
+    for _ in range({repeats!r}[g]):
+        began = time.perf_counter(); fast(s); times.append(time.perf_counter() - began)
+    out[f"{{g}} GPUs / {{j}} jobs / {{t}} steps"] = [1000 * statistics.median(times),
+                                                     gridlib.objective(s, grid)]
+print(json.dumps(out))
+"""
+
+
+def measure(tree: Path) -> dict[str, list[float]]:
+    code = PROBE.format(tree=str(tree), sizes=SIZES, repeats=REPEATS)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=None, help="another checkout")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    trees = {"this": HERE} | ({"other": args.tree.resolve()} if args.tree else {})
+    runs: dict[str, list[dict]] = {k: [] for k in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            runs[name].append(measure(tree))
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.rounds} rounds, alternating; "
+          "median ms of the rounds' medians")
+    head = "| case | this ms | this objective |"
+    if args.tree:
+        head += " other ms | other objective | other / this |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for case in runs["this"][0]:
+        ms = statistics.median(r[case][0] for r in runs["this"])
+        line = f"| {case} | {ms:.2f} | {runs['this'][0][case][1]:.2f} |"
+        if args.tree:
+            other = statistics.median(r[case][0] for r in runs["other"])
+            line += (f" {other:.2f} | {runs['other'][0][case][1]:.2f} "
+                     f"| x{other / ms:.1f} |")
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

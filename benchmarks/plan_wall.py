@@ -1,0 +1,61 @@
+"""Whole-process wall time of `gpuplan plan`: imports, planning, validation, writing.
+
+Runs the command N times in fresh interpreters and prints the median. `--tree DIR` runs
+the code of another checkout instead (e.g. `git archive COMMIT | tar -x -C DIR`, with
+its C extension built in place when it has one), interleaved with this one, so that a
+before/after ratio comes from one run on one machine:
+
+    python benchmarks/plan_wall.py data/scenarios/mixed-control.json --tree /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def one_run(tree: Path, scenario: str, policy: str, out: str) -> float:
+    """Seconds for one `gpuplan plan` in a fresh interpreter, importing from `tree`."""
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if 'editable' not in repr(f)]; "
+            f"sys.path.insert(0, {str(tree)!r}); "
+            f"sys.argv = ['gpuplan', 'plan', {scenario!r}, '--policy', {policy!r}, "
+            f"'--out', {out!r}]; "
+            "import pipelines.cli as c; assert c.__file__.startswith(sys.path[0]); c.main()")
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?", default="data/scenarios/mixed-control.json")
+    parser.add_argument("--policy", default="fast")
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="another checkout to time against this one")
+    args = parser.parse_args()
+    trees = {"this": HERE} | ({"other": args.tree.resolve()} if args.tree else {})
+    out = "/tmp/gpuplan_plan_wall.json"
+    samples: dict[str, list[float]] = {k: [] for k in trees}
+    for _ in range(args.runs):
+        for name, tree in trees.items():
+            samples[name].append(one_run(tree, args.scenario, args.policy, out))
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs each, interleaved")
+    for name, values in samples.items():
+        print(f"{name} ({trees[name]}): median {1000 * statistics.median(values):.0f} ms, "
+              f"min {1000 * min(values):.0f} ms")
+    if args.tree:
+        ratio = statistics.median(samples["this"]) / statistics.median(samples["other"])
+        print(f"this / other: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""fast's compiled decoder against its Python reference: the same spots, value and grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from allocator import grid as gridlib
+from allocator.model import BatchJob, Scenario
+from allocator.policies import decoder, realtime
+from allocator.policies import fast as fastmod
+from allocator.policies.decoder import Decoder, Jobs
+from allocator.policies.fast import place_batch
+from allocator.policies.realtime import place_realtime
+from tests.strategies import scenarios
+
+needs_c = pytest.mark.skipif(decoder._packc is None, reason="the C decoder was not built")
+
+
+def _start(scenario: Scenario) -> np.ndarray:
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    place_realtime(scenario, grid)
+    return grid
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
+def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario) -> None:
+    grid = _start(scenario)
+    queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
+    jobs = Jobs.of(scenario)
+    rng = np.random.default_rng(len(queued))
+    spare = (grid == gridlib.FREE).sum(axis=1) - rng.integers(0, 3, scenario.T)
+    for reserve, spill in ((None, -1.0), (spare, -1.0), (spare, 0.0), (spare, 3.5)):
+        c = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=True, spill=spill)
+        py = Decoder.new(scenario, grid >= 0, reserve, jobs, compiled=False, spill=spill)
+        for part in (queued[::2], queued[1::2]):  # two calls: the state carries over
+            assert c.pack(part) == py.pack(part)
+        assert c.spots() == py.spots()
+        assert c.value == py.value
+        if reserve is not None:
+            assert np.array_equal(c.spare, py.spare)
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
+def test_place_batch_gives_one_grid_either_way(scenario: Scenario) -> None:
+    grid = _start(scenario)
+    reserve = np.arange(scenario.T) % 3
+    saved = fastmod.SWAPS
+    try:
+        for swaps in (False, True):  # the order search with and without swap moves
+            fastmod.SWAPS = swaps
+            for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):
+                a = place_batch(scenario, grid, kept, 100, compiled=True, spill=spill)
+                b = place_batch(scenario, grid, kept, 100, compiled=False, spill=spill)
+                assert np.array_equal(a, b)
+    finally:
+        fastmod.SWAPS = saved
+
+
+def test_long_horizons_fall_back_to_python() -> None:
+    from allocator.model import Cluster
+
+    s = Scenario(cluster=Cluster(gpus=4, horizon_steps=80),
+                 jobs=(BatchJob("a", "training", 1.0, 2, 70),))
+    d = Decoder.new(s, np.zeros((80, 4), dtype=bool), None, Jobs.of(s))
+    assert type(d).__name__ == "_PyDecoder"
+    d.pack([0])
+    assert d.spots() == {0: (0, 0)}
+
+
+@needs_c
+@given(shape=st.tuples(st.integers(1, 30), st.integers(1, 70)), density=st.floats(0, 1),
+       seed=st.integers(0, 2**32 - 1), k_exp=st.integers(0, 7), tail_first=st.booleans(),
+       data=st.data())
+def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, tail_first,
+                                                data) -> None:
+    T, G = shape
+    rng = np.random.default_rng(seed)
+    free = rng.random((T, G)) >= density
+    mine = rng.random(G) < 0.9
+    rank = rng.permutation(G).astype(np.float64)
+    a = data.draw(st.integers(0, T - 1))
+    b = data.draw(st.integers(a + 1, T))
+    got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp, tail_first)
+    assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp, tail_first)
