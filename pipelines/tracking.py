@@ -5,8 +5,8 @@ warning line, switches itself off for the rest of the process, and the pipeline'
 outputs (models/, plans, reports) are written all the same.
 
 Store: `MLFLOW_TRACKING_URI` when set; otherwise `sqlite:///<cwd>/mlruns/mlflow.db` with
-artifacts under `mlruns/artifacts/` (what `make ui` opens). Switch: GPUPLAN_TRACKING=off|on;
-under pytest the embedded store is off unless a test asks for it (=on) or sets a URI.
+artifacts under `mlruns/artifacts/` (what `make ui` opens). Switch: GPUPLAN_TRACKING=off|on
+(the test suite's autouse fixture sets it off, so a test never touches the project's store).
 """
 
 from __future__ import annotations
@@ -97,9 +97,6 @@ class Tracker:
                  warn: Callable[[str], None] | None = None) -> None:
         # GPUPLAN_TRACKING=off: a parent (the demo) has already warned, stay silent
         switch = os.environ.get("GPUPLAN_TRACKING", "").lower()
-        if uri is None and not os.environ.get("MLFLOW_TRACKING_URI") and switch != "on" \
-                and "PYTEST_CURRENT_TEST" in os.environ:
-            switch = "off"  # a test never writes (nor reads champions from) the project's store
         self.uri = uri or tracking_uri()
         self._enabled = enabled and switch != "off"
         self._ready: bool | None = None
