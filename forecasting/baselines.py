@@ -89,3 +89,21 @@ def replay_seasonal_max(wide: pd.DataFrame, services: Mapping[str, ServiceConfig
             held[t] = first
         out.append(Held(name, known, need.astype(int), held))
     return out
+
+
+def matched_seasonal_max(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
+                         shortfall_pct: Mapping[str, float], fit_hours: int = WEEK,
+                         step: float = 0.05, steps: int = 21) -> dict[str, Held]:
+    """Per service, the seasonal maximum at the least headroom (0, step, 2 step, ...) whose
+    shortfall is no more than `shortfall_pct[service]`: what the baseline must hold to be
+    as safe as the forecast it is compared with. Services it never matches are left out.
+    """
+    found: dict[str, Held] = {}
+    for k in range(steps):
+        for held in replay_seasonal_max(wide, services, fit_hours, headroom=k * step):
+            if held.service in shortfall_pct and held.service not in found \
+                    and held.shortfall_pct <= shortfall_pct[held.service] + 1e-12:
+                found[held.service] = held
+        if len(found) == len(shortfall_pct):
+            break
+    return found

@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "pipelines.commands_profile",
     "pipelines.commands_day",
     "pipelines.commands_forecast",
+    "pipelines.commands_figures",
 )
 
 

@@ -153,23 +153,9 @@ PROFILE_VS_SEASONAL_MAX_WORST = 0.98   # measured 0.965 (m-mid)
 PROFILE_SHORTFALL_MAX_PCT = 0.8        # measured 0.70 (m-large)
 
 
-def matched_seasonal_max(wide, configs, shortfall: dict[str, float]) -> dict[str, int]:
-    """Per service, the seasonal maximum's GPU-hours at the least headroom (0, 5%, ... 100%)
-    whose shortfall is no more than the profile's."""
-    from forecasting.baselines import replay_seasonal_max
-
-    need: dict[str, int] = {}
-    for step in range(21):
-        for held in replay_seasonal_max(wide, configs, headroom=step * 0.05):
-            if held.service not in need and held.shortfall_pct <= shortfall[held.service]:
-                need[held.service] = held.gpu_hours
-        if len(need) == len(shortfall):
-            break
-    return need
-
-
 def test_profile_holds_fewer_gpu_hours_than_the_seasonal_maximum() -> None:
     from forecasting import profile_eval as ev
+    from forecasting.baselines import matched_seasonal_max
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic
 
@@ -178,7 +164,7 @@ def test_profile_holds_fewer_gpu_hours_than_the_seasonal_maximum() -> None:
     table = ev.metrics(ev.replay(wide, configs, model=DemandProfile(quantile=0.95)), 0.95)
     profile = table[table["method"] == "profile"].set_index("service")
     shortfall = profile["shortfall_pct"].to_dict()
-    baseline = matched_seasonal_max(wide, configs, shortfall)
+    baseline = {s: h.gpu_hours for s, h in matched_seasonal_max(wide, configs, shortfall).items()}
     assert set(baseline) == set(shortfall), "the seasonal maximum never matched a shortfall"
     ratios = {s: profile.loc[s, "gpu_hours_held"] / baseline[s] for s in baseline}
     total = profile["gpu_hours_held"].sum() / sum(baseline.values())
