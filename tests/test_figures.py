@@ -27,7 +27,8 @@ def test_an_unknown_block_is_an_error(tmp_path: Path) -> None:
 
 
 def test_check_reports_a_stale_block_and_writes_nothing(tmp_path: Path) -> None:
-    stale = "<!-- figures:optimum-summary -->\nfast reaches 100% of everything.\n<!-- /figures -->\n"
+    stale = ("<!-- figures:optimum-summary -->\nfast reaches 100% of everything.\n"
+             "<!-- /figures -->\n")
     (tmp_path / "BENCHMARKS.md").write_text(stale)
     lines: list[str] = []
     assert figures.run(check=True, quick=True, root=tmp_path, log=lines.append) == 1
