@@ -9,6 +9,7 @@ deadline; quick: a smoke run while editing.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,7 @@ from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The isolation fixture below is function-scoped; it only resets the environment, which no
-# example changes, so sharing it across a property's examples is safe.
-_COMMON = {"deadline": None,
-           "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]}
+_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 settings.register_profile("dev", max_examples=60, **_COMMON)
 settings.register_profile("ci", max_examples=120, derandomize=True, print_blob=True, **_COMMON)
@@ -31,17 +29,30 @@ _ISOLATED = ("GPUPLAN_TRACKING", "MLFLOW_TRACKING_URI", "GPUPLAN_HOME", "MLFLOW_
              "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID")
 
 
+def _isolate(patch: pytest.MonkeyPatch) -> None:
+    for name in _ISOLATED:
+        patch.delenv(name, raising=False)
+    patch.setenv("GPUPLAN_TRACKING", "off")
+    patch.setenv("MPLBACKEND", "Agg")
+    patch.chdir(ROOT)
+    patch.setattr(sys, "argv", [sys.argv[0]])
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The same isolation for the whole session, before any fixture: module-scoped fixtures
+    run before the per-test fixture below. Never undone: the process is the test session."""
+    _isolate(pytest.MonkeyPatch())
+
+
 @pytest.fixture(autouse=True)
 def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test starts from the same environment, whatever the caller exported.
+    """Every test starts from the same environment, whatever the caller exported and
+    whatever an earlier test left behind (MLflow, for one, exports the URI it is given).
 
     Tracking is off (a test never writes, nor reads champions from, the project's MLflow
     store; a test about tracking turns it on and points it at its own tmp_path), no store
-    URI or gpuplan home is inherited, and the working directory is the project root (the
-    CLI's default paths, such as data/scenarios, are relative to it).
+    URI or gpuplan home is inherited, the working directory is the project root (the
+    CLI's default paths, such as data/scenarios, are relative to it), and `sys.argv` holds
+    no pytest options (reports quote the command they were made by).
     """
-    for name in _ISOLATED:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GPUPLAN_TRACKING", "off")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.chdir(ROOT)
+    _isolate(monkeypatch)

@@ -69,16 +69,18 @@ def test_most_tiny_scenarios_are_contended() -> None:
     assert share(drawn, contended) >= 0.7
     multi = [d for d in drawn if d["cluster"]["gpus"] >= 2 and contended(d)]
     assert share(multi, lambda d: len(queued_sizes(d)) >= 2) >= 0.9  # different sizes
-    assert share(drawn, lambda d: moving_realtime(d) or has_running(d)) >= 0.5
-    assert share(drawn, moving_realtime) >= 0.25
-    assert share(drawn, has_running) >= 0.2
+    # Hypothesis biases draws towards constants found in the loaded modules, so the mix
+    # moves a little with what else the session imported: these bounds leave room for it.
+    assert share(drawn, lambda d: moving_realtime(d) or has_running(d)) >= 0.4
+    assert share(drawn, moving_realtime) >= 0.15
+    assert share(drawn, has_running) >= 0.15
 
 
 def test_most_general_scenarios_are_contended() -> None:
     """`scenarios()` (the legality and determinism properties' input) likewise."""
     drawn = sample(mostly_contended(contended_scenario_dicts(), scenario_dicts()))
     assert share(drawn, contended) >= 0.7
-    assert share(drawn, moving_realtime) >= 0.4
+    assert share(drawn, moving_realtime) >= 0.3
     assert share(drawn, has_running) >= 0.3
 
 
