@@ -34,7 +34,7 @@ bench-speed: $(STAMP)
 
 # Every deterministic figure in README.md, BENCHMARKS.md and docs/ (pipelines/figures.py):
 # `figures` rewrites the marked blocks, `figures-check` fails on any stale one. Both run the
-# replays of docs/simulate.md (minutes); FIGURES_FLAGS=--quick skips them.
+# replays of docs/simulate.md (about 2 minutes on 2 cores); FIGURES_FLAGS=--quick skips them.
 FIGURES_FLAGS ?=
 
 figures: $(STAMP)

@@ -13,7 +13,7 @@ def figures(
     check: bool = typer.Option(False, "--check",
                                help="Recompute and compare; exit 1 with a diff if any is stale."),
     quick: bool = typer.Option(False, "--quick",
-                               help="Only the quick tier (no replays): about a minute."),
+                               help="Only the quick tier (no replays): seconds."),
 ) -> None:
     """Regenerate every figure block in README.md, BENCHMARKS.md and docs/*.md."""
     from pipelines import figures as figs
