@@ -89,3 +89,21 @@ def test_matching_raises_headroom_until_the_shortfall_is_no_more_than_asked() ->
     looser = matched_seasonal_max(wide, configs, {"s": plain.shortfall_pct})["s"]
     assert looser.gpu_hours == plain.gpu_hours
     assert matched_seasonal_max(wide, configs, {"s": 0.0}, steps=1) == {}
+
+
+def test_after_a_peak_the_replay_falls_from_what_it_holds() -> None:
+    """Shaped from the GPUs held now: 4 GPUs in the morning, none after, swap limit 1."""
+    day = np.r_[np.full(12, 40.0), np.zeros(12)]
+    index = pd.date_range("2026-01-05", periods=8 * 24, freq="h", tz="UTC")
+    wide = pd.DataFrame({"s": np.tile(day, 8)}, index=index)
+    [held] = replay_seasonal_max(wide, {"s": service(swap=1)}, fit_hours=168)
+    assert held.held[:12].tolist() == [4] * 12
+    assert held.held[12:17].tolist() == [3, 2, 1, 0, 0]
+
+
+def test_a_service_without_traffic_is_skipped_not_the_rest() -> None:
+    index = pd.date_range("2026-01-05", periods=8 * 24, freq="h", tz="UTC")
+    wide = pd.DataFrame({"s": np.full(len(index), 10.0)}, index=index)
+    configs = {"absent": ServiceConfig(service="absent", requests_per_gpu_hour=10.0),
+               "s": service()}
+    assert [h.service for h in replay_seasonal_max(wide, configs)] == ["s"]
