@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: demo test lint bench ui clean-venv
+.PHONY: demo test lint bench bench-speed figures figures-check mutation ui clean-venv
 
 $(STAMP): pyproject.toml allocator/policies/_packc.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,31 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/gpuplan bench
+
+# The speed targets the suite no longer times (machine-dependent; prints a table).
+bench-speed: $(STAMP)
+	$(BIN)/python benchmarks/speed_targets.py
+
+# Every deterministic figure in README.md, BENCHMARKS.md and docs/ (pipelines/figures.py):
+# `figures` rewrites the marked blocks, `figures-check` fails on any stale one. Both run the
+# replays of docs/simulate.md (about 2 minutes on 2 cores); FIGURES_FLAGS=--quick skips them.
+FIGURES_FLAGS ?=
+
+figures: $(STAMP)
+	$(BIN)/gpuplan figures $(FIGURES_FLAGS)
+
+figures-check: $(STAMP)
+	$(BIN)/gpuplan figures --check $(FIGURES_FLAGS)
+
+# Mutation testing (mutmut; scope and tests in pyproject.toml [tool.mutmut]), bounded by
+# MUTATION_SECONDS of wall time; results survive in mutants/ (`mutmut results`,
+# `mutmut show NAME`). Not part of `make test`: hours of CPU for the whole scope.
+MUTATION_SECONDS ?= 3000
+
+mutation: $(STAMP)
+	-HYPOTHESIS_PROFILE=quick timeout $(MUTATION_SECONDS) $(BIN)/mutmut run --max-children $(JOBS)
+	$(BIN)/mutmut export-cicd-stats
+	cat mutants/mutmut-cicd-stats.json
 
 # The store `gpuplan` writes (`gpuplan where`: GPUPLAN_HOME, else this checkout's mlruns/);
 # UI_PORT=5001 to move it. MLflow 3 opens in its GenAI view: the runs are under "Model training".

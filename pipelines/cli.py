@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "pipelines.commands_day",
     "pipelines.commands_forecast",
     "pipelines.slurm.commands",
+    "pipelines.commands_figures",
 )
 
 # Which module registers which command: the lookup that keeps a run to one import.
@@ -35,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "starvation": "pipelines.commands_starve",
     "explain": "pipelines.commands_explain",
     "slurm": "pipelines.slurm.commands",
+    "figures": "pipelines.commands_figures",
     **dict.fromkeys(("profile", "profile-eval", "profile-servegen", "profile-clients"),
                     "pipelines.commands_profile"),
     **dict.fromkeys(("plan-day", "demo", "where"), "pipelines.commands_day"),

@@ -40,10 +40,11 @@ def markdown(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line, rule, *body]) + "\n"
 
 
-def policy_table(metrics: Mapping[str, Mapping[str, float]]) -> str:
+def policy_table(metrics: Mapping[str, Mapping[str, float]],
+                 columns: Sequence[tuple[str, str, Any]] = COLUMNS) -> str:
     """One row per policy; the gains over fifo close the table."""
-    rows = [[policy, *(fmt(m[key]) for key, _, fmt in COLUMNS)] for policy, m in metrics.items()]
-    out = markdown(["policy", *(h for _, h, _ in COLUMNS)], rows)
+    rows = [[policy, *(fmt(m[key]) for key, _, fmt in columns)] for policy, m in metrics.items()]
+    out = markdown(["policy", *(h for _, h, _ in columns)], rows)
     waits = sorted({k for m in metrics.values() for k in m if k.startswith("wait_p")},
                    key=lambda k: -float(k[6:]))
     if waits:

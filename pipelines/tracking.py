@@ -7,8 +7,8 @@ outputs (models/, plans, reports) are written all the same.
 Store: `MLFLOW_TRACKING_URI` when set; otherwise `sqlite:///<home>/mlruns/mlflow.db` with
 artifacts under `<home>/mlruns/artifacts/` (what `make ui` opens), where <home> is
 pipelines.home's state directory (`gpuplan where`). A command that only reads models never
-creates the store. Switch: GPUPLAN_TRACKING=off|on; under pytest the embedded store is off
-unless a test asks for it (=on) or sets a URI.
+creates the store. Switch: GPUPLAN_TRACKING=off|on (the test suite's autouse fixture sets
+it off, so a test never touches the project's store).
 
 Registry: `train` registers every version with a description of the history it came from;
 the alias `champion` moves only when pipelines.promotion says the new version is at least
@@ -152,9 +152,6 @@ class Tracker:
                  warn: Callable[[str], None] | None = None) -> None:
         # GPUPLAN_TRACKING=off: a parent (the demo) has already warned, stay silent
         switch = os.environ.get("GPUPLAN_TRACKING", "").lower()
-        if uri is None and not os.environ.get("MLFLOW_TRACKING_URI") and switch != "on" \
-                and "PYTEST_CURRENT_TEST" in os.environ:
-            switch = "off"  # a test never writes (nor reads champions from) the project's store
         self.uri = uri or tracking_uri()
         self._enabled = enabled and switch != "off"
         self._ready: bool | None = None

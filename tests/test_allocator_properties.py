@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, RealtimeJob, Scenario
@@ -26,7 +26,7 @@ from allocator.policies import POLICIES
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from allocator.validator import compute_metrics, metrics_agree, violations
 from tests.brute_force import brute_force, every_grid_optimum
-from tests.strategies import examples, micro_scenarios, scenarios, tiny_scenarios
+from tests.strategies import contention, examples, micro_scenarios, scenarios, tiny_scenarios
 
 with contextlib.suppress(ImportError):  # the MILP registers "full" when its module loads
     importlib.import_module("allocator.policies.full")
@@ -149,6 +149,8 @@ def test_objective_sums_the_contract_terms(policy: str, scenario: Scenario) -> N
 @given(scenario=tiny_scenarios())
 def test_no_policy_beats_the_brute_force_optimum(scenario: Scenario) -> None:
     """fast (and every baseline) <= the exhaustive optimum, whose grid the validator accepts."""
+    queued, load = contention(scenario_to_dict(scenario))
+    event(f"queued batch jobs: {queued}, load {'>=' if load >= 1 else '<'} 1")
     best, grid = brute_force(scenario)
     assert violations(scenario, grid) == []
     assert close(compute_metrics(scenario, grid).objective, best)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -128,16 +126,12 @@ def test_fit_rejects_a_service_with_no_usable_hours():
 
 
 @pytest.mark.slow
-def test_speed_targets_hold_for_100_services():
+def test_fit_and_update_handle_100_services():
+    """100 services fitted on two weeks and updated hour by hour (their speed is measured by
+    `python benchmarks/speed_targets.py`, not asserted here)."""
     wide = synthetic_hourly(100, 15, seed=0)
-    rows = to_long(wide.iloc[:336])
-    start = time.perf_counter()
-    model = DemandProfile().fit(rows)
-    assert time.perf_counter() - start < 10.0
-    timings = []  # best of five hours: the machine is shared, contention is not our cost
-    for t in range(336, 341):
-        hour = to_long(wide.iloc[t: t + 1])
-        start = time.perf_counter()
-        model.update(hour)
-        timings.append(time.perf_counter() - start)
-    assert min(timings) / 100 < 0.010
+    model = DemandProfile().fit(to_long(wide.iloc[:336]))
+    assert len(model.services_) == 100
+    for t in range(336, 339):
+        model.update(to_long(wide.iloc[t: t + 1]))
+    assert model.last_hour_ == wide.index[338]

@@ -14,7 +14,7 @@ def embedded(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GPUPLAN_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("GPUPLAN_TRACKING", "on")  # under pytest the default store is off
+    monkeypatch.setenv("GPUPLAN_TRACKING", "on")  # the suite's fixture turns tracking off
     tracking.reset()
     lines: list[str] = []
     yield tracking.Tracker(warn=lines.append), lines
@@ -42,7 +42,8 @@ def test_store_is_in_gpuplan_home_and_registers_champions(embedded, tmp_path):
     assert lines == []
 
 
-def test_a_broken_store_warns_once_and_runs_the_body_anyway(tmp_path):
+def test_a_broken_store_warns_once_and_runs_the_body_anyway(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPLAN_TRACKING", "on")
     lines: list[str] = []
     blocked = tmp_path / "file"
     blocked.write_text("a file where the store's directory should be")
@@ -59,11 +60,18 @@ def test_a_broken_store_warns_once_and_runs_the_body_anyway(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("gpuplan: warning: MLflow tracking")
 
 
-def test_tests_leave_the_project_store_alone(monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
+def test_tests_leave_the_project_store_alone(tmp_path):
+    """The suite's fixture: tracking off and no inherited store, whatever the caller exported."""
+    import os
+    from pathlib import Path
+
+    assert os.environ["GPUPLAN_TRACKING"] == "off"
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert Path.cwd() == Path(__file__).resolve().parents[1]
     lines: list[str] = []
     assert not tracking.Tracker(warn=lines.append).enabled and lines == []
+    # and with tracking on, the default store is the working directory's, nothing inherited
+    assert tracking.default_uri(tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
 
 
 def test_silenced_by_the_environment(monkeypatch):
@@ -83,6 +91,7 @@ def test_table_metrics_flattens_report_tables():
 
 
 def test_a_call_failing_mid_run_warns_once_and_the_pipeline_goes_on(monkeypatch):
+    monkeypatch.setenv("GPUPLAN_TRACKING", "on")
     import types
 
     import mlflow

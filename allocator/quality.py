@@ -1,0 +1,138 @@
+"""fast against proven optima on a fixed set of scenarios: the quality yardstick.
+
+The set (`data/quality/`) is the benchmark generator's six specs of up to 14 GPUs (scale
+left out) at seeds 1-8: 48 scenarios stored as JSON, each solved once by the MILP
+(`python -m allocator.quality --solve`, minutes) with the proven optimum recorded in
+`data/quality/optima.json`. A scenario whose solve did not prove optimality is kept in
+the file with its status and left out of the set. The optimum of a stored scenario never
+changes, so measuring a policy against it is quick (one fast call per scenario) and
+exact: the tests assert fast's mean and minimum share of the optimum
+(`tests/test_quality.py`), and `gpuplan figures` publishes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from allocator import grid as gridlib
+from allocator.model import Scenario
+from allocator.scenario_io import load_scenario, scenario_to_dict
+
+DIR = Path(__file__).resolve().parents[1] / "data" / "quality"
+SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
+OPTIMA = "optima.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One stored scenario and its proven optimum."""
+
+    key: str          # "<seed>/<name>"
+    seed: int
+    scenario: Scenario
+    optimum: float
+
+
+def case_key(seed: int, name: str) -> str:
+    return f"{seed}/{name}"
+
+
+def _file(directory: Path, seed: int, name: str) -> Path:
+    return directory / f"seed{seed}-{name}.json"
+
+
+def load_cases(directory: Path = DIR) -> list[Case]:
+    """The proven-optimal cases, in seed then spec order."""
+    records = json.loads((directory / OPTIMA).read_text(encoding="utf-8"))
+    cases = []
+    for key, record in records.items():
+        if record["status"] != "optimal":
+            continue
+        seed, name = key.split("/", 1)
+        scenario = load_scenario(_file(directory, int(seed), name))
+        cases.append(Case(key, int(seed), scenario, float(record["optimum"])))
+    return cases
+
+
+def shares(policy: Callable[[Scenario], np.ndarray], cases: Sequence[Case]) -> list[float]:
+    """policy's objective / the optimum, per case (the optima here are all positive)."""
+    out = []
+    for case in cases:
+        grid = policy(case.scenario)
+        grid = grid[0] if isinstance(grid, tuple) else grid
+        out.append(gridlib.objective(case.scenario, grid) / case.optimum)
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    mean: float
+    minimum: float
+    below_97: int
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    return Summary(len(values), statistics.fmean(values), min(values),
+                   sum(v < 0.97 for v in values))
+
+
+def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
+              time_limit: float = 60.0) -> dict[str, dict]:
+    """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
+    import importlib
+
+    from allocator.scenarios import SPECS, generate
+
+    full = importlib.import_module("allocator.policies.full").full
+    directory.mkdir(parents=True, exist_ok=True)
+    records: dict[str, dict] = {}
+    for seed in seeds:
+        for name in SPECS:
+            if name == "scale":
+                continue
+            scenario = generate(name, seed)
+            _file(directory, seed, name).write_text(
+                json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
+            grid, extras = full(scenario, time_limit=time_limit)
+            report = extras["solve"]
+            best = gridlib.objective(scenario, grid)
+            records[case_key(seed, name)] = {
+                "status": report["status"],
+                "optimum": round(best, 6) if report["status"] == "optimal" else None,
+                "best_found": round(best, 6),
+                "best_bound": report["best_bound"],
+                "gap": report["gap"],
+            }
+            print(case_key(seed, name), records[case_key(seed, name)], flush=True)
+    (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--solve", action="store_true",
+                        help="regenerate data/quality and solve every scenario (minutes)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
+    parser.add_argument("--dir", type=Path, default=DIR)
+    args = parser.parse_args(argv)
+    if args.solve:
+        solve_set(args.dir, time_limit=args.time_limit)
+    from allocator.policies import POLICIES
+
+    cases = load_cases(args.dir)
+    for policy in ("fast", "priority", "fifo"):
+        s = summarize(shares(POLICIES[policy], cases))
+        print(f"{policy}: {s.n} cases, mean {s.mean:.2%}, min {s.minimum:.2%}, "
+              f"below 97% {s.below_97}")
+
+
+if __name__ == "__main__":
+    main()
