@@ -17,6 +17,11 @@ Each plan, before the policy runs:
    does, was tried and is worse here: the first large job gets a promise days out (every
    node holds a multi-day 1-GPU job) and holds the only slot all week (Philly: 0 of 157
    8-GPU jobs start, against 24 this way).
+   Only jobs that need a whole node or more (`whole_nodes`, on by default) are promised:
+   fragmentation starves them, not smaller jobs, which fit the gaps any ending job leaves.
+   A promise to a long 1-GPU job (often the top claim, after a day of waiting) pinned it
+   ahead of realtime's growth and held the single promise the large jobs wait for
+   (docs/starvation.md, "Promises to whole-node jobs only").
 
 The policy then gets the promises as the scenario's `reservations`: the reserved job is
 pinned there and other jobs only backfill on its block if they end before it (fast and
@@ -50,6 +55,7 @@ class Guard:
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
     later: int = 0  # promises moved later: a job on the block overran its prediction
     made: int = 0
+    whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
               started: dict[int, tuple[int, int]]) -> Scenario:
@@ -92,9 +98,10 @@ class Guard:
             kept.append(got)
             self.log.append((t0, code, t0 + got.start))
         if len(self.promised) < self.count:
+            least = min(scenario.cluster.node_size, scenario.G) if self.whole_nodes else 1
             top = sorted((c for c in waiting if c not in self.promised
                           and self.world.jobs[c].arrival <= t0
-                          and self.world.jobs[c].gpus <= scenario.G),
+                          and least <= self.world.jobs[c].gpus <= scenario.G),
                          key=lambda c: (-claims[c],
                                         self.world.jobs[c].arrival, c))
             for code in top[:1]:
