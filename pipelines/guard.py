@@ -75,9 +75,12 @@ class Guard:
             del self.promised[code]
         if not self.reserve:
             return scenario
-        forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+        # A promise may take GPUs realtime holds now, from when it can have moved off them
+        # (allocator.reservations.vacate_steps), as long as its forecast fits elsewhere.
+        forbidden: set[int] = set()
         floor = self.policy != "backfill"
         if not floor:  # the baseline's realtime sits in fixed columns: promise around them
+            forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
         kept: list[Reservation] = []
         for code, (start, first) in list(self.promised.items()):
