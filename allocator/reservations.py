@@ -170,7 +170,7 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.jobs[i]
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        realtime_off[vacate_steps(scenario, r.first_gpu, r.gpus):, cols] = True
+        realtime_off[realtime_off_from(scenario, r):, cols] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -194,7 +194,7 @@ def constrain_milp(model, scenario: Scenario) -> None:
     for r in scenario.reservations:
         i, _ = by_id[r.id]
         rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
-                      vacate_steps(scenario, r.first_gpu, r.gpus)))
+                      realtime_off_from(scenario, r)))
     for var, st in model.starts:
         job = scenario.jobs[st.job]
         for i, r, block, _ in rules:
@@ -281,6 +281,18 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
         if n:
             out = max(out, -(-2 * n // max(rt.swap_limit, 1)))
     return out
+
+
+def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
+    """The step from which fast and full keep realtime off `r`'s block: late enough that a
+    service may use the block's free GPUs until then, early enough that it can move off all
+    of them (an acquire and a release each, at the slowest swap limit) before `r.start`;
+    never before it can leave the GPUs it holds there now."""
+    limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
+    if not limits:
+        return 0
+    lead = -(-2 * r.gpus // min(limits))
+    return min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
 
 
 def claim(priority: float, waited: int, age: float) -> float:

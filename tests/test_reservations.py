@@ -210,3 +210,12 @@ def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off() -> 
         rt = next(i for i, j in enumerate(kept.jobs) if j.id == "rt")
         assert not (plan.grid[2:, 4:8] == rt).any()
         assert ((plan.grid == rt).sum(axis=1) >= 2).all()
+    # A later promise leaves the block to realtime until it can still move off all four
+    # GPUs in time (two swaps each at 2 per step: 4 steps ahead of the start).
+    later = Reservation("four", 5, 4, 4)
+    assert R.realtime_off_from(kept, later) == 2  # not before realtime can leave 4 and 5
+    free_rt = replace(kept, jobs=tuple(replace(j, current_gpus=(1, 2)) if j.id == "rt"
+                                       else j for j in kept.jobs))
+    assert R.realtime_off_from(free_rt, later) == 1
+    off = R.holds(replace(free_rt, reservations=(later,))).realtime_off
+    assert off is not None and not off[0].any() and off[1:, 4:8].all()
