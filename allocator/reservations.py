@@ -273,13 +273,22 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     """Steps realtime needs to move off the GPUs of [first, first + gpus) it holds now.
 
     Each moved GPU costs an acquire elsewhere and a release here against the job's per-step
-    swap limit; the jobs move in parallel. 0 when realtime holds none of them.
+    swap limit, and the budget a step's change in forecast demand uses is not there to
+    move with (a service growing into its peak may have none left); the jobs move in
+    parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
     """
     out = 0
     for rt in scenario.realtime_jobs:
         n = sum(first <= g < first + gpus for g in rt.current_gpus or ())
-        if n:
-            out = max(out, -(-2 * n // max(rt.swap_limit, 1)))
+        if not n:
+            continue
+        limit, need, t = max(rt.swap_limit, 1), 2 * n, 0
+        previous = len(rt.current_gpus or ())
+        while need > 0:
+            now = rt.demand[t] if t < len(rt.demand) else previous
+            need -= max(limit - abs(now - previous), 0)
+            previous, t = now, t + 1
+        out = max(out, t + 1)  # one step of slack: the last move may land on step t
     return out
 
 
