@@ -10,7 +10,8 @@ Each plan, before the policy runs:
 2. **Keep the promises.** Every job already promised a block is promised again at the
    earliest start now feasible (`allocator.reservations.earliest`, which looks past the
    horizon), on the same block when that start ties: a promise moves earlier or stays,
-   and moves later only when a job on its block overran its predicted end (counted).
+   and moves later only when a job on its block overran its predicted end, or realtime
+   still holds a GPU of it too close to the start to move off (both counted).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
    with the highest claim is promised its earliest block (even one that could start now:
    the promise then pins it there). Promising only jobs that cannot start now, as Slurm
