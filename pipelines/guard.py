@@ -54,7 +54,7 @@ class Guard:
     age_in_plan: bool = False  # claims replace priorities in the plan, not only in the pick
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
-    later: int = 0  # promises moved later: a job on the block overran its prediction
+    later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
     made: int = 0
     whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
 
@@ -89,7 +89,7 @@ class Guard:
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
             if got is None or t0 + got.start > start:
                 # A promise made is kept even if the realtime forecast has grown since:
-                # only a job on the block that overran its prediction can push it later.
+                # only an overrun on the block (or realtime not yet off it) pushes it later.
                 held = earliest(scenario, job, kept, forbidden, False, keep=first,
                                 limit=max(start - t0, 0))
                 got = held if held is not None else got
