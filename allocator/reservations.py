@@ -44,7 +44,8 @@ def problems(scenario: Scenario, reservations: Iterable[Reservation]) -> list[tu
 
     A reservation names a queued batch job of its size, on an aligned block inside the
     cluster, no earlier than the job's arrival, clear of every running block while that
-    runs, of every realtime job's `current_gpus`, and of the other reservations' runs.
+    runs and of the other reservations' runs, and starting no earlier than realtime can
+    move off the block's GPUs it holds now (`vacate_steps`).
     """
     by_id = {j.id: j for j in scenario.jobs}
     out: list[tuple[str, str, str]] = []
@@ -73,9 +74,11 @@ def problems(scenario: Scenario, reservations: Iterable[Reservation]) -> list[tu
                         f"{job.arrival_step}"))
             continue
         block = set(range(r.first_gpu, r.first_gpu + r.gpus))
-        if block & current:
+        lead = vacate_steps(scenario, r.first_gpu, r.gpus)
+        if r.start < lead:
             out.append((r.id, "first_gpu", f"the block holds a realtime job's current GPU "
-                        f"{min(block & current)}"))
+                        f"{min(block & current)}, which realtime needs {lead} steps to move "
+                        f"off; the reservation starts at {r.start}"))
             continue
         run = _runs(job, r.start)
         for other in scenario.batch_jobs:
@@ -167,7 +170,7 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.jobs[i]
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        realtime_off[:, cols] = True
+        realtime_off[realtime_off_from(scenario, r):, cols] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -190,18 +193,19 @@ def constrain_milp(model, scenario: Scenario) -> None:
     rules = []
     for r in scenario.reservations:
         i, _ = by_id[r.id]
-        rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus)))
+        rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
+                      realtime_off_from(scenario, r)))
     for var, st in model.starts:
         job = scenario.jobs[st.job]
-        for i, r, block in rules:
+        for i, r, block, _ in rules:
             if st.job == i:
                 on = st.start == r.start and st.first == r.first_gpu
                 var.lowBound = var.upBound = int(on)
             elif st.first < block.stop and block.start < st.first + job.gpus and \
                     st.start < r.start < st.start + job.duration_steps:
                 var.lowBound = var.upBound = 0
-    for (_, g, _), x in model.realtime.items():
-        if any(g in block for _, _, block in rules):
+    for (_, g, t), x in model.realtime.items():
+        if any(g in block and t >= lead for _, _, block, lead in rules):
             x.lowBound = x.upBound = 0
 
 
@@ -212,7 +216,8 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
 
     A block qualifies from step s when every GPU in it is clear of running jobs (by their
     predicted ends) and of the `others`' runs for the whole run, holds no `forbidden` GPU
-    (realtime's current GPUs, or a baseline's static realtime columns) and, with `floor`,
+    (a baseline's static realtime columns), gives realtime time to move off the GPUs of it
+    that it holds now (`vacate_steps`) and, with `floor`,
     leaves realtime its forecast demand at every step of the horizon outside all reserved
     blocks. Ties on s keep block `keep`, else the lowest (realtime stacks at the top).
     """
@@ -239,9 +244,10 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
     for a, b, _, _ in held:
         off[a:b] = True
     without = (~(run_busy | off[None, :])).sum(axis=1)
-    candidates = sorted({job.arrival_step, *(int(v) for v in busy_until),
-                         *(e for _, _, _, e in held)})
     firsts = list(range(0, G - k + 1, k))
+    leads = {b: vacate_steps(scenario, b, k) for b in firsts}
+    candidates = sorted({job.arrival_step, *(int(v) for v in busy_until),
+                         *(e for _, _, _, e in held), *leads.values()})
     if keep is not None and keep in firsts:
         firsts.remove(keep)
         firsts.insert(0, keep)
@@ -249,7 +255,7 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
         if s < job.arrival_step or s > limit:
             continue
         for b in firsts:
-            if banned[b : b + k].any() or (busy_until[b : b + k] > s).any():
+            if banned[b : b + k].any() or (busy_until[b : b + k] > s).any() or s < leads[b]:
                 continue
             if any(a < b + k and b < e and s < re and rs < s + d for a, e, rs, re in held):
                 continue
@@ -261,6 +267,41 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
                     continue  # the promise would cost realtime GPUs it could have had
             return Reservation(id=job.id, start=s, first_gpu=b, gpus=k)
     return None
+
+
+def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
+    """Steps realtime needs to move off the GPUs of [first, first + gpus) it holds now.
+
+    Each moved GPU costs an acquire elsewhere and a release here against the job's per-step
+    swap limit, and the budget a step's change in forecast demand uses is not there to
+    move with (a service growing into its peak may have none left); the jobs move in
+    parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
+    """
+    out = 0
+    for rt in scenario.realtime_jobs:
+        n = sum(first <= g < first + gpus for g in rt.current_gpus or ())
+        if not n:
+            continue
+        limit, need, t = max(rt.swap_limit, 1), 2 * n, 0
+        previous = len(rt.current_gpus or ())
+        while need > 0:
+            now = rt.demand[t] if t < len(rt.demand) else previous
+            need -= max(limit - abs(now - previous), 0)
+            previous, t = now, t + 1
+        out = max(out, t + 1)  # one step of slack: the last move may land on step t
+    return out
+
+
+def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
+    """The step from which fast and full keep realtime off `r`'s block: late enough that a
+    service may use the block's free GPUs until then, early enough that it can move off all
+    of them (an acquire and a release each, at the slowest swap limit) before `r.start`;
+    never before it can leave the GPUs it holds there now."""
+    limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
+    if not limits:
+        return 0
+    lead = -(-2 * r.gpus // min(limits))
+    return min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
 
 
 def claim(priority: float, waited: int, age: float) -> float:
@@ -276,4 +317,4 @@ def as_dicts(reservations: Iterable[Reservation]) -> list[dict[str, int | str]]:
 
 
 __all__ = ["Holds", "Reservation", "as_dicts", "claim", "constrain_milp",
-           "earliest", "holds", "plan_problems", "problems"]
+           "earliest", "holds", "plan_problems", "problems", "vacate_steps"]

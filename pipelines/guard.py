@@ -10,13 +10,19 @@ Each plan, before the policy runs:
 2. **Keep the promises.** Every job already promised a block is promised again at the
    earliest start now feasible (`allocator.reservations.earliest`, which looks past the
    horizon), on the same block when that start ties: a promise moves earlier or stays,
-   and moves later only when a job on its block overran its predicted end (counted).
+   and moves later only when a job on its block overran its predicted end, or realtime
+   still holds a GPU of it too close to the start to move off (both counted).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
    with the highest claim is promised its earliest block (even one that could start now:
    the promise then pins it there). Promising only jobs that cannot start now, as Slurm
    does, was tried and is worse here: the first large job gets a promise days out (every
    node holds a multi-day 1-GPU job) and holds the only slot all week (Philly: 0 of 157
    8-GPU jobs start, against 24 this way).
+   Only jobs that need a whole node or more (`whole_nodes`, on by default) are promised:
+   fragmentation starves them, not smaller jobs, which fit the gaps any ending job leaves.
+   A promise to a long 1-GPU job (often the top claim, after a day of waiting) pinned it
+   ahead of realtime's growth and held the single promise the large jobs wait for
+   (docs/starvation.md, "Promises to whole-node jobs only").
 
 The policy then gets the promises as the scenario's `reservations`: the reserved job is
 pinned there and other jobs only backfill on its block if they end before it (fast and
@@ -48,8 +54,9 @@ class Guard:
     age_in_plan: bool = False  # claims replace priorities in the plan, not only in the pick
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
-    later: int = 0  # promises moved later: a job on the block overran its prediction
+    later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
     made: int = 0
+    whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
               started: dict[int, tuple[int, int]]) -> Scenario:
@@ -69,9 +76,12 @@ class Guard:
             del self.promised[code]
         if not self.reserve:
             return scenario
-        forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+        # A promise may take GPUs realtime holds now, from when it can have moved off them
+        # (allocator.reservations.vacate_steps), as long as its forecast fits elsewhere.
+        forbidden: set[int] = set()
         floor = self.policy != "backfill"
         if not floor:  # the baseline's realtime sits in fixed columns: promise around them
+            forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
         kept: list[Reservation] = []
         for code, (start, first) in list(self.promised.items()):
@@ -79,7 +89,7 @@ class Guard:
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
             if got is None or t0 + got.start > start:
                 # A promise made is kept even if the realtime forecast has grown since:
-                # only a job on the block that overran its prediction can push it later.
+                # only an overrun on the block (or realtime not yet off it) pushes it later.
                 held = earliest(scenario, job, kept, forbidden, False, keep=first,
                                 limit=max(start - t0, 0))
                 got = held if held is not None else got
@@ -92,9 +102,10 @@ class Guard:
             kept.append(got)
             self.log.append((t0, code, t0 + got.start))
         if len(self.promised) < self.count:
+            least = min(scenario.cluster.node_size, scenario.G) if self.whole_nodes else 1
             top = sorted((c for c in waiting if c not in self.promised
                           and self.world.jobs[c].arrival <= t0
-                          and self.world.jobs[c].gpus <= scenario.G),
+                          and least <= self.world.jobs[c].gpus <= scenario.G),
                          key=lambda c: (-claims[c],
                                         self.world.jobs[c].arrival, c))
             for code in top[:1]:

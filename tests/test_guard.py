@@ -104,6 +104,22 @@ def test_the_guard_starts_the_large_job_that_fast_alone_starves() -> None:
     assert sim.integrity(guarded) == []
 
 
+def test_promises_go_to_jobs_of_a_node_or_more_unless_told_otherwise() -> None:
+    """A 1-GPU job that has waited longest outranks a fresh 8-GPU one, yet only the 8-GPU
+    job is promised a block; with whole_nodes off, the 1-GPU job gets the promise."""
+    jobs = (SimJob(id="old-small", kind="training", priority=8.0, gpus=1, arrival=0,
+                   true_steps=30, predicted_steps=30),
+            SimJob(id="new-big", kind="training", priority=1.0, gpus=8, arrival=10,
+                   true_steps=5, predicted_steps=5))
+    world = World(name="two", gpus=16, steps=30, jobs=jobs, services=())
+    config = sim.SimConfig(horizon=6, guard=True)
+    for whole, want in ((True, "new-big"), (False, "old-small")):
+        guard = sim.Guard(world, "fast", whole_nodes=whole)
+        scenario, codes = sim.build_scenario(world, 10, {}, [], config)
+        planned = guard.apply(scenario, codes, 10, {})
+        assert [r.id for r in planned.reservations] == [want]
+
+
 def test_claims_grow_with_the_wait_and_age_zero_is_plain_priority() -> None:
     assert claim(1.0, 0, 0.25) == 1.0
     assert claim(1.0, 40, 0.25) > claim(8.0, 0, 0.25)

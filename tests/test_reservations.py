@@ -182,3 +182,44 @@ def test_backfill_without_reservations_is_exactly_priority(scenario) -> None:
     from allocator.policies.backfill import backfill
 
     assert (backfill(scenario) == baselines.priority(scenario)).all()
+
+
+def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off() -> None:
+    """Realtime holds GPUs 4 and 5 with a swap limit of 2: moving each costs an acquire and
+    a release (two steps, plus one of slack), so the block 4..7 can be promised from step 3,
+    not before, and every policy that honours it moves realtime off in time and still
+    gives it its demand. A service growing into its peak has less budget to move with."""
+    raw = {"cluster": {"gpus": 8, "horizon_steps": 6}, "jobs": [
+        {"id": "long", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 9,
+         "running": {"first_gpu": 0, "remaining_steps": 5}},
+        {"id": "four", "kind": "training", "priority": 1, "gpus": 4, "duration_steps": 2},
+        {"id": "rt", "kind": "realtime", "priority": 5, "demand": [2] * 6, "swap_limit": 2,
+         "current_gpus": [4, 5]}]}
+    scenario = scenario_from_dict(raw)
+    assert R.vacate_steps(scenario, 4, 4) == 3 and R.vacate_steps(scenario, 0, 4) == 0
+    growing = replace(scenario, jobs=tuple(replace(j, demand=(3, 4, 5, 6, 6, 6))
+                                           if j.id == "rt" else j for j in scenario.jobs))
+    assert R.vacate_steps(growing, 4, 4) == 5  # one spare swap a step while it grows
+    four = scenario.job("four")
+    assert isinstance(four, BatchJob)
+    assert R.earliest(scenario, four) == Reservation("four", 3, 4, 4)
+    early = R.problems(scenario, [Reservation("four", 2, 4, 4)])
+    assert early and "move off" in early[0][2]
+    kept = replace(scenario, reservations=(Reservation("four", 3, 4, 4),))
+    assert R.problems(kept, kept.reservations) == []
+    for policy in ("fast", "full"):
+        plan = make_plan(kept, policy)  # raises if the grid is illegal (swap limits included)
+        got = plan.starts()["four"]
+        assert (got["start"], got["first_gpu"]) == (3, 4)
+        rt = next(i for i, j in enumerate(kept.jobs) if j.id == "rt")
+        assert not (plan.grid[3:, 4:8] == rt).any()
+        assert ((plan.grid == rt).sum(axis=1) >= 2).all()
+    # A later promise leaves the block to realtime until it can still move off all four
+    # GPUs in time (two swaps each at 2 per step: 4 steps ahead of the start).
+    later = Reservation("four", 5, 4, 4)
+    assert R.realtime_off_from(kept, later) == 3  # not before realtime can leave 4 and 5
+    free_rt = replace(kept, jobs=tuple(replace(j, current_gpus=(1, 2)) if j.id == "rt"
+                                       else j for j in kept.jobs))
+    assert R.realtime_off_from(free_rt, later) == 1
+    off = R.holds(replace(free_rt, reservations=(later,))).realtime_off
+    assert off is not None and not off[0].any() and off[1:, 4:8].all()

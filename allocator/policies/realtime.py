@@ -24,6 +24,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import _packc
+from allocator.reservations import OFF
 
 
 def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
@@ -263,9 +264,9 @@ def _keep_current_at_step_zero(grid: np.ndarray, jobs: dict[int, _Job]) -> None:
         for gpu in sorted(state.unused_current):
             t = 0
             while t < T and state.changes[t] + 1 > limit:
-                if grid[t, gpu] != gridlib.FREE:
-                    break
+                if grid[t, gpu] not in (gridlib.FREE, OFF):  # OFF: a reserved block's
+                    break  # soft keep-off; holding on is legal, an unpaid release is not
                 grid[t, gpu] = state.index  # hold it one more step
                 t += 1
-            if t < T and grid[t, gpu] == gridlib.FREE:
+            if t < T and grid[t, gpu] in (gridlib.FREE, OFF):
                 state.changes[t] += 1
