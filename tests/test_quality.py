@@ -148,9 +148,12 @@ def test_quantization_estimator_on_held_out_jobs(estimator_report) -> None:
 
 # GPU-hours the profile holds / GPU-hours the seasonal maximum needs to be short no more
 # often than the profile (its headroom raised in steps of 5% until it is).
-PROFILE_VS_SEASONAL_MAX_TOTAL = 0.87   # measured 0.853
+# measured 0.874 (0.853 before the profile's count floor and Mann-Kendall trend gate, which
+# trade a little on these smooth pools for robustness on sparse, bursty services)
+PROFILE_VS_SEASONAL_MAX_TOTAL = 0.89
 PROFILE_VS_SEASONAL_MAX_WORST = 0.98   # measured 0.965 (m-mid)
-PROFILE_SHORTFALL_MAX_PCT = 0.8        # measured 0.70 (m-large)
+PROFILE_SHORTFALL_MAX_PCT = 1.0        # measured 0.93 (m-large; 0.70 before the same change):
+#                                        the pooled target of docs/profile.md, 1%
 
 
 def test_profile_holds_fewer_gpu_hours_than_the_seasonal_maximum() -> None:
