@@ -12,6 +12,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import typer
 
@@ -19,6 +20,19 @@ from allocator.errors import InputError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
+
+
+def distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """InputError when an output would overwrite an input or another output."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        seen.setdefault(path.resolve(), path)
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"is also {seen[key]}; give a different output path",
+                             file=str(path))
+        seen[key] = path
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
 from pipelines import atomic, outset
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import distinct_outputs, input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -75,7 +75,7 @@ def plan(
         if solver not in SOLVERS:
             raise InputError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}",
                              field="--solver")
-        _distinct_outputs([scenario], [out, *([png] if png else [])])
+        distinct_outputs([scenario], [out, *([png] if png else [])])
         for target in (out, png):
             if target is not None:
                 atomic.writable_target(target)
@@ -163,19 +163,6 @@ def read_plan(path: Path) -> dict:
     return body
 
 
-def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
-    """InputError when an output would overwrite an input or another output."""
-    seen: dict[Path, Path] = {}
-    for path in inputs:
-        seen.setdefault(path.resolve(), path)
-    for path in outputs:
-        key = path.resolve()
-        if key in seen:
-            raise InputError(f"is also {seen[key]}; give a different output path",
-                             file=str(path))
-        seen[key] = path
-
-
 def show(
     plans: list[Path] = typer.Argument(..., help="Plan JSON files, drawn top to bottom."),
     png: Path = typer.Option(..., "--png", help="Output PNG."),
@@ -188,7 +175,7 @@ def show(
         with input_errors(str(path)):
             bodies.append(read_plan(path))
     with input_errors():
-        _distinct_outputs(list(plans), [png])
+        distinct_outputs(list(plans), [png])
         atomic.write_bytes(png, render_png(bodies))
     typer.echo(f"wrote {png}")
 

@@ -16,7 +16,7 @@ import typer
 
 from allocator.errors import InputError
 from pipelines.atomic import atomic_path, write_text
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import distinct_outputs, input_errors
 
 MAX_LISTED_REJECTS = 20
 MAX_REJECT_SHARE = 0.5  # score's default: more than half the queue rejected is a failure
@@ -44,19 +44,6 @@ def _table_body(df, path: Path) -> str | bytes:
     if path.suffix.lower() in (".parquet", ".pq"):
         return df.to_parquet(index=False)
     return df.to_csv(index=False)
-
-
-def _distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
-    """InputError when an output would overwrite an input or another output."""
-    seen: dict[Path, Path] = {}
-    for path in inputs:
-        seen.setdefault(path.resolve(), path)
-    for path in outputs:
-        key = path.resolve()
-        if key in seen:
-            raise InputError(f"is also {seen[key]}; give a different output path",
-                             file=str(path))
-        seen[key] = path
 
 
 def synth_history(
@@ -177,7 +164,7 @@ def train(
         if noise_sigma is not None:
             finite(noise_sigma, "--noise-sigma", low=0, high=5)
         outset.check_target(models)
-        _distinct_outputs([history, *([quantization] if quantization else [])],
+        distinct_outputs([history, *([quantization] if quantization else [])],
                           [p for p in (report,) if p])
         if report:
             from pipelines.atomic import writable_target
@@ -272,7 +259,7 @@ def score(
     rejects = rejects or out.with_name(out.stem + ".rejects.csv")
     with input_errors():
         finite(step_minutes, "--step-minutes", low=0, low_open=True, high=MAX_STEP_MINUTES)
-        _distinct_outputs([queue], [out, rejects])
+        distinct_outputs([queue], [out, rejects])
         if duration_from not in ("p50", "p90"):
             raise InputError("must be p50 or p90", field="--duration-from")
         estimators, refs = tracking.load_estimators(models)  # --models, else @champion

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.atomic import pid_alive
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-up"
 NEEDED = ("munged", "mariadbd", "mysql_install_db", "slurmdbd", "slurmctld", "slurmd",
@@ -95,16 +97,6 @@ PREFIX = "gpuplan-slurm-"
 OWNER = "owner.pid"  # the pytest process a base belongs to
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_stale(env: dict[str, str]) -> None:
     """A run killed before its finalizer leaves daemons behind: stop those (by their recorded
     PIDs) and remove their base, but only where the owning pytest process is gone, so that
@@ -115,7 +107,7 @@ def stop_stale(env: dict[str, str]) -> None:
             pid = int(owner.read_text())
         except (OSError, ValueError):
             continue
-        if not _alive(pid):
+        if not pid_alive(pid):
             subprocess.run([str(SCRIPT), "--down", str(base)], env=env, check=False,
                            timeout=120, capture_output=True)
             shutil.rmtree(base, ignore_errors=True)
