@@ -277,6 +277,8 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     move with (a service growing into its peak may have none left); the jobs move in
     parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
     """
+    from allocator.policies.realtime import target_curve  # realtime imports this module
+
     out = 0
     for rt in scenario.realtime_jobs:
         n = sum(first <= g < first + gpus for g in rt.current_gpus or ())
@@ -284,8 +286,12 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
             continue
         limit, need, t = max(rt.swap_limit, 1), 2 * n, 0
         previous = len(rt.current_gpus or ())
+        # the held count fast and full actually follow: it rises ahead of a peak, so the
+        # budget of the steps before the peak is spent too (raw demand would miss that)
+        demand = np.asarray(rt.demand, dtype=np.int64)
+        curve = target_curve(demand, limit, previous, np.full(len(demand), scenario.G))
         while need > 0:
-            now = rt.demand[t] if t < len(rt.demand) else previous
+            now = int(curve[t]) if t < len(curve) else previous
             need -= max(limit - abs(now - previous), 0)
             previous, t = now, t + 1
         out = max(out, t + 1)  # one step of slack: the last move may land on step t

@@ -223,3 +223,26 @@ def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off() -> 
     assert R.realtime_off_from(free_rt, later) == 1
     off = R.holds(replace(free_rt, reservations=(later,))).realtime_off
     assert off is not None and not off[0].any() and off[1:, 4:8].all()
+
+
+def test_moving_off_a_promised_gpu_waits_for_the_swap_budget_a_rising_peak_spends() -> None:
+    """A service growing into a peak rises ahead of it (1 -> 4 at swap limit 1 spends steps
+    1-3), so it cannot also move off a promised GPU by then: raw demand would have said step
+    3, and fast then broke the swap limit. The loader refuses such a promise; the guard's
+    replay of the same world stays legal."""
+    raw = {"cluster": {"gpus": 16, "node_size": 8, "horizon_steps": 6},
+           "weights": {"realtime_penalty": 8.0, "decay": 0.97},
+           "jobs": [{"id": "serve", "kind": "realtime", "priority": 10.0,
+                     "demand": [1, 1, 1, 4, 1, 1], "swap_limit": 1, "current_gpus": [15]},
+                    {"id": "big", "kind": "training", "priority": 1.0, "gpus": 8,
+                     "duration_steps": 1, "arrival_step": 0}],
+           "reservations": [{"id": "big", "start": 3, "first_gpu": 8, "gpus": 8}]}
+    scenario = scenario_from_dict({**raw, "reservations": []})
+    assert R.vacate_steps(scenario, 8, 8) > 3
+    with pytest.raises(InputError, match="needs"):
+        scenario_from_dict(raw)
+    later = {**raw, "reservations": [{**raw["reservations"][0],
+                                      "start": R.vacate_steps(scenario, 8, 8)}]}
+    planned = scenario_from_dict(later)
+    plan = make_plan(planned, "fast")  # make_plan validates: an illegal grid raises
+    assert violations(planned, gridlib.to_ids(planned, plan.grid)) == []
