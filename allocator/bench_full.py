@@ -73,12 +73,14 @@ def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) 
     If it equals fast, fast lost only through where it put realtime GPUs; what it
     gains over fast is what a better batch order alone would have earned.
     """
-    full_mod = importlib.import_module("allocator.policies.full")
-    model = full_mod.build_model(scenario)
+    from allocator.milp.model import build_model
+    from allocator.milp.solvers import solve_highs
+
+    model = build_model(scenario)
     for (i, g, t), x in model.realtime.items():
         x.lowBound = x.upBound = int(grid[t, g] == i)
-    result = full_mod.solve_highs(model.prob, time_limit=time_limit,
-                                  start=model.start_values(scenario, grid))
+    result = solve_highs(model.prob, time_limit=time_limit,
+                         start=model.start_values(scenario, grid))
     if not result.has_solution:
         return None
     return max(gridlib.objective(scenario, model.grid(scenario)),
@@ -87,7 +89,7 @@ def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) 
 
 def bound_rows(scenarios: list[Scenario], time_limit: float = 60.0) -> list[dict[str, Any]]:
     """Both relaxations per scenario, with their solve times: how tight each ceiling is."""
-    from allocator import bounds
+    from allocator.milp import bounds
 
     rows = []
     for scenario in scenarios:

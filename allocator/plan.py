@@ -130,7 +130,7 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
     if solve.get("best_bound") is not None:
         found["milp"] = float(solve["best_bound"])
     if mode == "block":
-        from allocator.bounds import block_capacity
+        from allocator.milp.bounds import block_capacity
 
         block = block_capacity(scenario, time_limit=block_seconds)
         if block.value is not None:

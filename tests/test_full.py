@@ -13,6 +13,9 @@ import pytest
 from hypothesis import given, settings
 
 from allocator import grid as gridlib
+from allocator.milp import search as search_module
+from allocator.milp import solvers
+from allocator.milp.model import build_model
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
@@ -23,8 +26,7 @@ from tests.brute_force import brute_force
 from tests.strategies import examples, scenarios, tiny_scenarios
 
 # `allocator.policies.full` is also the name of the policy function: take the module.
-full_module = importlib.import_module("allocator.policies.full")
-full = full_module.full
+full = importlib.import_module("allocator.policies.full").full
 
 
 def close(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -83,7 +85,7 @@ class SolverCase:
 
     @pytest.fixture(autouse=True)
     def _needs_solver(self) -> None:
-        if not full_module.solver_available(self.solver):
+        if not solvers.solver_available(self.solver):
             pytest.skip(f"{self.solver} is not available to PuLP here")
 
     @pytest.mark.parametrize("name", sorted(TINY))
@@ -170,7 +172,7 @@ def scenario():
 
 
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
-    monkeypatch.setattr(full_module.pulp.HiGHS, "available", lambda self: False)
+    monkeypatch.setattr(solvers.pulp.HiGHS, "available", lambda self: False)
     grid, extras = full(scenario)
     assert np.array_equal(grid, fast(scenario))
     assert extras["solve"]["status"] == "no_solver"
@@ -185,9 +187,9 @@ def test_unknown_solver_gives_fast_with_a_warning(scenario) -> None:
 
 def test_timeout_without_incumbent_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     def nothing(*args, **kwargs):
-        return full_module.Solve("time_limit", False, None, None, 0.0)
+        return solvers.Solve("time_limit", False, None, None, 0.0)
 
-    monkeypatch.setattr(full_module, "run_solver", nothing)
+    monkeypatch.setattr(search_module, "run_solver", nothing)
     grid, extras = full(scenario, time_limit=30.0)  # the solver is mocked: no real wait
     assert np.array_equal(grid, fast(scenario))
     assert any("no solution" in w for w in extras["solve"]["warnings"])
@@ -197,7 +199,7 @@ def test_solver_crash_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     def boom(self, lp):
         raise RuntimeError("solver exploded")
 
-    monkeypatch.setattr(full_module._HiGHS, "actualSolve", boom)
+    monkeypatch.setattr(solvers._HiGHS, "actualSolve", boom)
     grid, extras = full(scenario, time_limit=2.0, block_bound=False)
     assert np.array_equal(grid, fast(scenario))
     assert extras["solve"]["warnings"]
@@ -213,7 +215,7 @@ def test_real_zero_time_limit_gives_fast_with_a_warning(scenario) -> None:
 def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> None:
     """The HiGHS pitfall (docs/sources.md): a warm start claims more than the solution returned."""
     scenario = scenario_from_dict(TINY["swap-limited-realtime"])
-    real = full_module.run_solver
+    real = search_module.run_solver
     calls = []
 
     def inflated(name, prob, **kwargs):
@@ -223,7 +225,7 @@ def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> Non
             result.objective += 100.0  # a claim the returned solution cannot back
         return result
 
-    monkeypatch.setattr(full_module, "run_solver", inflated)
+    monkeypatch.setattr(search_module, "run_solver", inflated)
     best, _ = brute_force(scenario)
     grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
     assert calls[:2] == [True, False]
@@ -232,11 +234,11 @@ def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> Non
 
 
 def test_windows_cover_the_cluster_top_first() -> None:
-    spans = full_module.windows(64)
+    spans = search_module.windows(64)
     assert spans[0] == (48, 64) and spans[-1] == (0, 16) and len(spans) == 7
     assert all(hi - lo == 16 and lo % 8 == 0 for lo, hi in spans)
-    assert full_module.windows(32) == [(16, 32), (8, 24), (0, 16)]
-    assert full_module.windows(8) == []
+    assert search_module.windows(32) == [(16, 32), (8, 24), (0, 16)]
+    assert search_module.windows(8) == []
 
 
 @pytest.mark.slow
@@ -257,11 +259,11 @@ def test_large_cluster_windows_keep_the_plan_legal_and_never_below_fast() -> Non
 def test_a_window_solve_keeps_the_rest_and_never_loses(axis: str, lo: int, hi: int) -> None:
     """One neighbourhood: outside the window the incumbent stays, the plan stays legal."""
     scenario = generate("training-heavy")
-    model = full_module.build_model(scenario)
+    model = build_model(scenario)
     start = fast(scenario)
-    search = full_module._Search(scenario, model, "highs", 1e-4, time.perf_counter() + 20.0,
+    search = search_module.Search(scenario, model, "highs", 1e-4, time.perf_counter() + 20.0,
                                  start, objective(scenario, start), [])
-    full_module._free_window(model, scenario, start, lo, hi, axis)
+    search_module.free_window(model, scenario, start, lo, hi, axis)
     search.attempt(10.0, start, None, restricted=True)
     assert legal(scenario, search.grid)
     assert search.objective >= objective(scenario, start) - 1e-9
