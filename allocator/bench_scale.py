@@ -186,8 +186,8 @@ def compare(new: dict, old: dict) -> list[dict]:
 
 def load_record(path: Path) -> dict:
     """A scale record as `gpuplan bench --scale` wrote it; InputError naming what is off."""
-    from allocator import limits
-    from allocator.errors import InputError
+    from allocator.core import limits
+    from allocator.core.errors import InputError
 
     limits.check_file_size(path)
     try:

@@ -25,6 +25,7 @@ import pandas as pd
 from forecasting.evaluate import join_histories, split_index
 from forecasting.history import clean_training, load_training_history
 from forecasting.real_runs import ratio_summary, real_runs
+from forecasting.tables import markdown
 from forecasting.training import TrainingCostEstimator
 
 CANDIDATES = {
@@ -130,18 +131,6 @@ def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) ->
             rows.append({"history rows": n, "model": name,
                          **_scores(est, X.iloc[test], y[test], g[test])})
     return pd.DataFrame(rows)
-
-
-def markdown(df: pd.DataFrame) -> str:
-    out = df.copy()
-    for col in out.columns:
-        if col in ("within_2x", "p90_coverage"):
-            out[col] = out[col].map(lambda v: f"{100 * v:.1f}%")
-        elif out[col].dtype.kind == "f":
-            out[col] = out[col].map(lambda v: f"{v:.3f}")
-    lines = ["| " + " | ".join(out.columns) + " |", "|" + "---|" * len(out.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in out.to_numpy()]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

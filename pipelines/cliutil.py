@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import typer
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from allocator import bench as benchlib
-from allocator import limits, policies
-from allocator.errors import InputError
+from allocator import policies
+from allocator.core import atomic, limits
+from allocator.core.errors import InputError
 from allocator.plan import make_plan
-from allocator.scenario_io import load_scenario, scenario_to_dict
+from allocator.scenario_io import load_scenario, load_scenario_dir, scenario_to_dict
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
-from pipelines import atomic, outset
+from pipelines import outset
 from pipelines.cliutil import input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
@@ -205,17 +206,8 @@ def scenarios(
 
 
 def load_dir(directory: Path) -> list:
-    files = sorted(directory.glob("*.json"))
-    with input_errors(str(directory)):
-        if not files:
-            raise InputError("no scenario files")
-    loaded = []
-    for f in files:
-        with input_errors(str(f)):
-            loaded.append(load_scenario(f))
-    order = list(SPECS)
-    loaded.sort(key=lambda s: (order.index(s.name) if s.name in order else len(order), s.name))
-    return loaded
+    with input_errors():
+        return load_scenario_dir(directory)
 
 
 def _picture(scenario) -> dict:

@@ -18,13 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from allocator import limits
-from allocator.errors import InputError
+from allocator.core import atomic, limits
+from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
-from allocator.timeparse import parse_time
-from pipelines import atomic, outset
+from pipelines import outset
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 

@@ -511,7 +511,7 @@ def load_estimators(models_dir: str | os.PathLike[str] | None = None,
         if model is not None:
             found[kind], refs[kind] = model, ref
     if not found:
-        from allocator.errors import InputError
+        from allocator.core.errors import InputError
 
         why = f" ({_short(problem)})" if problem is not None else ""
         raise InputError(f"no fitted estimators: no @{CHAMPION} in {tracker.where()}, and "

@@ -223,7 +223,7 @@ def test_full_is_legal_and_never_beats_the_optimum(scenario: Scenario) -> None:
 @pytest.mark.parametrize("policy", ALL_POLICIES)
 def test_huge_durations_and_arrivals_are_planned(policy: str) -> None:
     """Legal input with numbers far past the horizon: the largest MODEL.md's limits allow."""
-    from allocator.limits import MAX_DURATION
+    from allocator.core.limits import MAX_DURATION
 
     huge = MAX_DURATION
     scenario = scenario_from_dict({

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator import reservations as R
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from allocator.model import BatchJob, Reservation
 from allocator.plan import make_plan
 from allocator.policies import baselines
