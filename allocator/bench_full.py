@@ -33,12 +33,12 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str =
         fast_grid = fast(scenario)
         fast_obj = gridlib.objective(scenario, fast_grid)
         began, cpu = time.perf_counter(), time.process_time()
-        grid, extras = full(scenario, solver=solver, time_limit=time_limit)
+        result = full(scenario, solver=solver, time_limit=time_limit)
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu  # all threads: a check on a shared, loaded machine
-        report = extras["solve"]
+        grid, report = result.grid, result.solve
         best = gridlib.objective(scenario, grid)
-        optimal = report["status"] == "optimal"
+        optimal = report.status == "optimal"
         rows.append({
             "scenario": scenario.name,
             "gpus": scenario.G,
@@ -46,17 +46,17 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str =
             "fast": round(fast_obj, 3),
             "full": round(best, 3),
             "optimum": round(best, 3) if optimal else None,
-            "best_bound": None if report["best_bound"] is None else round(report["best_bound"], 3),
+            "best_bound": None if report.best_bound is None else round(report.best_bound, 3),
             "fast_over_optimum": _round(_ratio(fast_obj, best)) if optimal else None,
             "fast_over_best": _round(_ratio(fast_obj, best)),
-            "fast_over_bound": _round(_ratio(fast_obj, report["best_bound"])),
-            "gap": _round(report["gap"], 6),
-            "status": report["status"],
-            "proof": report.get("proof"),
+            "fast_over_bound": _round(_ratio(fast_obj, report.best_bound)),
+            "gap": _round(report.gap, 6),
+            "status": report.status,
+            "proof": report.proof,
             "solve_seconds": round(seconds, 2),
             "cpu_seconds": round(cpu, 2),
             "time_limit": time_limit,
-            "improved_fast": report["improved_fast"],
+            "improved_fast": report.improved_fast,
         })
         if diagnose:  # outside the timing above
             best = best_batch_for_realtime(scenario, fast_grid, time_limit)

@@ -107,15 +107,15 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
         began = time.perf_counter()
-        best_grid, extras = full(scenario, time_limit=time_limit)
-        report = extras["solve"]
+        result = full(scenario, time_limit=time_limit)
+        best_grid, report = result.grid, result.solve
         best = gridlib.objective(scenario, best_grid)
         row.update({
-            "full": round(best, 3), "status": report["status"],
-            "best_bound": None if report["best_bound"] is None
-            else round(report["best_bound"], 3),
-            "gap": report["gap"], "full_seconds": round(time.perf_counter() - began, 1),
-            "optimal": report["status"] == "optimal",
+            "full": round(best, 3), "status": report.status,
+            "best_bound": None if report.best_bound is None
+            else round(report.best_bound, 3),
+            "gap": report.gap, "full_seconds": round(time.perf_counter() - began, 1),
+            "optimal": report.status == "optimal",
         })
     return row
 

@@ -16,6 +16,7 @@ from allocator import grid as gridlib
 from allocator import policies
 from allocator.model import BatchJob, Scenario
 from allocator.reservations import as_dicts
+from allocator.result import PolicyResult, SolveReport
 from allocator.validator import Metrics, compute_metrics, violations
 
 
@@ -30,7 +31,8 @@ class Plan:
     grid: np.ndarray
     metrics: Metrics
     latency_ms: float
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # JSON additions: "bound"
+    solve: SolveReport | None = None  # the MILP's report (policy `full`)
 
     def id_grid(self) -> list[list[str | None]]:
         return gridlib.to_ids(self.scenario, self.grid)
@@ -63,6 +65,8 @@ class Plan:
             "kinds": {job.id: job.kind for job in self.scenario.jobs},
             "reservations": as_dicts(self.scenario.reservations),
         }
+        if self.solve is not None:
+            body["solve"] = self.solve.as_dict()
         body.update(self.extras)
         return body
 
@@ -87,22 +91,21 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
     """
     run = policies.get(policy)
     began = time.perf_counter()
-    result = run(scenario, **options)
+    result = PolicyResult.of(run(scenario, **options))
     latency_ms = (time.perf_counter() - began) * 1000.0
     extras: dict[str, Any] = {}
-    if isinstance(result, tuple):  # a policy may return (grid, extras), e.g. the MILP's gap
-        result, extras = result
-    ids = gridlib.to_ids(scenario, result)
+    ids = gridlib.to_ids(scenario, result.grid)
     problems = violations(scenario, ids)
     if problems:
         raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
     metrics = compute_metrics(scenario, ids)
     if bound != "off":
-        found = prove_bound(scenario, metrics.objective, bound, block_seconds, extras)
+        milp_bound = None if result.solve is None else result.solve.best_bound
+        found = prove_bound(scenario, metrics.objective, bound, block_seconds, milp_bound)
         if found is not None:
-            extras = {**extras, "bound": found}
-    return Plan(scenario=scenario, policy=policy, grid=result, metrics=metrics,
-                latency_ms=latency_ms, extras=extras)
+            extras["bound"] = found
+    return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,
+                latency_ms=latency_ms, extras=extras, solve=result.solve)
 
 
 def bound_is_cheap(scenario: Scenario) -> bool:
@@ -111,7 +114,7 @@ def bound_is_cheap(scenario: Scenario) -> bool:
 
 
 def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: float = 30.0,
-                extras: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                milp_bound: float | None = None) -> dict[str, Any] | None:
     """The smallest proven upper bound the mode affords, and the plan's distance to it.
 
     Every candidate is a ceiling on every legal plan (the Lagrangian by weak duality, the
@@ -126,9 +129,8 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
     began = time.perf_counter()
     quick = lagrangian_bound(scenario, lower=objective)
     found = {"lagrangian": quick.value}
-    solve = (extras or {}).get("solve") or {}
-    if solve.get("best_bound") is not None:
-        found["milp"] = float(solve["best_bound"])
+    if milp_bound is not None:  # the MILP's own best bound, when the policy was `full`
+        found["milp"] = float(milp_bound)
     if mode == "block":
         from allocator.milp.bounds import block_capacity
 

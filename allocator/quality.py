@@ -101,15 +101,15 @@ def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
             scenario = generate(name, seed)
             _file(directory, seed, name).write_text(
                 json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
-            grid, extras = full(scenario, time_limit=time_limit)
-            report = extras["solve"]
+            result = full(scenario, time_limit=time_limit)
+            grid, report = result.grid, result.solve
             best = gridlib.objective(scenario, grid)
             records[case_key(seed, name)] = {
-                "status": report["status"],
-                "optimum": round(best, 6) if report["status"] == "optimal" else None,
+                "status": report.status,
+                "optimum": round(best, 6) if report.status == "optimal" else None,
                 "best_found": round(best, 6),
-                "best_bound": report["best_bound"],
-                "gap": report["gap"],
+                "best_bound": report.best_bound,
+                "gap": report.gap,
             }
             print(case_key(seed, name), records[case_key(seed, name)], flush=True)
     (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")

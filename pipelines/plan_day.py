@@ -455,12 +455,12 @@ def plan_metrics(plans: DayPlans) -> dict[str, float]:
             out["gap_to_bound"] = float(proven["gap"])
     out["unplaced"] = len(plans.plan.unplaced()) + len(plans.day.rejected)
     out["started"] = len([j for j in plans.day.queued if j in plans.plan.starts()])
-    solve = plans.plan.extras.get("solve") or {}  # the MILP's report (allocator.policies.full)
-    for key, name in (("gap", "gap"), ("best_bound", "best_bound"),
-                      ("solve_seconds", "solve_seconds")):
-        value = solve.get(key)
-        if isinstance(value, int | float) and math.isfinite(value):
-            out[name] = float(value)
+    solve = plans.plan.solve  # the MILP's report (policy full)
+    if solve is not None:
+        for name, value in (("gap", solve.gap), ("best_bound", solve.best_bound),
+                            ("solve_seconds", solve.solve_seconds)):
+            if isinstance(value, int | float) and math.isfinite(value):
+                out[name] = float(value)
     return out
 
 

@@ -27,6 +27,7 @@ from allocator.milp.solvers import (
     solver_available,
 )
 from allocator.model import BatchJob, Scenario
+from allocator.result import PolicyResult, SolveReport
 from allocator.validator import violations
 
 # From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so most of the
@@ -217,9 +218,11 @@ class FullSolve:
         self.report["phases"][name] = round(now - self.mark, 3)
         self.mark = now
 
-    def result(self, grid: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def result(self, grid: np.ndarray) -> PolicyResult:
         self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
-        return grid, {"solve": self.report}
+        report = {**self.report, "warnings": tuple(self.warnings),
+                  "phases": dict(self.report["phases"])}
+        return PolicyResult(grid, SolveReport(**report))
 
     def cannot_solve(self) -> bool:
         """No such solver, none installed, or a model too large to build: keep fast's plan."""

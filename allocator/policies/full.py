@@ -9,18 +9,15 @@ empty timeout yields fast.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from allocator.milp.search import FullSolve
 from allocator.model import Scenario
 from allocator.policies.fast import fast
+from allocator.result import PolicyResult
 
 
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
          lp_bound: bool = False, mip_gap: float = 1e-4, warm_start: bool = True,
-         block_bound: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
+         block_bound: bool = True) -> PolicyResult:
     """The better of the MILP's incumbent and fast's grid, with the solve's report.
 
     `time_limit` bounds the whole solve, bounds included. With `block_bound`, the
