@@ -252,10 +252,11 @@ def bench(
         with input_errors():
             if quality not in ("tuning", "test"):
                 raise InputError("--quality takes tuning or test", field="--quality")
-        bench_quality.main(["--set", quality, "--gpus", str(quality_gpus),
-                            "--time-limit", str(time_limit),
-                            *(["--count", str(quality_count)] if quality_count else []),
-                            *([] if full else ["--no-full"])])
+        command = (f"gpuplan bench --quality {quality} --quality-gpus {quality_gpus}"
+                   + (f" --quality-count {quality_count}" if quality_count else "")
+                   + f" --time-limit {time_limit:g}" + (" --full" if full else ""))
+        bench_quality.print_report(quality, quality_gpus, quality_count, time_limit,
+                                   with_full=full, command=command)
         return
     from rich.console import Console
 
