@@ -1,4 +1,4 @@
-"""The tables that chose the training-cost estimator: `python -m forecasting.compare`.
+"""The tables that chose the training-cost estimator: `python benchmarks/estimator_tables.py`.
 
 Three candidates, on the same held-out split of the bundled history and on the real
 fine-tuning runs (forecasting.real_runs):
@@ -22,11 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecasting.evaluate import join_histories, split_index
-from forecasting.history import clean_training, load_training_history
-from forecasting.real_runs import ratio_summary, real_runs
-from forecasting.tables import markdown
-from forecasting.training import TrainingCostEstimator
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forecasting.evaluate import join_histories, split_index  # noqa: E402
+from forecasting.history import clean_training, load_training_history  # noqa: E402
+from forecasting.real_runs import ratio_summary, real_runs  # noqa: E402
+from forecasting.tables import markdown  # noqa: E402
+from forecasting.training import TrainingCostEstimator  # noqa: E402
 
 CANDIDATES = {
     "ideal+trees": {"prior": "ideal", "residual": True},
@@ -134,7 +137,7 @@ def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m forecasting.compare", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python benchmarks/estimator_tables.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--history", type=Path, default=Path("data/history/training.csv"))
     ap.add_argument("--only", choices=("synthetic", "extrapolation", "real", "curve"),
