@@ -14,7 +14,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import policies
-from allocator.model import BatchJob, Scenario
+from allocator.model import Scenario
 from allocator.reservations import as_dicts
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import Metrics, compute_metrics, violations
@@ -38,15 +38,9 @@ class Plan:
         return gridlib.to_ids(self.scenario, self.grid)
 
     def starts(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for i, job in enumerate(self.scenario.jobs):
-            if not isinstance(job, BatchJob):
-                continue
-            rows, cols = np.nonzero(self.grid == i)
-            if len(rows):
-                out[job.id] = {"start": int(rows.min()), "first_gpu": int(cols.min()),
-                               "end": int(rows.max()) + 1}
-        return out
+        jobs = self.scenario.jobs
+        return {jobs[i].id: p._asdict()
+                for i, p in gridlib.placements(self.scenario, self.grid).items()}
 
     def unplaced(self, starts: dict[str, dict[str, int]] | None = None) -> list[str]:
         placed = self.starts() if starts is None else starts

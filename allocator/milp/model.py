@@ -59,12 +59,8 @@ class MilpModel:
         None if the grid uses a placement the model has no variable for (a bug upstream).
         """
         values: dict[str, float] = {}
-        chosen = set()
-        for i, job in enumerate(scenario.jobs):
-            if isinstance(job, BatchJob) and not job.running:
-                rows, cols = np.nonzero(grid == i)
-                if len(rows):
-                    chosen.add((i, int(rows.min()), int(cols.min())))
+        chosen = {(i, p.start, p.first_gpu)
+                  for i, p in gridlib.placements(scenario, grid, queued_only=True).items()}
         found = set()
         for var, st in self.starts:
             hit = (st.job, st.start, st.first) in chosen

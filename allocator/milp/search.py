@@ -26,7 +26,7 @@ from allocator.milp.solvers import (
     run_solver,
     solver_available,
 )
-from allocator.model import BatchJob, Scenario
+from allocator.model import Scenario
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import violations
 
@@ -158,11 +158,9 @@ def free_window(model: MilpModel, scenario: Scenario, grid: np.ndarray, lo: int,
 def keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:
     """`grid` without the batch jobs whose start is not the allowed one (still legal)."""
     out = grid.copy()
-    for i, job in enumerate(scenario.jobs):
-        if isinstance(job, BatchJob) and not job.running:
-            rows = np.flatnonzero((grid == i).any(axis=1))
-            if len(rows) and starts.get(i) != int(rows[0]):
-                out[out == i] = gridlib.FREE
+    for i, p in gridlib.placements(scenario, grid, queued_only=True).items():
+        if starts.get(i) != p.start:
+            out[out == i] = gridlib.FREE
     return out
 
 
