@@ -205,7 +205,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
 
     if strengthen:
         _strengthen(model, scenario, pinned, per_job)
-    reservations.constrain_milp(model, scenario)  # the reserved runs, as variable bounds
+    hold_reservations(model, scenario)  # the reserved runs, as variable bounds
     return model
 
 
@@ -314,6 +314,32 @@ def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
                      f"c1_blocks{tag}_k{k}_t{t}")
             out.append((touched, k, t, outside))
     return out
+
+
+def hold_reservations(model: MilpModel, scenario: Scenario) -> None:
+    """allocator.reservations' rule as bounds on the variables: the reserved run fixed,
+    nothing else on the block past the start, no realtime on the block. Called when the
+    model is built and after every bound reset."""
+    if not scenario.reservations:
+        return
+    by_id = {j.id: (i, j) for i, j in enumerate(scenario.jobs)}
+    rules = []
+    for r in scenario.reservations:
+        i, _ = by_id[r.id]
+        rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
+                      reservations.realtime_off_from(scenario, r)))
+    for var, st in model.starts:
+        job = scenario.jobs[st.job]
+        for i, r, block, _ in rules:
+            if st.job == i:
+                on = st.start == r.start and st.first == r.first_gpu
+                var.lowBound = var.upBound = int(on)
+            elif st.first < block.stop and block.start < st.first + job.gpus and \
+                    st.start < r.start < st.start + job.duration_steps:
+                var.lowBound = var.upBound = 0
+    for (_, g, t), x in model.realtime.items():
+        if any(g in block and t >= lead for _, _, block, lead in rules):
+            x.lowBound = x.upBound = 0
 
 
 # Beyond this many variables, building the model alone would take the machine's memory.

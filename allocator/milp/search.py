@@ -15,9 +15,14 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator import reservations
 from allocator.milp import bounds
-from allocator.milp.model import MAX_MILP_VARIABLES, MilpModel, build_model, model_size
+from allocator.milp.model import (
+    MAX_MILP_VARIABLES,
+    MilpModel,
+    build_model,
+    hold_reservations,
+    model_size,
+)
 from allocator.milp.solvers import (
     REL_TOL,
     SOLVERS,
@@ -152,7 +157,7 @@ def free_window(model: MilpModel, scenario: Scenario, grid: np.ndarray, lo: int,
             x.lowBound, x.upBound = 0, 1
         else:
             x.lowBound = x.upBound = int(grid[t, g] == i)
-    reservations.constrain_milp(model, scenario)
+    hold_reservations(model, scenario)
 
 
 def keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:
