@@ -3,16 +3,13 @@
 fast / optimum is the principal measure of the heuristic; where the MILP does not prove
 optimality in time, the ratio is bracketed by fast / best plan found (an upper estimate)
 and fast / best bound (a lower one). `gpuplan bench --full` calls `full_rows`, and
-`python -m allocator.bench_full` runs it alone.
+`python benchmarks/full_mode.py` runs it alone (with the diagnosis and the bounds).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 from allocator import grid as gridlib
@@ -36,12 +33,12 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str =
         fast_grid = fast(scenario)
         fast_obj = gridlib.objective(scenario, fast_grid)
         began, cpu = time.perf_counter(), time.process_time()
-        grid, extras = full(scenario, solver=solver, time_limit=time_limit)
+        result = full(scenario, solver=solver, time_limit=time_limit)
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu  # all threads: a check on a shared, loaded machine
-        report = extras["solve"]
+        grid, report = result.grid, result.solve
         best = gridlib.objective(scenario, grid)
-        optimal = report["status"] == "optimal"
+        optimal = report.status == "optimal"
         rows.append({
             "scenario": scenario.name,
             "gpus": scenario.G,
@@ -49,17 +46,17 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str =
             "fast": round(fast_obj, 3),
             "full": round(best, 3),
             "optimum": round(best, 3) if optimal else None,
-            "best_bound": None if report["best_bound"] is None else round(report["best_bound"], 3),
+            "best_bound": None if report.best_bound is None else round(report.best_bound, 3),
             "fast_over_optimum": _round(_ratio(fast_obj, best)) if optimal else None,
             "fast_over_best": _round(_ratio(fast_obj, best)),
-            "fast_over_bound": _round(_ratio(fast_obj, report["best_bound"])),
-            "gap": _round(report["gap"], 6),
-            "status": report["status"],
-            "proof": report.get("proof"),
+            "fast_over_bound": _round(_ratio(fast_obj, report.best_bound)),
+            "gap": _round(report.gap, 6),
+            "status": report.status,
+            "proof": report.proof,
             "solve_seconds": round(seconds, 2),
             "cpu_seconds": round(cpu, 2),
             "time_limit": time_limit,
-            "improved_fast": report["improved_fast"],
+            "improved_fast": report.improved_fast,
         })
         if diagnose:  # outside the timing above
             best = best_batch_for_realtime(scenario, fast_grid, time_limit)
@@ -73,12 +70,14 @@ def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) 
     If it equals fast, fast lost only through where it put realtime GPUs; what it
     gains over fast is what a better batch order alone would have earned.
     """
-    full_mod = importlib.import_module("allocator.policies.full")
-    model = full_mod.build_model(scenario)
+    from allocator.milp.model import build_model
+    from allocator.milp.solvers import solve_highs
+
+    model = build_model(scenario)
     for (i, g, t), x in model.realtime.items():
         x.lowBound = x.upBound = int(grid[t, g] == i)
-    result = full_mod.solve_highs(model.prob, time_limit=time_limit,
-                                  start=model.start_values(scenario, grid))
+    result = solve_highs(model.prob, time_limit=time_limit,
+                         start=model.start_values(scenario, grid))
     if not result.has_solution:
         return None
     return max(gridlib.objective(scenario, model.grid(scenario)),
@@ -87,7 +86,7 @@ def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) 
 
 def bound_rows(scenarios: list[Scenario], time_limit: float = 60.0) -> list[dict[str, Any]]:
     """Both relaxations per scenario, with their solve times: how tight each ceiling is."""
-    from allocator import bounds
+    from allocator.milp import bounds
 
     rows = []
     for scenario in scenarios:
@@ -136,75 +135,3 @@ def full_markdown(rows: list[dict[str, Any]]) -> str:
                      f"| {r['full']:.2f} | {bound} | {ratio} | {_pct(r['gap'], 2)} "
                      f"| {r['status']} | {r['solve_seconds']:.1f} | {r['cpu_seconds']:.1f} |")
     return "\n".join(lines) + "\n"
-
-
-def _load(directory: Path) -> list[Scenario]:
-    from allocator.scenario_io import load_scenario
-    from allocator.scenarios import SPECS, generate
-
-    files = sorted(directory.glob("*.json"))
-    if not files:  # the files are generated; the generator is the source of truth
-        return [generate(name) for name in SPECS]
-    order = list(SPECS)
-    loaded = [load_scenario(f) for f in files]
-    return sorted(loaded, key=lambda s: (order.index(s.name) if s.name in order else 99, s.name))
-
-
-def _code_version() -> str:
-    """The commit the policies come from, and whether they had uncommitted edits."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True,
-                                  check=False).stdout.strip()
-        except OSError:
-            return ""
-
-    commit = git("log", "-1", "--format=%h", "--", "allocator/policies") or "unknown"
-    dirty = git("status", "--porcelain", "--", "allocator/policies")
-    return f"allocator/policies at {commit}" + (" with uncommitted edits" if dirty else "")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="?", default="data/scenarios", type=Path,
-                        help="directory of scenario JSON (default data/scenarios; when "
-                             "empty, the seven generated benchmark scenarios)")
-    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
-    parser.add_argument("--solver", default="highs", help="highs | cbc")
-    parser.add_argument("--only", nargs="*", default=None, help="scenario names to keep")
-    parser.add_argument("--diagnose", action="store_true",
-                        help="also solve with fast's realtime cells fixed (loss: realtime "
-                             "layout vs batch order)")
-    parser.add_argument("--bounds", action="store_true",
-                        help="also tabulate the block-capacity and LP relaxation bounds")
-    args = parser.parse_args(argv)
-    scenarios = _load(args.scenarios)
-    if args.only:
-        scenarios = [s for s in scenarios if s.name in args.only]
-    from allocator.bench import machine
-
-    print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
-    print(f"Code: {_code_version()}\n")
-    extra = (" --only " + " ".join(args.only) if args.only else "") + \
-        (" --bounds" if args.bounds else "") + (" --diagnose" if args.diagnose else "")
-    print(f"Command: `python -m allocator.bench_full --time-limit {args.time_limit:g}"
-          f" --solver {args.solver}{extra}`\n")
-    rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver,
-                     diagnose=args.diagnose)
-    print(full_markdown(rows))
-    if args.diagnose:
-        print("| scenario | fast | best with fast's realtime cells | optimum or best |\n"
-              "|---|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['scenario']} | {r['fast']:.2f} | {r['best_with_fast_realtime']} "
-                  f"| {r['full']:.2f} |")
-        print()
-    if args.bounds:
-        print(bounds_markdown(bound_rows(scenarios, time_limit=args.time_limit)))
-    print(f"Load average at end: {os.getloadavg()[0]:.2f}")
-
-
-if __name__ == "__main__":
-    main()

@@ -7,13 +7,12 @@ TUNING_SEEDS may be looked at while changing fast, TEST_SEEDS only to report. Ea
 gives fast's objective and latency, the Lagrangian bound a plan carries, and full mode's
 result (the optimum when proven, else its best plan and bound) under a time limit.
 
-`python -m allocator.bench_quality --set test --gpus 16` prints the table and summary;
-`gpuplan bench --quality` does the same.
+`gpuplan bench --quality test --quality-gpus 16` prints the table and summary
+(`print_report`); `python benchmarks/quality.py --set test --gpus 16` does the same.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import statistics
@@ -107,15 +106,15 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
         began = time.perf_counter()
-        best_grid, extras = full(scenario, time_limit=time_limit)
-        report = extras["solve"]
+        result = full(scenario, time_limit=time_limit)
+        best_grid, report = result.grid, result.solve
         best = gridlib.objective(scenario, best_grid)
         row.update({
-            "full": round(best, 3), "status": report["status"],
-            "best_bound": None if report["best_bound"] is None
-            else round(report["best_bound"], 3),
-            "gap": report["gap"], "full_seconds": round(time.perf_counter() - began, 1),
-            "optimal": report["status"] == "optimal",
+            "full": round(best, 3), "status": report.status,
+            "best_bound": None if report.best_bound is None
+            else round(report.best_bound, 3),
+            "gap": report.gap, "full_seconds": round(time.perf_counter() - began, 1),
+            "optimal": report.status == "optimal",
         })
     return row
 
@@ -162,39 +161,31 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("tuning", "test"), default="tuning")
-    parser.add_argument("--gpus", type=int, default=16,
-                        help="16: the small family (8-16 GPUs); 64 or 256: cluster scale")
-    parser.add_argument("--count", type=int, default=None, help="first N seeds of the set")
-    parser.add_argument("--time-limit", type=float, default=30.0, help="full: seconds each")
-    parser.add_argument("--no-full", action="store_true", help="fast and the bound only")
-    args = parser.parse_args(argv)
-    seeds = TUNING_SEEDS if args.set == "tuning" else TEST_SEEDS
-    seeds = seeds[: args.count] if args.count else seeds
-    if args.gpus <= 16:
-        cases = small_cases(seeds)
-    else:
-        cases = large_cases(seeds, args.gpus, {64: 30, 256: 120}.get(args.gpus, args.gpus // 2))
+def cases_for(set_name: str, gpus: int, count: int | None = None) -> list[Case]:
+    """The family's cases: 'tuning' or 'test' seeds (the first `count`), 16 GPUs and under
+    the small family, 64 or 256 cluster scale."""
+    seeds = TUNING_SEEDS if set_name == "tuning" else TEST_SEEDS
+    seeds = seeds[:count] if count else seeds
+    if gpus <= 16:
+        return small_cases(seeds)
+    return large_cases(seeds, gpus, {64: 30, 256: 120}.get(gpus, gpus // 2))
+
+
+def print_report(set_name: str, gpus: int, count: int | None, time_limit: float,
+                 with_full: bool, command: str) -> None:
+    """Measure every case, printing progress, then the table and the summary."""
+    cases = cases_for(set_name, gpus, count)
     from allocator.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
-    cmd = (f"python -m allocator.bench_quality --set {args.set} --gpus {args.gpus}"
-           + (f" --count {args.count}" if args.count else "")
-           + f" --time-limit {args.time_limit:g}" + (" --no-full" if args.no_full else ""))
-    print(f"Command: `{cmd}`\n")
+    print(f"Command: `{command}`\n")
     rows = []
     for case in cases:
-        rows.append(measure(case, args.time_limit, with_full=not args.no_full))
+        rows.append(measure(case, time_limit, with_full=with_full))
         r = rows[-1]
         print(f"  {r['scenario']}: fast {r['fast']:.2f}, full {r.get('full', '-')} "
               f"({r.get('status', '-')}), {r['fast_ms']:.2f} ms", flush=True)
     print()
-    print(markdown(rows, f"{args.set} seeds, {args.gpus} GPUs"))
+    print(markdown(rows, f"{set_name} seeds, {gpus} GPUs"))
     for key, value in summary(rows).items():
         print(f"- {key}: {value}")
-
-
-if __name__ == "__main__":
-    main()

@@ -82,7 +82,7 @@ def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
     row["bound"] = None
     row["fast_vs_bound"] = None
     if case.gpus <= bound_max_gpus:
-        from allocator.bounds import block_capacity
+        from allocator.milp.bounds import block_capacity
 
         began = time.perf_counter()
         bound = block_capacity(scenario, time_limit=bound_seconds)
@@ -186,8 +186,8 @@ def compare(new: dict, old: dict) -> list[dict]:
 
 def load_record(path: Path) -> dict:
     """A scale record as `gpuplan bench --scale` wrote it; InputError naming what is off."""
-    from allocator import limits
-    from allocator.errors import InputError
+    from allocator.core import limits
+    from allocator.core.errors import InputError
 
     limits.check_file_size(path)
     try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from allocator import grid as gridlib
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.plan import make_plan
 
@@ -42,11 +43,6 @@ class Explanation:
     best: Change | None  # the change that starts it earliest (None: none helps)
 
 
-def _start_of(grid: np.ndarray, index: int) -> int | None:
-    rows = np.flatnonzero((grid == index).any(axis=1))
-    return int(rows[0]) if len(rows) else None
-
-
 def replan_start(scenario: Scenario, policy: str, job_id: str) -> int | None:
     """The start `policy` gives `job_id` on `scenario` (None: not in the horizon)."""
     plan = make_plan(scenario, policy)
@@ -67,7 +63,8 @@ def explain(scenario: Scenario, grid: np.ndarray, policy: str, job_id: str,
     if not isinstance(job, BatchJob) or job.running:
         raise ValueError(f"{job_id} is not a queued batch-like job")
     T = scenario.T
-    start = _start_of(grid, index)
+    placed = gridlib.placement(grid, index)
+    start = None if placed is None else placed.start
     end_search = T if start is None else start
     held = holders(scenario, grid, index, job, end_search)
     if start is not None and start <= job.arrival_step:

@@ -5,6 +5,8 @@ Job indices are positions in `scenario.jobs`; ids appear only at the edges.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from allocator.model import BatchJob, Scenario
@@ -22,6 +24,35 @@ def pin_running(scenario: Scenario, grid: np.ndarray) -> None:
         if isinstance(job, BatchJob) and job.running:
             first = job.running.first_gpu
             grid[: min(job.running.remaining_steps, scenario.T), first : first + job.gpus] = index
+
+
+class Placement(NamedTuple):
+    """Where a batch job sits in a grid: steps [start, end), GPUs from first_gpu."""
+
+    start: int
+    first_gpu: int
+    end: int
+
+
+def placement(grid: np.ndarray, index: int) -> Placement | None:
+    """Job `index`'s cells in `grid` as a placement (None: it has none)."""
+    rows, cols = np.nonzero(grid == index)
+    if not len(rows):
+        return None
+    return Placement(int(rows.min()), int(cols.min()), int(rows.max()) + 1)
+
+
+def placements(scenario: Scenario, grid: np.ndarray, *,
+               queued_only: bool = False) -> dict[int, Placement]:
+    """Every placed batch job's placement, by job index (running jobs left out if
+    `queued_only`: their placement is pinned, not chosen)."""
+    out = {}
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and not (queued_only and job.running):
+            found = placement(grid, i)
+            if found is not None:
+                out[i] = found
+    return out
 
 
 def to_ids(scenario: Scenario, grid: np.ndarray) -> list[list[str | None]]:

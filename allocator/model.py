@@ -44,10 +44,6 @@ class BatchJob:
     arrival_step: int = 0
     running: Running | None = None
 
-    @property
-    def is_running(self) -> bool:
-        return self.running is not None
-
 
 @dataclass(frozen=True)
 class RealtimeJob:

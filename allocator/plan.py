@@ -14,8 +14,9 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import policies
-from allocator.model import BatchJob, Scenario
+from allocator.model import Scenario
 from allocator.reservations import as_dicts
+from allocator.result import PolicyResult, SolveReport
 from allocator.validator import Metrics, compute_metrics, violations
 
 
@@ -30,21 +31,16 @@ class Plan:
     grid: np.ndarray
     metrics: Metrics
     latency_ms: float
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # JSON additions: "bound"
+    solve: SolveReport | None = None  # the MILP's report (policy `full`)
 
     def id_grid(self) -> list[list[str | None]]:
         return gridlib.to_ids(self.scenario, self.grid)
 
     def starts(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for i, job in enumerate(self.scenario.jobs):
-            if not isinstance(job, BatchJob):
-                continue
-            rows, cols = np.nonzero(self.grid == i)
-            if len(rows):
-                out[job.id] = {"start": int(rows.min()), "first_gpu": int(cols.min()),
-                               "end": int(rows.max()) + 1}
-        return out
+        jobs = self.scenario.jobs
+        return {jobs[i].id: p._asdict()
+                for i, p in gridlib.placements(self.scenario, self.grid).items()}
 
     def unplaced(self, starts: dict[str, dict[str, int]] | None = None) -> list[str]:
         placed = self.starts() if starts is None else starts
@@ -63,6 +59,8 @@ class Plan:
             "kinds": {job.id: job.kind for job in self.scenario.jobs},
             "reservations": as_dicts(self.scenario.reservations),
         }
+        if self.solve is not None:
+            body["solve"] = self.solve.as_dict()
         body.update(self.extras)
         return body
 
@@ -87,22 +85,21 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
     """
     run = policies.get(policy)
     began = time.perf_counter()
-    result = run(scenario, **options)
+    result = PolicyResult.of(run(scenario, **options))
     latency_ms = (time.perf_counter() - began) * 1000.0
     extras: dict[str, Any] = {}
-    if isinstance(result, tuple):  # a policy may return (grid, extras), e.g. the MILP's gap
-        result, extras = result
-    ids = gridlib.to_ids(scenario, result)
+    ids = gridlib.to_ids(scenario, result.grid)
     problems = violations(scenario, ids)
     if problems:
         raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
     metrics = compute_metrics(scenario, ids)
     if bound != "off":
-        found = prove_bound(scenario, metrics.objective, bound, block_seconds, extras)
+        milp_bound = None if result.solve is None else result.solve.best_bound
+        found = prove_bound(scenario, metrics.objective, bound, block_seconds, milp_bound)
         if found is not None:
-            extras = {**extras, "bound": found}
-    return Plan(scenario=scenario, policy=policy, grid=result, metrics=metrics,
-                latency_ms=latency_ms, extras=extras)
+            extras["bound"] = found
+    return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,
+                latency_ms=latency_ms, extras=extras, solve=result.solve)
 
 
 def bound_is_cheap(scenario: Scenario) -> bool:
@@ -111,7 +108,7 @@ def bound_is_cheap(scenario: Scenario) -> bool:
 
 
 def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: float = 30.0,
-                extras: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                milp_bound: float | None = None) -> dict[str, Any] | None:
     """The smallest proven upper bound the mode affords, and the plan's distance to it.
 
     Every candidate is a ceiling on every legal plan (the Lagrangian by weak duality, the
@@ -126,11 +123,10 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
     began = time.perf_counter()
     quick = lagrangian_bound(scenario, lower=objective)
     found = {"lagrangian": quick.value}
-    solve = (extras or {}).get("solve") or {}
-    if solve.get("best_bound") is not None:
-        found["milp"] = float(solve["best_bound"])
+    if milp_bound is not None:  # the MILP's own best bound, when the policy was `full`
+        found["milp"] = float(milp_bound)
     if mode == "block":
-        from allocator.bounds import block_capacity
+        from allocator.milp.bounds import block_capacity
 
         block = block_capacity(scenario, time_limit=block_seconds)
         if block.value is not None:

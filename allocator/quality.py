@@ -2,7 +2,7 @@
 
 The set (`data/quality/`) is the benchmark generator's six specs of up to 14 GPUs (scale
 left out) at seeds 1-8: 48 scenarios stored as JSON, each solved once by the MILP
-(`python -m allocator.quality --solve`, minutes) with the proven optimum recorded in
+(`python benchmarks/optima.py --solve`, minutes) with the proven optimum recorded in
 `data/quality/optima.json`. A scenario whose solve did not prove optimality is kept in
 the file with its status and left out of the set. The optimum of a stored scenario never
 changes, so measuring a policy against it is quick (one fast call per scenario) and
@@ -12,7 +12,6 @@ exact: the tests assert fast's mean and minimum share of the optimum
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -101,38 +100,16 @@ def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
             scenario = generate(name, seed)
             _file(directory, seed, name).write_text(
                 json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
-            grid, extras = full(scenario, time_limit=time_limit)
-            report = extras["solve"]
+            result = full(scenario, time_limit=time_limit)
+            grid, report = result.grid, result.solve
             best = gridlib.objective(scenario, grid)
             records[case_key(seed, name)] = {
-                "status": report["status"],
-                "optimum": round(best, 6) if report["status"] == "optimal" else None,
+                "status": report.status,
+                "optimum": round(best, 6) if report.status == "optimal" else None,
                 "best_found": round(best, 6),
-                "best_bound": report["best_bound"],
-                "gap": report["gap"],
+                "best_bound": report.best_bound,
+                "gap": report.gap,
             }
             print(case_key(seed, name), records[case_key(seed, name)], flush=True)
     (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return records
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solve", action="store_true",
-                        help="regenerate data/quality and solve every scenario (minutes)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
-    parser.add_argument("--dir", type=Path, default=DIR)
-    args = parser.parse_args(argv)
-    if args.solve:
-        solve_set(args.dir, time_limit=args.time_limit)
-    from allocator.policies import POLICIES
-
-    cases = load_cases(args.dir)
-    for policy in ("fast", "priority", "fifo"):
-        s = summarize(shares(POLICIES[policy], cases))
-        print(f"{policy}: {s.n} cases, mean {s.mean:.2%}, min {s.minimum:.2%}, "
-              f"below 97% {s.below_97}")
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ backfill ahead of it). This module holds everything the policies share about the
 - `Holds`: what a policy must do with them (pin the job, keep other batch work off the
   block past the start, keep realtime off the block so a service never settles on GPUs
   the reserved job needs); fast and the Slurm-style baseline use it;
-- `constrain_milp`: the same as variable bounds on full's MILP;
+- the same as variable bounds on full's MILP: `allocator.milp.model.hold_reservations`;
 - `earliest`: the earliest aligned block a waiting job could be promised, looking past the
   horizon (running jobs' predicted ends, other reservations, the realtime floor).
 
@@ -184,31 +184,6 @@ def holds(scenario: Scenario) -> Holds:
 NO_HOLDS = Holds((), None, None)
 
 
-def constrain_milp(model, scenario: Scenario) -> None:
-    """The same rule as bounds on full's variables: the reserved run fixed, nothing else on
-    the block past the start, no realtime on the block. Called after every bound reset."""
-    if not scenario.reservations:
-        return
-    by_id = {j.id: (i, j) for i, j in enumerate(scenario.jobs)}
-    rules = []
-    for r in scenario.reservations:
-        i, _ = by_id[r.id]
-        rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
-                      realtime_off_from(scenario, r)))
-    for var, st in model.starts:
-        job = scenario.jobs[st.job]
-        for i, r, block, _ in rules:
-            if st.job == i:
-                on = st.start == r.start and st.first == r.first_gpu
-                var.lowBound = var.upBound = int(on)
-            elif st.first < block.stop and block.start < st.first + job.gpus and \
-                    st.start < r.start < st.start + job.duration_steps:
-                var.lowBound = var.upBound = 0
-    for (_, g, t), x in model.realtime.items():
-        if any(g in block and t >= lead for _, _, block, lead in rules):
-            x.lowBound = x.upBound = 0
-
-
 def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = (),
              forbidden: Iterable[int] = (), floor: bool = True, keep: int | None = None,
              limit: int = FOREVER) -> Reservation | None:
@@ -322,5 +297,5 @@ def as_dicts(reservations: Iterable[Reservation]) -> list[dict[str, int | str]]:
             for r in reservations]
 
 
-__all__ = ["Holds", "Reservation", "as_dicts", "claim", "constrain_milp",
-           "earliest", "holds", "plan_problems", "problems", "vacate_steps"]
+__all__ = ["Holds", "Reservation", "as_dicts", "claim", "earliest", "holds",
+           "plan_problems", "problems", "vacate_steps"]

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from allocator import limits
-from allocator.errors import InputError
+from allocator.core import limits
+from allocator.core.errors import InputError
 from allocator.model import (
     BATCH_KINDS,
     REALTIME,
@@ -72,6 +72,19 @@ def load_scenario(path: str | Path) -> Scenario:
         return parse_scenario(text)
     except InputError as err:
         raise err.located(str(path)) from None
+
+
+def load_scenario_dir(directory: str | Path) -> list[Scenario]:
+    """Every *.json scenario in `directory`: the generator's named ones first, in its order."""
+    from allocator.scenarios import SPECS
+
+    files = sorted(Path(directory).glob("*.json"))
+    if not files:
+        raise InputError("no scenario files", file=str(directory))
+    loaded = [load_scenario(f) for f in files]
+    order = list(SPECS)
+    loaded.sort(key=lambda s: (order.index(s.name) if s.name in order else len(order), s.name))
+    return loaded
 
 
 def parse_scenario(text: str) -> Scenario:

@@ -193,7 +193,3 @@ def _scatter_running(jobs: list[BatchJob], spec: Spec, G: int,
         else:
             out.append(job)
     return out
-
-
-def all_scenarios(seed: int = 7) -> list[Scenario]:
-    return [generate(name, seed) for name in SPECS]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.traffic import SERVEGEN_ANCHOR, ServiceConfig, read_table
 
 CLIENT_COLUMNS = ("hour", "pool", "client", "requests")

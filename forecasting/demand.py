@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
-from allocator.limits import MAX_DEMAND
+from allocator.core.errors import InputError
+from allocator.core.limits import MAX_DEMAND
 from forecasting.traffic import ServiceConfig
 
 # A rate a floating-point hair above a whole number of GPUs does not buy another GPU.

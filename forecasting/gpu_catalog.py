@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "gpu_catalog.csv"
 ENV = "GPUPLAN_GPU_CATALOG"

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
-from allocator.limits import MAX_TABLE_BYTES, check_file_size, check_separator
+from allocator.core.errors import InputError
+from allocator.core.limits import MAX_TABLE_BYTES, check_file_size, check_separator
 from forecasting.columns import (
     ALGORITHMS,
     GPUS,

@@ -17,7 +17,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.traffic import GAP_FRACTION, GAP_MIN_COUNT, hourly, validate_traffic
 
 WEEK = 168
@@ -620,6 +620,6 @@ def _consecutive_hours(wide: pd.DataFrame) -> pd.DataFrame:
 def _utc(value: pd.Timestamp | str) -> pd.Timestamp:
     if isinstance(value, pd.Timestamp):
         return value.tz_localize("UTC") if value.tzinfo is None else value.tz_convert("UTC")
-    from allocator.timeparse import parse_time
+    from allocator.core.timeparse import parse_time
 
     return parse_time(value, "start")

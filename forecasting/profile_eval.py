@@ -183,7 +183,7 @@ def plot(results: list[Replay], path: str, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pipelines.atomic import atomic_path
+    from allocator.core.atomic import atomic_path
 
     fig, axes = plt.subplots(len(results), 2, figsize=(14, 3.2 * len(results)),
                              squeeze=False, sharex=True)

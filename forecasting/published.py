@@ -66,6 +66,6 @@ def batch_table() -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    from forecasting.compare import markdown
+    from forecasting.tables import markdown
 
     print(markdown(batch_table()))

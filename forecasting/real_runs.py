@@ -183,7 +183,7 @@ def check(models: Path) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from forecasting.compare import markdown
+    from forecasting.tables import markdown
 
     ap = argparse.ArgumentParser(prog="python -m forecasting.real_runs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         print(calibrate(runs[runs.split == "calibration"]))
         return 0
     if args.write:
+        from allocator.core.atomic import atomic_path
         from forecasting.columns import TRAINING_FEATURES
-        from pipelines.atomic import atomic_path
 
         with atomic_path(RUNS_OUT) as tmp:
             runs.to_csv(tmp, index=False)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
-from allocator.limits import MAX_DURATION, MAX_STEP_MINUTES
+from allocator.core.errors import InputError
+from allocator.core.limits import MAX_DURATION, MAX_STEP_MINUTES
 from forecasting.batch_inference import estimate_batch
 from forecasting.columns import (
     BATCH_FEATURES,

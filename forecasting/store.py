@@ -11,8 +11,8 @@ from pathlib import Path
 
 import joblib
 
-from allocator.errors import InputError
-from pipelines.atomic import atomic_path, json_text, write_text
+from allocator.core.atomic import atomic_path, json_text, write_text
+from allocator.core.errors import InputError
 
 FILES = {
     "training": "training_cost.joblib",

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from allocator import limits
-from allocator.errors import InputError
-from allocator.timeparse import parse_times
+from allocator.core import limits
+from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_times
 
 TRAFFIC_COLUMNS = ("timestamp", "service", "requests")
 HOUR = pd.Timedelta(hours=1)
@@ -280,7 +280,7 @@ def servegen_to_long(wide: pd.DataFrame, anchor: str = SERVEGEN_ANCHOR,
 
     Each pool becomes one service of the same name; counts are rounded to whole requests.
     """
-    from allocator.timeparse import parse_time
+    from allocator.core.timeparse import parse_time
 
     seconds = _column(wide, "window_start_s", 0.0, 10 * 366 * 86400.0)  # ten years at most
     window = float(np.median(np.diff(seconds))) if len(seconds) > 1 else 600.0

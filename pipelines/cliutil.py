@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from allocator import bench as benchlib
-from allocator import limits, policies
-from allocator.errors import InputError
+from allocator import policies
+from allocator.core import atomic, limits
+from allocator.core.errors import InputError
 from allocator.plan import make_plan
-from allocator.scenario_io import load_scenario, scenario_to_dict
+from allocator.scenario_io import load_scenario, load_scenario_dir, scenario_to_dict
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
-from pipelines import atomic, outset
+from pipelines import outset
 from pipelines.cliutil import distinct_outputs, input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
@@ -192,17 +193,8 @@ def scenarios(
 
 
 def load_dir(directory: Path) -> list:
-    files = sorted(directory.glob("*.json"))
-    with input_errors(str(directory)):
-        if not files:
-            raise InputError("no scenario files")
-    loaded = []
-    for f in files:
-        with input_errors(str(f)):
-            loaded.append(load_scenario(f))
-    order = list(SPECS)
-    loaded.sort(key=lambda s: (order.index(s.name) if s.name in order else len(order), s.name))
-    return loaded
+    with input_errors():
+        return load_scenario_dir(directory)
 
 
 def _picture(scenario) -> dict:
@@ -247,10 +239,11 @@ def bench(
         with input_errors():
             if quality not in ("tuning", "test"):
                 raise InputError("--quality takes tuning or test", field="--quality")
-        bench_quality.main(["--set", quality, "--gpus", str(quality_gpus),
-                            "--time-limit", str(time_limit),
-                            *(["--count", str(quality_count)] if quality_count else []),
-                            *([] if full else ["--no-full"])])
+        command = (f"gpuplan bench --quality {quality} --quality-gpus {quality_gpus}"
+                   + (f" --quality-count {quality_count}" if quality_count else "")
+                   + f" --time-limit {time_limit:g}" + (" --full" if full else ""))
+        bench_quality.print_report(quality, quality_gpus, quality_count, time_limit,
+                                   with_full=full, command=command)
         return
     from rich.console import Console
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from allocator.explain import explain as explain_job
 from allocator.model import BatchJob
 from allocator.scenario_io import load_scenario

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import typer
 
-from allocator.errors import InputError
-from pipelines.atomic import atomic_path, write_text
+from allocator.core.atomic import atomic_path, write_text
+from allocator.core.errors import InputError
 from pipelines.cliutil import distinct_outputs, input_errors
 
 MAX_LISTED_REJECTS = 20
@@ -64,7 +64,7 @@ def synth_history(
     queue_jobs: int = typer.Option(48, "--queue-jobs", min=1, help="Jobs in the sample queue."),
 ) -> None:
     """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
-    from allocator.limits import finite
+    from allocator.core.limits import finite
     from forecasting.synth import SynthConfig, synth_history, synth_queue
 
     with input_errors():
@@ -75,8 +75,8 @@ def synth_history(
             finite(value, name, low=0, high=5)
         if max(training, quantization, queue_jobs) > 1_000_000:
             raise InputError("at most 1,000,000 jobs per file", field="--training")
+        from allocator.core.atomic import writable_target
         from pipelines import outset
-        from pipelines.atomic import writable_target
 
         outset.check_target(out)
         if queue_out is not None:
@@ -143,7 +143,7 @@ def train(
     one on the same held-out rows (or with --promote)."""
     from rich.console import Console
 
-    from allocator.limits import finite
+    from allocator.core.limits import finite
     from forecasting.evaluate import (
         evaluate,
         join_histories,
@@ -167,7 +167,7 @@ def train(
         distinct_outputs([history, *([quantization] if quantization else [])],
                           [p for p in (report,) if p])
         if report:
-            from pipelines.atomic import writable_target
+            from allocator.core.atomic import writable_target
 
             writable_target(report)
         hist = load_training_history(history)
@@ -249,11 +249,11 @@ def score(
         "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
-    from allocator.limits import MAX_STEP_MINUTES, finite
+    from allocator.core.atomic import write_all
+    from allocator.core.limits import MAX_STEP_MINUTES, finite
     from forecasting.history import read_table
     from forecasting.scoring import score_queue_full
     from pipelines import tracking
-    from pipelines.atomic import write_all
 
     start = time.perf_counter()
     rejects = rejects or out.with_name(out.stem + ".rejects.csv")

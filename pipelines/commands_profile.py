@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from allocator import limits
-from allocator.errors import InputError
-from pipelines.atomic import write_text
+from allocator.core import limits
+from allocator.core.atomic import write_text
+from allocator.core.errors import InputError
 from pipelines.cliutil import input_errors
 from pipelines.home import out_dir as out_dir_default
 
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _parse_start(value: str, field: str = "start") -> pd.Timestamp:
-    from allocator.timeparse import parse_time
+    from allocator.core.timeparse import parse_time
 
     return parse_time(value, field)
 

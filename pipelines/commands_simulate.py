@@ -17,11 +17,11 @@ from pathlib import Path
 
 import typer
 
-from allocator import limits
 from allocator import policies as registry
-from allocator.errors import InputError
-from allocator.timeparse import parse_time
-from pipelines import atomic, outset
+from allocator.core import atomic, limits
+from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
+from pipelines import outset
 from pipelines import simulate_report as report
 from pipelines.cliutil import input_errors
 from pipelines.home import out_dir as out_dir_default

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import typer
 
-from allocator.errors import InputError
-from pipelines import atomic
+from allocator.core import atomic
+from allocator.core.errors import InputError
 from pipelines.cliutil import input_errors
 from pipelines.philly import PhillyConfig, philly_world
 from pipelines.simulate import SimConfig, run_many

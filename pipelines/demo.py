@@ -56,7 +56,7 @@ def traffic_end(path: Path) -> str:
     """The plan starts at the hour after the traffic history ends (same files, same day)."""
     import pandas as pd
 
-    from allocator.timeparse import parse_times
+    from allocator.core.timeparse import parse_times
 
     stamps = parse_times(pd.read_csv(path, usecols=["timestamp"])["timestamp"], "timestamp")
     return (stamps.max().floor("h") + pd.Timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -149,7 +149,7 @@ def run_demo(out_dir: Path, full: bool = False) -> None:
     console = Console()
     missing = [p for p in (SERVICES, CLUSTER, RUNNING, SERVEGEN) if not p.exists()]
     if missing:
-        from allocator.errors import InputError
+        from allocator.core.errors import InputError
 
         raise InputError("a bundled input is missing: gpuplan's demo needs the project's "
                          "data/ folder (a checkout, installed with `pip install -e .`)",

@@ -73,9 +73,9 @@ def pct(value: float, digits: int = 1) -> str:
 @cache
 def _bench_plans() -> list[tuple[Any, dict[str, Any]]]:
     from allocator.plan import make_plan
-    from pipelines.commands_allocator import load_dir
+    from allocator.scenario_io import load_scenario_dir
 
-    scenarios = load_dir(ROOT / "data" / "scenarios")
+    scenarios = load_scenario_dir(ROOT / "data" / "scenarios")
     return [(s, {p: make_plan(s, p).metrics for p in ("fast", "fifo", "priority")})
             for s in scenarios]
 
@@ -482,7 +482,7 @@ def run(*, check: bool, quick: bool, root: Path = ROOT,
             log("".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
                                              f"{rel} (published)", f"{rel} (regenerated)")))
         else:
-            from pipelines import atomic
+            from allocator.core import atomic
 
             atomic.write_text(page, new)
             log(f"rewrote {rel}")

@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from allocator.errors import InputError
-from pipelines.atomic import pid_alive
+from allocator.core.atomic import pid_alive
+from allocator.core.errors import InputError
 
 MARKER = ".gpuplan-set.json"
 _AT_FDCWD = -100

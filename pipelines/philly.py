@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
-from allocator.timeparse import parse_time
+from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
 from pipelines.home import bundled
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, predicted
 
@@ -58,8 +58,8 @@ class PhillyConfig:
 
 def read_philly(path: Path) -> pd.DataFrame:
     """The Pollux copy of the Philly trace (or an extract of it), columns checked."""
-    from allocator.limits import MAX_TABLE_BYTES, check_file_size
-    from allocator.timeparse import parse_times
+    from allocator.core.limits import MAX_TABLE_BYTES, check_file_size
+    from allocator.core.timeparse import parse_times
 
     check_file_size(path, MAX_TABLE_BYTES)
     try:

@@ -18,13 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from allocator import limits
-from allocator.errors import InputError
+from allocator.core import atomic, limits
+from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
-from allocator.timeparse import parse_time
-from pipelines import atomic, outset
+from pipelines import outset
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -455,12 +455,12 @@ def plan_metrics(plans: DayPlans) -> dict[str, float]:
             out["gap_to_bound"] = float(proven["gap"])
     out["unplaced"] = len(plans.plan.unplaced()) + len(plans.day.rejected)
     out["started"] = len([j for j in plans.day.queued if j in plans.plan.starts()])
-    solve = plans.plan.extras.get("solve") or {}  # the MILP's report (allocator.policies.full)
-    for key, name in (("gap", "gap"), ("best_bound", "best_bound"),
-                      ("solve_seconds", "solve_seconds")):
-        value = solve.get(key)
-        if isinstance(value, int | float) and math.isfinite(value):
-            out[name] = float(value)
+    solve = plans.plan.solve  # the MILP's report (policy full)
+    if solve is not None:
+        for name, value in (("gap", solve.gap), ("best_bound", solve.best_bound),
+                            ("solve_seconds", solve.solve_seconds)):
+            if isinstance(value, int | float) and math.isfinite(value):
+                out[name] = float(value)
     return out
 
 

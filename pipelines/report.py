@@ -211,12 +211,12 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
     if proven.get("value") is not None:
         lines += [f"Proven: {proven['summary']} (upper bound {proven['value']:.2f} on the "
                   f"objective, {proven['method']} relaxation).", ""]
-    solve = plan.extras.get("solve") or {}
-    if solve:
-        gap = solve.get("gap")
-        lines += [f"MILP review: solver status *{solve.get('status')}*"
+    solve = plan.solve  # the MILP's report (policy full)
+    if solve is not None:
+        gap = solve.gap
+        lines += [f"MILP review: solver status *{solve.status}*"
                   + (f", gap to the proven bound {100 * gap:.2f}%" if gap is not None else "")
-                  + f", {solve.get('solve_seconds', 0):.1f} s.", ""]
+                  + f", {solve.solve_seconds:.1f} s.", ""]
 
     # -- 1. the committed first step
     lines += [f"## Do now: step 0, {at(0)} to {at(1, '%H:%M')}", ""]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines import atomic
+from allocator.core import atomic
 from pipelines.simulate import Replay, SimConfig, series
 
 COLUMNS = (

@@ -156,7 +156,6 @@ class Tracker:
         self._enabled = enabled and switch != "off"
         self._ready: bool | None = None
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.warnings: list[str] = []
         self._experiment_ids: dict[str, str] = {}
 
     # -- state ---------------------------------------------------------------------------
@@ -181,7 +180,6 @@ class Tracker:
         if self._enabled:
             line = (f"gpuplan: warning: MLflow tracking at {self.uri} is off ({what}: "
                     f"{_short(err)}); local outputs are still written")
-            self.warnings.append(line)
             self._warn(line)
         self._enabled = False
 
@@ -387,13 +385,6 @@ class Run:
         for path in paths:
             self.artifact(path, folder)
 
-    def text(self, body: str, name: str) -> None:
-        if not self.active:
-            return
-        import mlflow
-
-        self._guard("log text", lambda: mlflow.log_text(body, name))
-
     def register(self, kind: str, estimator: Any, *, alias: str = CHAMPION,
                  promote: bool = True, description: str = "",
                  lightgbm_parts: Mapping[str, Any] | None = None) -> ModelRef | None:
@@ -511,7 +502,7 @@ def load_estimators(models_dir: str | os.PathLike[str] | None = None,
         if model is not None:
             found[kind], refs[kind] = model, ref
     if not found:
-        from allocator.errors import InputError
+        from allocator.core.errors import InputError
 
         why = f" ({_short(problem)})" if problem is not None else ""
         raise InputError(f"no fitted estimators: no @{CHAMPION} in {tracker.where()}, and "

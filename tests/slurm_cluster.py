@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.atomic import pid_alive
+from allocator.core.atomic import pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-up"

@@ -215,15 +215,16 @@ def test_full_is_legal_and_never_beats_the_optimum(scenario: Scenario) -> None:
     best, _ = brute_force(scenario)
     assert at_least(best, plan.metrics.objective)
     assert at_least(plan.metrics.objective, objective_of(scenario, run("fast", scenario)))
-    solve = plan.extras.get("solve", {})
-    if solve.get("status") == "optimal":  # proven optimal: within the MIP gap of the truth
+    solve = plan.solve
+    assert solve is not None
+    if solve.status == "optimal":  # proven optimal: within the MIP gap of the truth
         assert plan.metrics.objective >= best - 1e-4 * max(1.0, abs(best)) - 1e-9, solve
 
 
 @pytest.mark.parametrize("policy", ALL_POLICIES)
 def test_huge_durations_and_arrivals_are_planned(policy: str) -> None:
     """Legal input with numbers far past the horizon: the largest MODEL.md's limits allow."""
-    from allocator.limits import MAX_DURATION
+    from allocator.core.limits import MAX_DURATION
 
     huge = MAX_DURATION
     scenario = scenario_from_dict({

@@ -7,8 +7,8 @@ import importlib
 import pytest
 from hypothesis import given, settings
 
-from allocator import bounds
 from allocator import grid as gridlib
+from allocator.milp import bounds
 from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
 from tests.brute_force import brute_force

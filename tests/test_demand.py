@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.demand import demand_for_services, gpus_needed, shape_demand
 from forecasting.profile import DemandProfile
 from forecasting.profile_eval import synthetic_hourly

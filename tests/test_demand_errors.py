@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.demand import demand_for_services, gpus_needed, shape_demand
 from forecasting.profile import DemandProfile
 from forecasting.profile_eval import synthetic_hourly

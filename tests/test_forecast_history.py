@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.history import load_quant_history, load_training_history, training_problems
 from tests.forecast_fixtures import job, quant_history, training_history
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting import gpu_catalog
 from forecasting.history import clean_training
 from forecasting.memory import fitting_gpus, memory_fixes, min_training_gpus

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.batch_inference import estimate_batch
 from forecasting.columns import SCORED
 from forecasting.history import read_table

@@ -8,7 +8,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.evaluate import split_index
 from forecasting.memory import min_training_gpus
 from forecasting.store import load_estimators, save_estimators

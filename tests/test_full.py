@@ -5,6 +5,7 @@ One abstract case per solver (STYLE.md): CBC's copies skip only where PuLP canno
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 
@@ -13,9 +14,13 @@ import pytest
 from hypothesis import given, settings
 
 from allocator import grid as gridlib
+from allocator.milp import search as search_module
+from allocator.milp import solvers
+from allocator.milp.model import build_model
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
+from allocator.result import SolveReport
 from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
 from allocator.validator import compute_metrics, violations
@@ -23,8 +28,7 @@ from tests.brute_force import brute_force
 from tests.strategies import examples, scenarios, tiny_scenarios
 
 # `allocator.policies.full` is also the name of the policy function: take the module.
-full_module = importlib.import_module("allocator.policies.full")
-full = full_module.full
+full = importlib.import_module("allocator.policies.full").full
 
 
 def close(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -83,29 +87,30 @@ class SolverCase:
 
     @pytest.fixture(autouse=True)
     def _needs_solver(self) -> None:
-        if not full_module.solver_available(self.solver):
+        if not solvers.solver_available(self.solver):
             pytest.skip(f"{self.solver} is not available to PuLP here")
 
     @pytest.mark.parametrize("name", sorted(TINY))
     def test_tiny_optimum_is_the_brute_force_optimum(self, name: str) -> None:
         scenario = scenario_from_dict(TINY[name])
         best, _ = brute_force(scenario)
-        grid, extras = full(scenario, solver=self.solver, time_limit=10.0, mip_gap=1e-9)
+        result = full(scenario, solver=self.solver, time_limit=10.0, mip_gap=1e-9)
+        grid, report = result.grid, result.solve
         assert legal(scenario, grid)
-        assert extras["solve"]["status"] == "optimal", extras
+        assert report.status == "optimal", report
         assert close(objective(scenario, grid), best)
-        assert extras["solve"]["best_bound"] >= best - 1e-6 * max(1.0, abs(best))
+        assert report.best_bound >= best - 1e-6 * max(1.0, abs(best))
 
     def test_benchmark_scenario_is_solved_and_never_below_fast(self) -> None:
         scenario = generate("mixed-control")
-        grid, extras = full(scenario, solver=self.solver, time_limit=20.0)
-        report = extras["solve"]
+        result = full(scenario, solver=self.solver, time_limit=20.0)
+        grid, report = result.grid, result.solve
         assert legal(scenario, grid)
         assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
-        assert close(report["objective"], objective(scenario, grid))
-        assert report["best_bound"] >= report["objective"] - 1e-6 * abs(report["objective"])
+        assert close(report.objective, objective(scenario, grid))
+        assert report.best_bound >= report.objective - 1e-6 * abs(report.objective)
         if self.solver == "highs":  # CBC's speed on a loaded 2-core machine is no promise
-            assert report["status"] == "optimal" and report["gap"] <= 1e-4, report
+            assert report.status == "optimal" and report.gap <= 1e-4, report
 
 
 class TestHiGHS(SolverCase):
@@ -116,8 +121,9 @@ class TestHiGHS(SolverCase):
         """Without the block-capacity shortcut the MILP must reach and prove it itself."""
         scenario = scenario_from_dict(TINY[name])
         best, _ = brute_force(scenario)
-        grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
-        assert extras["solve"]["status"] == "optimal"
+        result = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
+        grid, report = result.grid, result.solve
+        assert report.status == "optimal"
         assert close(objective(scenario, grid), best)
 
 
@@ -131,23 +137,24 @@ class TestCBC(SolverCase):
 def test_random_tiny_optimum_is_the_brute_force_optimum(scenario) -> None:
     best, _ = brute_force(scenario)
     for block_bound in (True, False):
-        grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=block_bound)
+        result = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=block_bound)
+        grid, report = result.grid, result.solve
         assert legal(scenario, grid)
-        assert extras["solve"]["status"] == "optimal", extras
-        assert close(objective(scenario, grid), best), (block_bound, extras)
+        assert report.status == "optimal", report
+        assert close(objective(scenario, grid), best), (block_bound, report)
 
 
 @settings(max_examples=examples(0.25))
 @given(scenario=scenarios(max_gpus=8, max_steps=8, max_batch=5, max_realtime=2))
 def test_random_small_full_is_legal_and_never_below_fast(scenario) -> None:
-    grid, extras = full(scenario, time_limit=3.0)
-    report = extras["solve"]
+    result = full(scenario, time_limit=3.0)
+    grid, report = result.grid, result.solve
     assert legal(scenario, grid)
     got = objective(scenario, grid)
     assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
-    assert close(report["objective"], got)
-    if report["best_bound"] is not None:
-        assert report["best_bound"] >= got - 1e-6 * max(1.0, abs(got))
+    assert close(report.objective, got)
+    if report.best_bound is not None:
+        assert report.best_bound >= got - 1e-6 * max(1.0, abs(got))
 
 
 def test_registered_and_reported_in_the_plan() -> None:
@@ -162,6 +169,22 @@ def test_registered_and_reported_in_the_plan() -> None:
     assert report["lp_bound"] >= report["objective"] - 1e-6
 
 
+def test_the_solve_report_is_typed_and_unpacks_as_the_old_pair() -> None:
+    """full returns a PolicyResult; the plan carries its SolveReport; the JSON is its dict."""
+    scenario = scenario_from_dict(TINY["pair-vs-singles"])
+    result = full(scenario, time_limit=5.0)
+    assert isinstance(result.solve, SolveReport)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.solve.status = "edited"  # type: ignore[misc]
+    grid, extras = result  # the pair full returned before
+    assert grid is result.grid and extras == {"solve": result.solve.as_dict()}
+    plan = make_plan(scenario, "full", time_limit=5.0)
+    assert plan.solve is not None and plan.solve.status == "optimal"
+    assert plan.to_dict()["solve"] == plan.solve.as_dict()
+    assert list(plan.to_dict()["solve"])[:3] == ["solver", "status", "objective"]
+    assert make_plan(scenario, "fast").solve is None
+
+
 # -- a solver that is missing, fails or runs out of time: the fast plan, with a warning --
 
 @pytest.fixture
@@ -170,50 +193,55 @@ def scenario():
 
 
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
-    monkeypatch.setattr(full_module.pulp.HiGHS, "available", lambda self: False)
-    grid, extras = full(scenario)
+    monkeypatch.setattr(solvers.pulp.HiGHS, "available", lambda self: False)
+    result = full(scenario)
+    grid, report = result.grid, result.solve
     assert np.array_equal(grid, fast(scenario))
-    assert extras["solve"]["status"] == "no_solver"
-    assert "not available" in extras["solve"]["warnings"][0]
+    assert report.status == "no_solver"
+    assert "not available" in report.warnings[0]
 
 
 def test_unknown_solver_gives_fast_with_a_warning(scenario) -> None:
-    grid, extras = full(scenario, solver="gurobi-please")
+    result = full(scenario, solver="gurobi-please")
+    grid, report = result.grid, result.solve
     assert np.array_equal(grid, fast(scenario))
-    assert "unknown solver" in extras["solve"]["warnings"][0]
+    assert "unknown solver" in report.warnings[0]
 
 
 def test_timeout_without_incumbent_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     def nothing(*args, **kwargs):
-        return full_module.Solve("time_limit", False, None, None, 0.0)
+        return solvers.Solve("time_limit", False, None, None, 0.0)
 
-    monkeypatch.setattr(full_module, "run_solver", nothing)
-    grid, extras = full(scenario, time_limit=30.0)  # the solver is mocked: no real wait
+    monkeypatch.setattr(search_module, "run_solver", nothing)
+    result = full(scenario, time_limit=30.0)  # the solver is mocked: no real wait
+    grid, report = result.grid, result.solve
     assert np.array_equal(grid, fast(scenario))
-    assert any("no solution" in w for w in extras["solve"]["warnings"])
+    assert any("no solution" in w for w in report.warnings)
 
 
 def test_solver_crash_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     def boom(self, lp):
         raise RuntimeError("solver exploded")
 
-    monkeypatch.setattr(full_module._HiGHS, "actualSolve", boom)
-    grid, extras = full(scenario, time_limit=2.0, block_bound=False)
+    monkeypatch.setattr(solvers._HiGHS, "actualSolve", boom)
+    result = full(scenario, time_limit=2.0, block_bound=False)
+    grid, report = result.grid, result.solve
     assert np.array_equal(grid, fast(scenario))
-    assert extras["solve"]["warnings"]
+    assert report.warnings
 
 
 def test_real_zero_time_limit_gives_fast_with_a_warning(scenario) -> None:
-    grid, extras = full(scenario, time_limit=0.0, block_bound=False, warm_start=False)
+    result = full(scenario, time_limit=0.0, block_bound=False, warm_start=False)
+    grid, report = result.grid, result.solve
     assert legal(scenario, grid)
     assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
-    assert extras["solve"]["warnings"]
+    assert report.warnings
 
 
 def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> None:
     """The HiGHS pitfall (docs/sources.md): a warm start claims more than the solution returned."""
     scenario = scenario_from_dict(TINY["swap-limited-realtime"])
-    real = full_module.run_solver
+    real = search_module.run_solver
     calls = []
 
     def inflated(name, prob, **kwargs):
@@ -223,20 +251,21 @@ def test_a_claimed_objective_is_recomputed_and_resolved_cold(monkeypatch) -> Non
             result.objective += 100.0  # a claim the returned solution cannot back
         return result
 
-    monkeypatch.setattr(full_module, "run_solver", inflated)
+    monkeypatch.setattr(search_module, "run_solver", inflated)
     best, _ = brute_force(scenario)
-    grid, extras = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
+    result = full(scenario, time_limit=10.0, mip_gap=1e-9, block_bound=False)
+    grid, report = result.grid, result.solve
     assert calls[:2] == [True, False]
-    assert any("re-solved without the warm start" in w for w in extras["solve"]["warnings"])
+    assert any("re-solved without the warm start" in w for w in report.warnings)
     assert legal(scenario, grid) and close(objective(scenario, grid), best)
 
 
 def test_windows_cover_the_cluster_top_first() -> None:
-    spans = full_module.windows(64)
+    spans = search_module.windows(64)
     assert spans[0] == (48, 64) and spans[-1] == (0, 16) and len(spans) == 7
     assert all(hi - lo == 16 and lo % 8 == 0 for lo, hi in spans)
-    assert full_module.windows(32) == [(16, 32), (8, 24), (0, 16)]
-    assert full_module.windows(8) == []
+    assert search_module.windows(32) == [(16, 32), (8, 24), (0, 16)]
+    assert search_module.windows(8) == []
 
 
 @pytest.mark.slow
@@ -246,22 +275,22 @@ def test_large_cluster_windows_keep_the_plan_legal_and_never_below_fast() -> Non
 
     scenario = build("wide", Spec(gpus=32, jobs=14, realtime=2, running=2),
                      np.random.default_rng(3))
-    grid, extras = full(scenario, time_limit=8.0)
-    report = extras["solve"]
+    result = full(scenario, time_limit=8.0)
+    grid, report = result.grid, result.solve
     assert legal(scenario, grid)
     assert objective(scenario, grid) >= objective(scenario, fast(scenario)) - 1e-9
-    assert report["status"] == "optimal" or report["warnings"]
+    assert report.status == "optimal" or report.warnings
 
 
 @pytest.mark.parametrize("axis, lo, hi", [("gpus", 4, 8), ("steps", 2, 6)])
 def test_a_window_solve_keeps_the_rest_and_never_loses(axis: str, lo: int, hi: int) -> None:
     """One neighbourhood: outside the window the incumbent stays, the plan stays legal."""
     scenario = generate("training-heavy")
-    model = full_module.build_model(scenario)
+    model = build_model(scenario)
     start = fast(scenario)
-    search = full_module._Search(scenario, model, "highs", 1e-4, time.perf_counter() + 20.0,
+    search = search_module.Search(scenario, model, "highs", 1e-4, time.perf_counter() + 20.0,
                                  start, objective(scenario, start), [])
-    full_module._free_window(model, scenario, start, lo, hi, axis)
+    search_module.free_window(model, scenario, start, lo, hi, axis)
     search.attempt(10.0, start, None, restricted=True)
     assert legal(scenario, search.grid)
     assert search.objective >= objective(scenario, start) - 1e-9

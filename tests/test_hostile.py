@@ -510,7 +510,7 @@ def test_score_rejects_a_duration_beyond_the_limit(w: World) -> None:
 
 
 def test_an_offset_on_one_row_moves_only_that_row() -> None:
-    from allocator.timeparse import parse_times
+    from allocator.core.timeparse import parse_times
 
     stamps = pd.Series(["2026-01-01T00:00:00", "2026-01-01T06:30:00+05:30",
                         "2026-01-01T02:00:00", "2026-01-01T03:00:00Z"])
@@ -585,7 +585,7 @@ def test_hypothesis_scenarios_never_break_plan(tmp_path_factory: pytest.TempPath
                         min_size=1, max_size=8))
 def test_hypothesis_each_row_keeps_its_own_offset(offsets: list[int | None]) -> None:
     """Naive is UTC, an offset is honoured per row, whatever the other rows carry."""
-    from allocator.timeparse import parse_times
+    from allocator.core.timeparse import parse_times
 
     base = pd.Timestamp("2026-03-01T12:00:00")
     texts, want = [], []
@@ -807,7 +807,8 @@ def test_hypothesis_queues_never_break_score(tmp_path_factory: pytest.TempPathFa
 def test_what_a_killed_run_left_is_cleaned_by_the_next(tmp_path: Path) -> None:
     """A dead writer's temporary file and staging directory go; a set moved aside between
     the two renames of the fallback swap comes back."""
-    from pipelines import atomic, outset
+    from allocator.core import atomic
+    from pipelines import outset
 
     dead = 2**22 + 12345  # beyond pid_max on Linux: no such process
     stale = tmp_path / f".plan.json.{dead}.abcd.tmp"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.profile import DemandProfile, hour_of_week, pinball
 from forecasting.profile_eval import synthetic_hourly
 from forecasting.traffic import to_long

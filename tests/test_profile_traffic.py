@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.traffic import (
     ServiceConfig,
     hourly,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator import reservations as R
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from allocator.model import BatchJob, Reservation
 from allocator.plan import make_plan
 from allocator.policies import baselines
@@ -133,7 +133,8 @@ def test_full_keeps_the_reservation_as_constraints() -> None:
     plan = make_plan(scenario, "full", time_limit=10)
     assert plan.starts()["big"] == {"start": 3, "first_gpu": 0, "end": 5}
     # The MILP alone (no fast grid to fall back on) keeps it too.
-    from allocator.policies.full import build_model, run_solver
+    from allocator.milp.model import build_model
+    from allocator.milp.solvers import run_solver
     model = build_model(scenario)
     run_solver("highs", model.prob, time_limit=10, mip_gap=1e-6, start=None, target=None)
     grid = model.grid(scenario)

@@ -21,7 +21,7 @@ from hypothesis import given
 from typer.testing import CliRunner
 
 from allocator import grid as gridlib
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob
 from allocator.policies import POLICIES
 from allocator.scenario_io import (

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from pipelines.slurm.apply import (
     MARK,
     execute,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from pipelines.slurm.history import build_history
 from pipelines.slurm.parse import (
     expand_hostlist,

@@ -1,4 +1,5 @@
-"""The policy registry: every policy is `(scenario, **options) -> grid` behind one name.
+"""The policy registry: every policy is `(scenario, **options) -> grid` behind one name
+(or a `PolicyResult`, the grid with the solve's report: `full`).
 
 The CLI's `--policy` maps straight onto this table. Entries are resolved on first use,
 so planning with `fast` never imports the MILP's PuLP and HiGHS (`full`), and a policy
@@ -12,7 +13,9 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-Policy = Callable[..., np.ndarray]
+from allocator.result import PolicyResult
+
+Policy = Callable[..., np.ndarray | PolicyResult]
 
 # name -> "module:attribute", imported when the policy is first asked for.
 BUILTIN: dict[str, str] = {

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from pipelines.slurm.parse import Node, QueueJob
 
 MARK = "gpuplan"  # AdminComment prefix on every job gpuplan changed (release-all finds them)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from pipelines.cliutil import input_errors
 
 slurm_app = typer.Typer(name="slurm", no_args_is_help=True,
@@ -66,7 +66,7 @@ def history(
     text: bool = typer.Option(False, "--text", help="Ask sacct for -P text, not JSON."),
 ) -> None:
     """Finished GPU jobs from accounting -> a history `gpuplan train` accepts."""
-    from pipelines.atomic import atomic_path
+    from allocator.core.atomic import atomic_path
     from pipelines.slurm.history import build_history
     from pipelines.slurm.parse import SACCT_FORMAT, parse_sacct
 
@@ -112,7 +112,7 @@ def snapshot(
     sinfo: Path | None = typer.Option(None, "--sinfo", help="Saved `sinfo --json` output."),
 ) -> None:
     """The scheduler now -> plan-day's queue, running jobs and cluster files."""
-    from pipelines.atomic import atomic_path, write_text
+    from allocator.core.atomic import atomic_path, write_text
     from pipelines.slurm.parse import parse_sinfo, parse_squeue
     from pipelines.slurm.snapshot import take_snapshot
 

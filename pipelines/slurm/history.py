@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.columns import QUANT_FEATURES, QUANT_OPTIONAL, TRAINING_FEATURES
 from forecasting.history import quant_problems, training_problems
 from pipelines.slurm.parse import AcctJob, parse_meta

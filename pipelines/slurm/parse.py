@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 META_PREFIX = "gpuplan:"
 UNLIMITED = None  # a time limit Slurm reports as infinite

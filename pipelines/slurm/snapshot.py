@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 from forecasting.columns import (
     BATCH_FEATURES,
     KINDS,

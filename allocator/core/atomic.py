@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 
 def pid_alive(pid: int) -> bool:

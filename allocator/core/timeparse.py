@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 FIRST_YEAR = 1900
 LAST_YEAR = 2199

@@ -1,4 +1,4 @@
-"""The tables that chose the training-cost estimator: `python -m forecasting.compare`.
+"""The tables that chose the training-cost estimator: `python benchmarks/estimator_tables.py`.
 
 Three candidates, on the same held-out split of the bundled history and on the real
 fine-tuning runs (forecasting.real_runs):
@@ -22,10 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecasting.evaluate import join_histories, split_index
-from forecasting.history import clean_training, load_training_history
-from forecasting.real_runs import ratio_summary, real_runs
-from forecasting.training import TrainingCostEstimator
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from forecasting.evaluate import join_histories, split_index  # noqa: E402
+from forecasting.history import clean_training, load_training_history  # noqa: E402
+from forecasting.real_runs import ratio_summary, real_runs  # noqa: E402
+from forecasting.tables import markdown  # noqa: E402
+from forecasting.training import TrainingCostEstimator  # noqa: E402
 
 CANDIDATES = {
     "ideal+trees": {"prior": "ideal", "residual": True},
@@ -132,20 +136,8 @@ def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) ->
     return pd.DataFrame(rows)
 
 
-def markdown(df: pd.DataFrame) -> str:
-    out = df.copy()
-    for col in out.columns:
-        if col in ("within_2x", "p90_coverage"):
-            out[col] = out[col].map(lambda v: f"{100 * v:.1f}%")
-        elif out[col].dtype.kind == "f":
-            out[col] = out[col].map(lambda v: f"{v:.3f}")
-    lines = ["| " + " | ".join(out.columns) + " |", "|" + "---|" * len(out.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in out.to_numpy()]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m forecasting.compare", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python benchmarks/estimator_tables.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--history", type=Path, default=Path("data/history/training.csv"))
     ap.add_argument("--only", choices=("synthetic", "extrapolation", "real", "curve"),

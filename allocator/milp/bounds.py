@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pulp
 
+from allocator.milp.model import block_rows, build_model, pinned_cells
+from allocator.milp.solvers import solve_highs
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies.full import block_rows, build_model, pinned_cells, solve_highs
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from allocator.errors import InputError
+from allocator.core.errors import InputError
 
 MAX_GPUS = 4096  # cluster.gpus, node_size, a batch job's gpus, simulate --gpus
 MAX_STEPS = 672  # cluster.horizon_steps: four weeks of hours, a week of 15-minute steps

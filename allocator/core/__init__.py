@@ -1,0 +1,10 @@
+"""gpuplan's bottom layer, shared by allocator, forecasting and pipelines.
+
+- `errors`: the one error type for bad input (InputError), one line and exit 2 at the CLI.
+- `limits`: the size and value ceilings every loader enforces.
+- `timeparse`: ISO time parsing with located errors.
+- `atomic`: atomic file output (write beside, fsync, rename) and finite-only JSON.
+
+It imports nothing else of gpuplan (`lint-imports` checks it, pyproject.toml
+[tool.importlinter]): forecasting reaches allocator only through here.
+"""

@@ -1,0 +1,387 @@
+"""The search for a better plan than the warm start: the incumbent (`Search`), the block
+relaxation's starts placed by a restricted MILP with no-good cuts, large neighbourhood
+search over GPU and step windows, and the whole MILP; `FullSolve` runs them in turn under
+one clock and writes the solve's report. `allocator.policies.full` lists the steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from allocator import grid as gridlib
+from allocator.milp import bounds
+from allocator.milp.model import (
+    MAX_MILP_VARIABLES,
+    MilpModel,
+    build_model,
+    hold_reservations,
+    model_size,
+)
+from allocator.milp.solvers import (
+    REL_TOL,
+    SOLVERS,
+    Solve,
+    relative_gap,
+    run_solver,
+    solver_available,
+)
+from allocator.model import Scenario
+from allocator.result import PolicyResult, SolveReport
+from allocator.validator import violations
+
+# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so most of the
+# time goes to solving windows of the cluster with everything outside held fixed.
+LNS_MIN_GPUS = 32
+WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole limit
+STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
+# The share of the time limit that relaxation, placement and no-good cuts may use before
+# the whole MILP gets the rest.
+CUT_SHARE = 0.6
+
+
+@dataclass
+class Search:
+    """The best legal grid so far and what the solver calls taught us."""
+
+    scenario: Scenario
+    model: MilpModel
+    solver: str
+    mip_gap: float
+    deadline: float
+    grid: np.ndarray
+    objective: float
+    warnings: list[str]
+    statuses: list[str] = field(default_factory=list)
+    bounds: list[float] = field(default_factory=list)  # proven, from unrestricted solves
+
+    def offer(self, grid: np.ndarray | None, objective: float) -> None:
+        if grid is not None and objective > self.objective:
+            self.grid, self.objective = grid, objective
+
+    def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
+                restricted: bool = False) -> Solve:
+        """One solver call: recompute what it returns, keep it if legal and better."""
+        fixed = self.model.fixed_value
+        values = self.model.start_values(self.scenario, start) if start is not None else None
+        milp_target = None if target is None else target - fixed
+        seconds = min(seconds, self.deadline - time.perf_counter())
+        result = run_solver(self.solver, self.model.prob, time_limit=seconds,
+                            mip_gap=self.mip_gap, start=values, target=milp_target)
+        self.statuses.append(result.status)
+        if result.bound is not None and not restricted:
+            self.bounds.append(result.bound + fixed)
+        if not result.has_solution:
+            return result
+        grid, obj = checked(self.scenario, self.model, self.warnings)
+        self.offer(grid, obj)
+        claimed = (result.objective or 0.0) + fixed
+        if values is not None and claimed - obj > REL_TOL * max(1.0, abs(obj)):
+            # HiGHS after a warm start may claim a better objective than the solution it
+            # hands back (docs/sources.md): re-solve without the start and keep the better.
+            self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
+                                 f"{obj:.6g}; re-solved without the warm start")
+            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted)
+        return result
+
+
+def windows(G: int, size: int = 16) -> list[tuple[int, int]]:
+    """GPU ranges to re-solve, `size` wide, overlapping by half, top (realtime side) first.
+
+    Measured on `scale` (64 GPUs): a 16-wide window solves in about 1-8 s and rounds of
+    them keep finding gains; 32-wide windows mostly hit their time cap unimproved.
+    """
+    if size >= G:
+        return []
+    return [(lo, lo + size) for lo in range(G - size, -1, -(size // 2))]
+
+
+def neighbourhoods(search: Search, seconds: float, target: float | None) -> int:
+    """Large neighbourhood search: free one GPU window, fix the rest to the incumbent.
+
+    Each sub-MILP keeps every constraint, so its solutions are legal plans; the warm start
+    (the incumbent) is feasible in it, so no window can make the plan worse.
+    """
+    model, scenario = search.model, search.scenario
+    end = time.perf_counter() + seconds
+    saved = {v.name: (v.lowBound, v.upBound) for v in model.prob.variables()}
+    solved = 0
+    size, cap = 16, WINDOW_SECONDS
+    try:
+        while time.perf_counter() < end - 0.5 and size < scenario.G:
+            before = search.objective
+            settled = True  # every window solved to optimality: a local optimum at this size
+            spans = [("gpus", lo, hi) for lo, hi in windows(scenario.G, size)]
+            spans += [("steps", lo, hi) for lo, hi in windows(scenario.T, STEP_WINDOW)]
+            for axis, lo, hi in spans:
+                left = end - time.perf_counter()
+                if left <= 0.5 or (target is not None and search.objective >= target):
+                    return solved
+                free_window(model, scenario, search.grid, lo, hi, axis)
+                result = search.attempt(min(left, cap), search.grid, None, restricted=True)
+                settled = settled and result.status == "optimal"
+                solved += 1
+            if search.objective > before:
+                continue  # another round at this size
+            if settled:
+                size *= 2  # nothing left to find in windows this wide: widen them
+            else:
+                cap *= 2  # windows ran out of time: give them more
+    finally:
+        for v in model.prob.variables():
+            v.lowBound, v.upBound = saved[v.name]
+    return solved
+
+
+def free_window(model: MilpModel, scenario: Scenario, grid: np.ndarray, lo: int, hi: int,
+                 axis: str = "gpus") -> None:
+    """Bounds for one neighbourhood: GPUs (or steps) [lo, hi) free, the rest as in `grid`."""
+    by_steps = axis == "steps"
+    for var, st in model.starts:
+        k = scenario.jobs[st.job].gpus
+        inside = (lo <= st.start and st.end <= hi) if by_steps else \
+            (lo <= st.first and st.first + k <= hi)
+        if inside:
+            var.lowBound, var.upBound = 0, 1
+        else:
+            on = bool(grid[st.start, st.first] == st.job and
+                      (st.start == 0 or grid[st.start - 1, st.first] != st.job))
+            var.lowBound = var.upBound = int(on)
+    for (i, g, t), x in model.realtime.items():
+        if lo <= (t if by_steps else g) < hi:
+            x.lowBound, x.upBound = 0, 1
+        else:
+            x.lowBound = x.upBound = int(grid[t, g] == i)
+    hold_reservations(model, scenario)
+
+
+def keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:
+    """`grid` without the batch jobs whose start is not the allowed one (still legal)."""
+    out = grid.copy()
+    for i, p in gridlib.placements(scenario, grid, queued_only=True).items():
+        if starts.get(i) != p.start:
+            out[out == i] = gridlib.FREE
+    return out
+
+
+def checked(scenario: Scenario, model: MilpModel,
+             warnings: list[str]) -> tuple[np.ndarray | None, float]:
+    """The solver's grid and its recomputed objective, or None if the validator refuses it."""
+    grid = model.grid(scenario)
+    problems = violations(scenario, gridlib.to_ids(scenario, grid))
+    if problems:
+        warnings.append(f"the solver's grid is illegal ({problems[0]}); discarded")
+        return None, -math.inf
+    return grid, gridlib.objective(scenario, grid)
+
+
+class FullSolve:
+    """One run of `full` under one clock: the warm start, the proven bounds, the incumbent
+    and the report. Each method is one step of `allocator.policies.full.full`; a step that
+    spends time records it under `report["phases"]`, so a slow solve shows where it went.
+    """
+
+    def __init__(self, scenario: Scenario, warm_start_plan: Callable[[Scenario], np.ndarray],
+                 *, solver: str, time_limit: float, mip_gap: float, warm_start: bool) -> None:
+        self.scenario, self.solver, self.mip_gap = scenario, solver, mip_gap
+        self.time_limit, self.warm_start = time_limit, warm_start
+        self.began = time.perf_counter()
+        self.deadline = self.began + time_limit
+        self.warnings: list[str] = []
+        self.fast_grid = warm_start_plan(scenario)
+        self.fast_obj = gridlib.objective(scenario, self.fast_grid)
+        self.report: dict[str, Any] = {
+            "solver": solver, "status": "not_run", "objective": self.fast_obj,
+            "fast_objective": self.fast_obj, "best_bound": None, "gap": None,
+            "solve_seconds": 0.0, "improved_fast": False, "milp_bound": None,
+            "block_bound": None, "lp_bound": None, "time_limit": time_limit, "proof": None,
+            "warnings": self.warnings, "phases": {},
+        }
+        self.mark = time.perf_counter()
+        self.proven: list[float] = []  # upper bounds on the whole objective
+        self.target: float | None = None  # stop the MILP once an incumbent reaches it
+        self.relaxed_starts: dict[int, int] | None = None
+        self.block_model: bounds.BlockModel | None = None
+        self.model: MilpModel | None = None
+        self.search: Search | None = None
+        self.cuts = 0
+        self.met_relaxation = False  # the incumbent reached the relaxation's bound
+
+    def left(self) -> float:
+        return max(self.deadline - time.perf_counter(), 0.0)
+
+    def phase(self, name: str) -> None:
+        """Seconds spent since the last phase ended."""
+        now = time.perf_counter()
+        self.report["phases"][name] = round(now - self.mark, 3)
+        self.mark = now
+
+    def result(self, grid: np.ndarray) -> PolicyResult:
+        self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
+        report = {**self.report, "warnings": tuple(self.warnings),
+                  "phases": dict(self.report["phases"])}
+        return PolicyResult(grid, SolveReport(**report))
+
+    def cannot_solve(self) -> bool:
+        """No such solver, none installed, or a model too large to build: keep fast's plan."""
+        if self.solver not in SOLVERS:
+            self.warnings.append(f"unknown solver {self.solver!r} (choose from "
+                                 f"{', '.join(SOLVERS)}); returning the fast plan")
+            self.report["status"] = "no_solver"
+            return True
+        if not solver_available(self.solver):
+            self.warnings.append(f"solver {self.solver!r} is not available here; "
+                                 "returning the fast plan")
+            self.report["status"] = "no_solver"
+            return True
+        size = model_size(self.scenario)
+        if size > MAX_MILP_VARIABLES:  # building it alone would take the machine's memory
+            self.warnings.append(f"about {size:,} MILP variables, beyond the "
+                                 f"{MAX_MILP_VARIABLES:,} this machine builds; "
+                                 "returning the fast plan")
+            self.report["status"] = "too_large"
+            return True
+        return False
+
+    def _tighten(self, bound: float) -> float | None:
+        """Record a proven bound; the MILP stops once an incumbent is within the gap of it."""
+        self.proven.append(bound)
+        best = min(self.proven)
+        self.report["block_bound"] = best
+        return best - self.mip_gap * max(abs(best), 1.0)
+
+    def bound_by_lp(self) -> None:
+        """The LP relaxation's bound (weak; on request only)."""
+        lp = bounds.lp_relaxation(self.scenario, time_limit=self.left())
+        self.report["lp_bound"] = lp.value
+        if lp.value is not None:
+            self.proven.append(lp.value)
+
+    def bound_by_blocks(self) -> None:
+        """The block-capacity relaxation: a bound, a target, and starts worth placing."""
+        if not solver_available("highs"):  # the relaxation is solved by HiGHS
+            return
+        self.block_model = bounds.build_block_model(self.scenario)
+        blk = bounds.solve_block(self.block_model, time_limit=self._half_left())
+        if blk.value is not None:
+            self.target = self._tighten(blk.value)
+            self.relaxed_starts = blk.starts
+
+    def _half_left(self) -> float:
+        return max(min(self.left() / 2, 10.0), 0.1)
+
+    def fast_meets_bound(self) -> bool:
+        """The warm start is already at a proven bound: optimal without a MILP."""
+        if self.proven and relative_gap(self.fast_obj, min(self.proven)) == 0.0:
+            self.report.update(status="optimal", best_bound=min(self.proven), gap=0.0,
+                               proof="fast meets the relaxation bound")
+            return True
+        return False
+
+    def build(self) -> None:
+        self.model = build_model(self.scenario)
+        self.phase("build")
+        self.search = Search(self.scenario, self.model, self.solver, self.mip_gap, self.deadline,
+                             self.fast_grid, self.fast_obj, self.warnings)
+
+    def place_relaxed_starts(self) -> None:
+        """Place the relaxation's starts (dropping any that do not fit): often at its bound.
+
+        While the placement is proven below the bound, cut that start set off the
+        relaxation and place the next one (HiGHS only, below LNS_MIN_GPUS, within CUT_SHARE
+        of the time limit); max(the cut sets' best, the cut relaxation) is again a bound.
+        """
+        model, search, scenario = self.model, self.search, self.scenario
+        assert model is not None and search is not None
+        # Cuts need exact restricted optima, from HiGHS; at 32+ GPUs one placement is all we get.
+        cutting = self.solver == "highs" and scenario.G < LNS_MIN_GPUS \
+            and self.block_model is not None
+        cut_until = self.began + CUT_SHARE * self.time_limit
+        excluded = -math.inf  # the best objective of any plan whose start set was cut off
+        if scenario.G >= LNS_MIN_GPUS:
+            self.relaxed_starts = None  # placing them whole stalls at this size: windows instead
+        while self.relaxed_starts is not None and model.start_counts:
+            starts = self.relaxed_starts
+            model.restrict_starts(starts)
+            allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
+            placed = search.attempt(min(self.left() / 2, 10.0), allowed, self.target,
+                                    restricted=True)
+            model.restrict_starts(None)
+            if (self.target is not None and search.objective >= self.target) or not cutting \
+                    or placed.status != "optimal" or placed.bound is None \
+                    or time.perf_counter() > cut_until:
+                break
+            # No plan with exactly these starts beats `placed.bound`: cut the set off.
+            excluded = max(excluded, placed.bound + model.fixed_value)
+            assert self.block_model is not None
+            self.block_model.exclude(starts)
+            self.cuts += 1
+            nxt = bounds.solve_block(self.block_model, time_limit=self._half_left())
+            if nxt.value is None:
+                break
+            self.target = self._tighten(max(excluded, nxt.value))
+            self.relaxed_starts = nxt.starts if nxt.value > excluded else None
+        self.report["phases"]["cuts"] = self.cuts
+        self.phase("place_relaxed_starts")
+        self.met_relaxation = self._at_target()
+
+    def _at_target(self) -> bool:
+        assert self.search is not None
+        return self.target is not None and self.search.objective >= self.target
+
+    def improve_by_windows(self) -> bool:
+        """Too big to solve whole in time (LNS_MIN_GPUS and up): improve the incumbent one
+        GPU or step window at a time. The whole MILP's own bound is useless at this size
+        (docs/sources.md): all the time goes to windows. True if they ran."""
+        if self.met_relaxation or self.scenario.G < LNS_MIN_GPUS or self.left() <= 0:
+            return False
+        assert self.search is not None
+        self.report["phases"]["windows_solved"] = neighbourhoods(self.search, self.left(),
+                                                                 self.target)
+        self.met_relaxation = self._at_target()
+        self.phase("windows")
+        return True
+
+    def solve_whole(self) -> None:
+        """The whole MILP, warm-started from the incumbent, for the time that is left."""
+        if self.met_relaxation or self.left() <= 0:
+            return
+        assert self.search is not None
+        search = self.search
+        result = search.attempt(self.left(), search.grid if self.warm_start else None,
+                                self.target)
+        if not result.has_solution and search.objective <= self.fast_obj:
+            self.warnings.append(f"the solver stopped ({result.status}) with no solution; "
+                                 "returning the fast plan")
+        if result.status == "infeasible":
+            self.warnings.append("the solver called the model infeasible (a modelling bug)")
+        self.phase("milp")
+
+    def conclude(self) -> np.ndarray:
+        """The best bound, the gap and the status; the incumbent's grid."""
+        search, report = self.search, self.report
+        assert search is not None
+        if search.bounds:
+            report["milp_bound"] = min(search.bounds)
+            self.proven.append(min(search.bounds))
+        best_bound = min(self.proven) if self.proven else None
+        gap = relative_gap(search.objective, best_bound)
+        if gap is not None and gap <= self.mip_gap:
+            status = "optimal"
+            report["proof"] = (f"the plan meets the block-capacity bound ({self.cuts} no-good "
+                               "cuts)" if self.met_relaxation else "the MILP's own bound")
+        else:
+            status = "time_limit" if self.left() <= 0.5 else "feasible"
+            shown = "unknown" if gap is None else f"{100 * gap:.2f}%"
+            last = search.statuses[-1] if search.statuses else "not run"
+            self.warnings.append(f"not proven optimal (solver: {last}): gap {shown} to the "
+                                 "best bound")
+        improved = search.objective > self.fast_obj + REL_TOL * max(1.0, abs(self.fast_obj))
+        report.update(status=status, objective=search.objective, best_bound=best_bound,
+                      gap=gap, improved_fast=improved)
+        return search.grid
