@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.envelope import target_curve
 from allocator.model import BatchJob, Reservation, Scenario
 
 FOREVER = 1 << 30
@@ -252,8 +253,6 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     move with (a service growing into its peak may have none left); the jobs move in
     parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
     """
-    from allocator.policies.realtime import target_curve  # realtime imports this module
-
     out = 0
     for rt in scenario.realtime_jobs:
         n = sum(first <= g < first + gpus for g in rt.current_gpus or ())
