@@ -225,17 +225,18 @@ class Tracker:
         if name in self._experiment_ids:
             return self._experiment_ids[name]
         client = self.client()
+        db = _sqlite_path(self.uri)
         found = client.get_experiment_by_name(name)
         if found is not None:
             exp_id = found.experiment_id
         else:
-            db = _sqlite_path(self.uri)
             location = (db.parent / "artifacts" / name).resolve().as_uri() if db else None
             with _store_lock(db):  # get-or-create, once, across concurrent processes
                 found = client.get_experiment_by_name(name)
                 exp_id = found.experiment_id if found is not None else \
                     client.create_experiment(name, artifact_location=location)
-        self._describe(client, exp_id, key)
+        with _store_lock(db):  # the tags too: two first runs would insert the same tag twice
+            self._describe(client, exp_id, key)
         self._experiment_ids[name] = exp_id
         return exp_id
 
