@@ -187,3 +187,36 @@ def test_a_search_that_loses_a_job_fails_the_property(monkeypatch: pytest.Monkey
     monkeypatch.setattr(fastmod, "improve_order", _dropping_search)
     with pytest.raises(AssertionError):
         test_the_search_leaves_out_only_jobs_that_fit_nowhere()
+
+
+# --- place_batch's own switches: the decoder chosen, and the spill price passed on ---
+
+def test_place_batch_runs_the_python_decoder_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoCompiledDecoder:
+        def __getattr__(self, name: str) -> None:
+            raise AssertionError(f"the compiled decoder ran ({name})")
+
+    scenario = _fixed_scenario()
+    expected = place_batch(scenario, _start(scenario), None, 100, compiled=False)
+    monkeypatch.setattr(decoder, "_packc", NoCompiledDecoder())
+    assert np.array_equal(place_batch(scenario, _start(scenario), None, 100, compiled=False),
+                          expected)
+
+
+@pytest.mark.parametrize("compiled", DECODERS)
+def test_a_job_takes_reserved_gpus_only_when_spilling_is_priced_in(compiled: bool) -> None:
+    """Two GPUs, one of them reserved every step: a 2-GPU job fits only by spilling onto
+    the reserve, which a zero price allows and no price (-1) forbids."""
+    from allocator.scenario_io import scenario_from_dict
+
+    scenario = scenario_from_dict({
+        "name": "spill", "cluster": {"gpus": 2, "horizon_steps": 2, "node_size": 2,
+                                     "step_minutes": 60},
+        "weights": {"realtime_penalty": 1.0, "decay": 1.0},
+        "jobs": [{"id": "b", "kind": "training", "priority": 1.0, "gpus": 2,
+                  "duration_steps": 2, "arrival_step": 0}]})
+    grid, reserve = _start(scenario), np.ones(2, dtype=np.int64)
+    kept = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=-1.0)
+    spilled = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=0.0)
+    assert (kept == gridlib.FREE).all()
+    assert (spilled == 0).all()
