@@ -220,3 +220,18 @@ def test_a_job_takes_reserved_gpus_only_when_spilling_is_priced_in(compiled: boo
     spilled = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=0.0)
     assert (kept == gridlib.FREE).all()
     assert (spilled == 0).all()
+
+
+@pytest.mark.parametrize("name", ["fifo", "priority"])
+def test_the_baselines_run_the_python_decoder_when_asked(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from allocator.policies import baselines
+
+    class NoCompiledDecoder:
+        def __getattr__(self, attr: str) -> None:
+            raise AssertionError(f"the compiled decoder ran ({attr})")
+
+    scenario = _fixed_scenario()
+    expected = getattr(baselines, name)(scenario, compiled=False)
+    monkeypatch.setattr(decoder, "_packc", NoCompiledDecoder())
+    assert np.array_equal(getattr(baselines, name)(scenario, compiled=False), expected)
