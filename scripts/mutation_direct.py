@@ -62,9 +62,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     parser.add_argument("--all", action="store_true", help="rerun mutants mutmut killed too")
+    parser.add_argument("--deselect", action="append", default=[],
+                        help="a test id to leave out (a test failing without any mutant)")
     opts = parser.parse_args()
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
     args = [*config["pytest_add_cli_args"], *config["pytest_add_cli_args_test_selection"]]
+    for test in opts.deselect:
+        args += ["--deselect", test]
     names = mutants(opts.patterns, opts.all)
     counts: dict[str, int] = {}
     with ThreadPoolExecutor(opts.jobs) as pool:
