@@ -54,6 +54,7 @@ MUTATION_SECONDS ?= 3000
 mutation: $(STAMP)
 	-HYPOTHESIS_PROFILE=quick timeout $(MUTATION_SECONDS) $(BIN)/mutmut run --max-children $(JOBS)
 	$(BIN)/mutmut export-cicd-stats
+	$(BIN)/python scripts/mutation_direct.py "*" --jobs $(JOBS)  # mutmut's timeouts, rerun
 	cat mutants/mutmut-cicd-stats.json
 
 # The store `gpuplan` writes (`gpuplan where`: GPUPLAN_HOME, else this checkout's mlruns/);

@@ -1,0 +1,80 @@
+"""fast keeps the best of the layouts its docstring promises, not just the first one.
+
+fast builds candidate grids (allocator/policies/fast.py, steps 2-5): batch work after
+realtime placed as a curve; the same after realtime placed tail-first; batch work keeping
+realtime's later layers spare, then those layers placed, without and with spilling onto
+the reserve at realtime's cheapest shortfall price; and the baselines. Each is rebuilt
+here from the same public pieces, and fast's plan must be worth at least each of them.
+
+Mutation testing found that dropping the tail-first layout, or mispricing the spill,
+passed every test: the quality sets rarely need those layouts. Here any scenario where one
+of them is strictly the best catches the loss. (Reservations are left out: their pins
+are tested in tests/test_reservations.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+
+from allocator import grid as gridlib
+from allocator.model import Scenario
+from allocator.policies import baselines
+from allocator.policies.fast import SEARCH_PLACEMENTS, fast, place_batch
+from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.scenario_io import load_scenario
+from tests.strategies import contended_scenarios, examples
+
+
+def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
+    """The grids fast's docstring describes, built independently of fast()."""
+    search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
+    base = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, base)
+    out = {}
+    first = base.copy()
+    place_realtime(scenario, first)
+    out["realtime first"] = place_batch(scenario, first, None, search)
+    tails = base.copy()
+    place_realtime(scenario, tails, tail_first=True)
+    out["realtime tail-first"] = place_batch(scenario, tails, None, search)
+    if scenario.realtime_jobs:
+        around = base.copy()
+        placer = RealtimePlacer(scenario, around)
+        placer.place(around, "first")
+        placer.finish(around)
+        reserve = placer.reserve()
+        cheapest = min(scenario.weights.realtime_penalty * j.priority
+                       for j in scenario.realtime_jobs)
+        for name, spill in (("later layers kept spare", -1.0),
+                            ("later layers, spill at the cheapest shortfall", cheapest)):
+            layout = place_batch(scenario, around, reserve, search, spill=spill)
+            placer.copy().place(layout, "later")
+            out[name] = layout
+    out["priority"] = baselines.priority(scenario)
+    out["fifo"] = baselines.fifo(scenario)
+    return out
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios())
+def test_fast_is_worth_at_least_each_of_its_layouts(scenario: Scenario) -> None:
+    value = gridlib.objective(scenario, fast(scenario))
+    for name, grid in layouts(scenario).items():
+        assert value >= gridlib.objective(scenario, grid) - 1e-6, name
+
+
+TAIL_FIRST_WINS = Path(__file__).parent / "data" / "quality_cases" / "tail_first_wins.json"
+
+
+def test_fast_keeps_the_tail_first_layout_where_it_alone_is_best() -> None:
+    """The tail-first layout is strictly the best in about 1 of 400 drawn scenarios with
+    8-32 GPUs and none of the smaller ones, too rare for the property above to find: this
+    one (found by drawing, 26 GPUs, 14 steps) is kept as a fixed case."""
+    scenario = load_scenario(TAIL_FIRST_WINS)
+    values = {name: gridlib.objective(scenario, g) for name, g in layouts(scenario).items()}
+    tail = values.pop("realtime tail-first")
+    assert tail > max(values.values()) + 1e-6, (tail, values)  # the case still tells
+    assert gridlib.objective(scenario, fast(scenario)) >= tail - 1e-6
