@@ -12,9 +12,9 @@ PUBLISHED_TIMINGS = (
     # (source, params_b, algorithm, gpu_type, gpus, calibration_seq_len, GPU-hours)
     ("GPTQ paper: 175B in ~4 h on one A100", 175.0, "gptq", "A100-80GB", 1, 2048, 4.0),
     ("AutoAWQ README: 70B in ~1 h", 70.0, "awq", "A100-80GB", 1, 512, 1.0),
-    ("AutoAWQ issue 299: Mixtral (46.7B) 4 h", 46.7, "awq", "A100-80GB", 1, 512, 4.0),
-    ("AutoAWQ issue 299: 67B 8 h", 67.0, "awq", "A100-80GB", 1, 512, 8.0),
-    ("AutoAWQ issue 701: 32B ~1 h on 2x H100", 32.0, "awq", "H100-80GB", 2, 512, 2.0),
+    ("AutoAWQ user report: Mixtral (46.7B) 4 h", 46.7, "awq", "A100-80GB", 1, 512, 4.0),
+    ("AutoAWQ user report: 67B 8 h", 67.0, "awq", "A100-80GB", 1, 512, 8.0),
+    ("AutoAWQ user report: 32B ~1 h on 2x H100", 32.0, "awq", "H100-80GB", 2, 512, 2.0),
     ("LLM Compressor: GPTQ of 8B ~30 min", 8.0, "gptq", "A100-80GB", 1, 2048, 0.5),
     ("LLM Compressor: AWQ of 8B ~30 min", 8.0, "awq", "A100-80GB", 1, 512, 0.5),
 )

@@ -30,8 +30,9 @@ Training (GPU-hours = model FLOPs / (peak FLOP/s x MFU), plus start-up):
 Quantization (wall hours x GPUs):
 - GPTQ ~1.4 GPU-minutes per billion parameters at 128 x 2048 calibration tokens
   on an A100 (GPTQ paper: 175B in ~4 hours); AWQ 4.5 minutes per billion at its
-  default 128 x 512, the 4-8x of its headline that users report (AutoAWQ issues
-  299, 701); plus 10 minutes to load and save. bitsandbytes is the model-load time only.
+  default 128 x 512, the 4-8x of its headline that users report (AutoAWQ user
+  reports, docs/sources.md); plus 10 minutes to load and save. bitsandbytes is the
+  model-load time only.
 - Calibration cost scales with the square root of calibration tokens; Hopper
   GPUs take 0.55x the A100 time, L40S 1.1x.
 - Noise exp(N(0, quant_sigma)) and a QUANT_OUTLIER_RATE of slow runs at 2-5x
