@@ -23,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecasting.demand import capped_gpus, demand_for_services, gpus_needed, shape_demand
+from forecasting.demand import (
+    capped_gpus,
+    demand_for_services,
+    gpus_needed,
+    hold_next,
+    shape_demand,
+)
 from forecasting.profile import DAY, WEEK, DemandProfile, _quiet
 from forecasting.traffic import ServiceConfig
 
@@ -91,7 +97,7 @@ def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
             }
             for method, curve in raw.items():
                 prev = held[method][i, k - 1] if k else None
-                held[method][i, k] = _hold(curve, cfg.swap_limit, prev)
+                held[method][i, k] = hold_next(curve, cfg.swap_limit, prev)
             held["static-peak"][i, k] = static
         model.update_hourly(wide.iloc[t: t + 1])
     return [ClientReplay(name, need[i, fit_hours:], {m: held[m][i] for m in METHODS})
@@ -142,14 +148,6 @@ def _need(requests: np.ndarray, cfg: ServiceConfig) -> np.ndarray:
     ok = ~np.isnan(requests)
     out[ok] = gpus_needed(requests[ok], cfg)
     return out
-
-
-def _hold(raw: np.ndarray, swap_limit: int, previous: int | None) -> int:
-    """Receding horizon: shape the next hours from what is held now, hold the first step."""
-    first = shape_demand(raw, swap_limit, previous)[0]
-    if previous is None:
-        return first
-    return int(np.clip(first, previous - swap_limit, previous + swap_limit))
 
 
 def metrics(results: list[ClientReplay]) -> pd.DataFrame:

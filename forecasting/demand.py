@@ -106,6 +106,14 @@ def shape_demand(raw: Sequence[int] | np.ndarray, swap_limit: int,
     return out
 
 
+def hold_next(raw: np.ndarray, swap_limit: int, previous: int | None) -> int:
+    """Receding horizon: shape the next hours from what is held now, hold the first step."""
+    first = shape_demand(raw, swap_limit, previous)[0]
+    if previous is None:
+        return first
+    return int(np.clip(first, previous - swap_limit, previous + swap_limit))
+
+
 def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
                         | Iterable[ServiceConfig], start: pd.Timestamp | str, steps: int,
                         step_minutes: int = 60,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecasting.demand import gpus_needed, shape_demand
+from forecasting.demand import gpus_needed, hold_next, shape_demand
 from forecasting.profile import WEEK, DemandProfile, pinball
 from forecasting.traffic import ServiceConfig
 
@@ -70,8 +70,8 @@ def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
             cfg = services[name]
             prev_p = held_p[i, t - 1] if t else None
             prev_n = held_n[i, t - 1] if t else None
-            held_p[i, t] = _hold(gpus_needed(up24[i], cfg), cfg.swap_limit, prev_p)
-            held_n[i, t] = _hold(gpus_needed(naive24[i], cfg), cfg.swap_limit, prev_n)
+            held_p[i, t] = hold_next(gpus_needed(up24[i], cfg), cfg.swap_limit, prev_p)
+            held_n[i, t] = hold_next(gpus_needed(naive24[i], cfg), cfg.swap_limit, prev_n)
         model.update_hourly(test.iloc[t: t + 1])
     out = []
     for i, name in enumerate(names):
@@ -90,14 +90,6 @@ def replay(wide: pd.DataFrame, services: Mapping[str, ServiceConfig],
                   "oracle": np.array(shape_demand(need, cfg.swap_limit))},
         ))
     return out
-
-
-def _hold(raw: np.ndarray, swap_limit: int, previous: int | None) -> int:
-    """Receding horizon: shape the next hours from what is held now, hold the first step."""
-    first = shape_demand(raw, swap_limit, previous)[0]
-    if previous is None:
-        return first
-    return int(np.clip(first, previous - swap_limit, previous + swap_limit))
 
 
 def metrics(results: list[Replay], quantile: float) -> pd.DataFrame:
