@@ -166,20 +166,13 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
                     break
                 trial = [*current[:b], current[a], *current[b:a], *current[a + 1 :]]
                 budget -= len(trial) - b
-                state = base.copy()
-                tail_value = state.pack(trial[b:])
-                if base.value + tail_value > best.value + 1e-9:
-                    current, best = trial, state
-                    improved = True
-                    break
-                if not SWAPS or a == b + 1 or budget <= 0:
-                    continue
-                trial = list(current)
-                trial[a], trial[b] = trial[b], trial[a]
-                budget -= len(trial) - b
-                state = base.copy()
-                tail_value = state.pack(trial[b:])
-                if base.value + tail_value > best.value + 1e-9:
+                state = _gain(base, trial[b:], best)
+                if state is None and SWAPS and a != b + 1 and budget > 0:
+                    trial = list(current)
+                    trial[a], trial[b] = trial[b], trial[a]
+                    budget -= len(trial) - b
+                    state = _gain(base, trial[b:], best)
+                if state is not None:
                     current, best = trial, state
                     improved = True
                     break
@@ -188,6 +181,13 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
         if not improved:
             break
     return best
+
+
+def _gain(base: Decoder, suffix: list[int], best: Decoder) -> Decoder | None:
+    """The state after replaying `suffix` from `base`, if it beats `best`; else None."""
+    state = base.copy()
+    tail_value = state.pack(suffix)
+    return state if base.value + tail_value > best.value + 1e-9 else None
 
 
 def _prefix_states(empty: Decoder, order: list[int]) -> list[Decoder]:
