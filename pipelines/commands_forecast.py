@@ -176,7 +176,9 @@ def train(
         floor = _noise_floor(history, noise_sigma)
     more = join_histories(*extra) if extra else None
     X, g, y = join_histories(hist, more)
-    for kind, rows in (("training", len(y)), ("quantization", len(quant[2]) if quant else None)):
+    # the warning is about the user's own history: --extra-history rows do not make it larger
+    own = (("training", len(hist[2])), ("quantization", len(quant[2]) if quant else None))
+    for kind, rows in own:
         line = promotion.size_warning(kind, rows) if rows is not None else None
         if line:
             print(line, file=sys.stderr)
