@@ -65,13 +65,15 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     realtime_first = base.copy()
     place_realtime(scenario, realtime_first)
     held.release(realtime_first)
-    candidates = [place_batch(scenario, realtime_first, None, search, held=held)]
+    jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
+    candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs)]
     if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
         tails = base.copy()
         place_realtime(scenario, tails, tail_first=True)
         held.release(tails)
         if not np.array_equal(tails, realtime_first):
-            candidates.append(place_batch(scenario, tails, None, search, held=held))
+            candidates.append(place_batch(scenario, tails, None, search, held=held,
+                                          jobs=jobs))
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -85,7 +87,7 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
                 layout = place_batch(scenario, around, reserve, search, spill=spill,
-                                     held=held)
+                                     held=held, jobs=jobs)
                 placer.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
@@ -97,18 +99,21 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
                 search: int, compiled: bool | None = None, spill: float = -1.0,
-                held: reservations.Holds | None = None) -> np.ndarray:
+                held: reservations.Holds | None = None,
+                jobs: Jobs | None = None) -> np.ndarray:
     """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
 
     `compiled` picks the decoder (None: the C one where it can run); both give one grid.
     `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
     `held`: the reservations (their jobs already pinned; their blocks busy past the start).
+    `jobs`: the scenario's job arrays (Jobs.of), when the caller already has them.
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
     busy = grid >= 0 if held is None or held.batch_busy is None else \
         (grid >= 0) | held.batch_busy
-    empty = Decoder.new(scenario, busy, spare, Jobs.of(scenario), compiled, spill=spill)
+    jobs = Jobs.of(scenario) if jobs is None else jobs
+    empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
     skip = frozenset() if held is None else held.reserved
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running and i not in skip]
