@@ -272,12 +272,12 @@ def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster)
                    maximum=limits.MAX_DURATION)
     running = None
     if raw.get("running") is not None:
-        rr = raw["running"]
-        if not isinstance(rr, dict):
+        raw_running = raw["running"]
+        if not isinstance(raw_running, dict):
             raise InputError("must be an object or null", job=job_id, field="running")
-        first = _int(rr, "first_gpu", job=job_id, field="running.first_gpu", minimum=0)
-        remaining = _int(rr, "remaining_steps", job=job_id, field="running.remaining_steps",
-                         minimum=1)
+        first = _int(raw_running, "first_gpu", job=job_id, field="running.first_gpu", minimum=0)
+        remaining = _int(raw_running, "remaining_steps", job=job_id,
+                         field="running.remaining_steps", minimum=1)
         if remaining > duration:
             raise InputError(f"must be <= duration_steps ({duration}), got {remaining}",
                              job=job_id, field="running.remaining_steps")
@@ -309,17 +309,17 @@ def _realtime(raw: dict, job_id: str, priority: float, cluster: Cluster) -> Real
     swap = _int(raw, "swap_limit", job=job_id, minimum=0, maximum=limits.MAX_SWAP)
     current = None
     if raw.get("current_gpus") is not None:
-        cg = raw["current_gpus"]
-        if not isinstance(cg, list):
+        raw_gpus = raw["current_gpus"]
+        if not isinstance(raw_gpus, list):
             raise InputError("must be a list of GPU indices or null", job=job_id,
                              field="current_gpus")
-        for value in cg:
+        for value in raw_gpus:
             if type(value) is not int or not 0 <= value < cluster.gpus:
                 raise InputError(f"must hold GPU indices in [0, {cluster.gpus}), got "
                                  f"{json.dumps(value)}", job=job_id, field="current_gpus")
-        if len(set(cg)) != len(cg):
+        if len(set(raw_gpus)) != len(raw_gpus):
             raise InputError("GPUs must be distinct", job=job_id, field="current_gpus")
-        current = tuple(cg)
+        current = tuple(raw_gpus)
     return RealtimeJob(id=job_id, priority=priority, demand=tuple(demand), swap_limit=swap,
                        current_gpus=current)
 

@@ -57,7 +57,7 @@ def _cells_by_job(scenario: Scenario, grid: IdGrid) -> tuple[dict[str, list[set[
     return cells, problems
 
 
-def batch_runs(scenario: Scenario, grid: IdGrid) -> dict[str, BatchRun]:
+def _batch_runs(scenario: Scenario, grid: IdGrid) -> dict[str, BatchRun]:
     """Start, end and block of every batch job present in a (legal) grid."""
     cells, _ = _cells_by_job(scenario, grid)
     runs = {}
@@ -82,7 +82,7 @@ def violations(scenario: Scenario, grid: IdGrid) -> list[str]:
     for job in scenario.realtime_jobs:
         problems.extend(_swap_violations(job, cells[job.id]))
     if scenario.reservations and not problems:
-        runs = batch_runs(scenario, grid)
+        runs = _batch_runs(scenario, grid)
         problems.extend(plan_problems(scenario, {j: (r.start, r.first_gpu)
                                                  for j, r in runs.items()}))
     return problems

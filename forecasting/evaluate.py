@@ -14,7 +14,7 @@ import pandas as pd
 
 from forecasting.memory import min_training_gpus
 from forecasting.published import published_frame
-from forecasting.quantization import QuantizationCostEstimator, reserve
+from forecasting.quantization import QuantizationCostEstimator, booked_gpu_hours
 from forecasting.training import PowerLawBaseline, TrainingCostEstimator
 
 
@@ -79,7 +79,7 @@ def margin_tradeoff(est, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray) -> pd
             continue
         log_wall = model.predict_log(X[m])
         for margin in MARGINS:
-            r = reserve(log_wall, margin, gpus[m])
+            r = booked_gpu_hours(log_wall, margin, gpus[m])
             rows.append({"algorithm": algo, "margin": f"x{np.exp(margin):.2f}",
                          "under_rate": float(np.mean(r < y[m])),
                          "mean_over_gpu_h": float(np.mean(np.maximum(r - y[m], 0.0)))})

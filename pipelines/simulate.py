@@ -24,7 +24,6 @@ from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
 
 FREE = -1
-POLICIES: tuple[str, ...] = ("fast", "fifo", "priority")
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # the real-Slurm fixtures (`slurm`, `slurm_session`), for tests/test_slurm_*.py
 from tests.slurm_cluster import slurm, slurm_session  # noqa: E402, F401
 
-# Variables a caller may have exported that change what gpuplan reads or writes.
-_ISOLATED = ("GPUPLAN_TRACKING", "MLFLOW_TRACKING_URI", "GPUPLAN_HOME", "MLFLOW_EXPERIMENT_NAME",
-             "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID")
+# Variables a caller may have exported that change what gpuplan reads or writes: every
+# GPUPLAN_* one (home, tracking, GPU catalog, Slurm binaries, debug), and MLflow's store and
+# run. GPUPLAN_PIN_PLANS is the one kept: it is the suite's own switch to rewrite the pins.
+_ISOLATED_PREFIX = "GPUPLAN_"
+_KEPT = ("GPUPLAN_PIN_PLANS",)
+_ISOLATED = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID",
+             "MLFLOW_RUN_ID")
 
 
 # One fresh gpuplan home for the session: tests never write into the checkout's out/ or
@@ -40,7 +44,8 @@ _HOME = tempfile.mkdtemp(prefix="gpuplan-test-home-")
 
 
 def _isolate(patch: pytest.MonkeyPatch) -> None:
-    for name in _ISOLATED:
+    exported = [n for n in os.environ if n.startswith(_ISOLATED_PREFIX) and n not in _KEPT]
+    for name in (*exported, *_ISOLATED):
         patch.delenv(name, raising=False)
     patch.setenv("GPUPLAN_TRACKING", "off")
     patch.setenv("GPUPLAN_HOME", _HOME)

@@ -17,8 +17,8 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
+from allocator.policies.peak_reservation import reserve_peak
 from allocator.policies.placement import find, place
-from allocator.policies.reservation import reserve
 
 
 def backfill(scenario: Scenario) -> np.ndarray:
@@ -28,9 +28,9 @@ def backfill(scenario: Scenario) -> np.ndarray:
     held = reservations.holds(scenario)
     busy = grid >= 0
     if held.realtime_off is None:
-        reserve(scenario, grid, busy)
+        reserve_peak(scenario, grid, busy)
     else:
-        reserve(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
+        reserve_peak(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
         held.pin(grid)
         busy |= held.batch_busy
     index = BlockIndex(busy)
@@ -51,5 +51,5 @@ def static_columns(scenario: Scenario) -> np.ndarray:
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
     pinned = busy.copy()
-    reserve(scenario, grid, busy)
+    reserve_peak(scenario, grid, busy)
     return (busy & ~pinned).any(axis=0)

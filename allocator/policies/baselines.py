@@ -13,14 +13,14 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies.decoder import Decoder, Jobs
-from allocator.policies.reservation import reserve
+from allocator.policies.peak_reservation import reserve_peak
 
 
 def _start(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
-    reserve(scenario, grid, busy)
+    reserve_peak(scenario, grid, busy)
     return grid, busy
 
 

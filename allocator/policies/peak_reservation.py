@@ -12,8 +12,8 @@ import numpy as np
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
 
-def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray,
-            blocked: np.ndarray | None = None) -> None:
+def reserve_peak(scenario: Scenario, grid: np.ndarray, busy: np.ndarray,
+                 blocked: np.ndarray | None = None) -> None:
     """Fill the realtime cells of `grid` and mark every reserved GPU busy for batch work.
 
     A reserved GPU not yet acquired stays idle: busy for batch jobs, empty in the grid.
