@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
@@ -72,10 +73,10 @@ def _problem(scenario: Scenario) -> _Problem:
         if isinstance(job, RealtimeJob):
             realtime.append(job)
         elif job.running:
-            steps = min(job.running.remaining_steps, T)
+            remaining = min(job.running.remaining_steps, T)
             first = job.running.first_gpu
-            pinned[:steps, first : first + job.gpus] = True
-            fixed += job.priority * job.gpus * float(cum[steps])
+            pinned[:remaining, first : first + job.gpus] = True
+            fixed += job.priority * job.gpus * float(cum[remaining])
         else:
             queued.append(job)
     free = G - pinned.sum(axis=1)
@@ -146,7 +147,8 @@ def _initial_prices(p: _Problem) -> np.ndarray:
     return lam
 
 
-def _evaluate(p: _Problem, lam: np.ndarray, mu: np.ndarray):
+def _evaluate(p: _Problem, lam: NDArray[np.float64], mu: NDArray[np.float64]
+              ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
     """The Lagrangian's value at (lam, mu) and a subgradient (capacity minus usage)."""
     T = p.T
     # Price of one GPU-step for a job at each level: lam plus mu of every size it fills.

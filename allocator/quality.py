@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def summarize(values: Sequence[float]) -> Summary:
 
 
 def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
-              time_limit: float = 60.0) -> dict[str, dict]:
+              time_limit: float = 60.0) -> dict[str, dict[str, Any]]:
     """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
     import importlib
 
@@ -92,7 +93,7 @@ def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
 
     full = importlib.import_module("allocator.policies.full").full
     directory.mkdir(parents=True, exist_ok=True)
-    records: dict[str, dict] = {}
+    records: dict[str, dict[str, Any]] = {}
     for seed in seeds:
         for name in SPECS:
             if name == "scale":

@@ -12,6 +12,7 @@ Which job is reserved, and keeping its start across replans, is the replay's cho
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from allocator import grid as gridlib
 from allocator import reservations
@@ -30,15 +31,16 @@ def backfill(scenario: Scenario) -> np.ndarray:
     if held.realtime_off is None:
         reserve_peak(scenario, grid, busy)
     else:
-        reserve_peak(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
+        reserve_peak(scenario, grid, busy, blocked=np.asarray(held.realtime_off.any(axis=0)))
         held.pin(grid)
-        busy |= held.batch_busy
+        if held.batch_busy is not None:
+            busy |= held.batch_busy
     index = BlockIndex(busy)
-    order = sorted((i for i, job in enumerate(scenario.jobs)
-                    if isinstance(job, BatchJob) and not job.running and i not in held.reserved),
-                   key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))
+    queued = {i: job for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in held.reserved}
+    order = sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
     for i in order:
-        job = scenario.jobs[i]
+        job = queued[i]
         spot = find(index, job, job.arrival_step, best_fit=False)
         if spot is not None:
             place(grid, index, i, job, *spot)
@@ -52,4 +54,5 @@ def static_columns(scenario: Scenario) -> np.ndarray:
     busy = grid >= 0
     pinned = busy.copy()
     reserve_peak(scenario, grid, busy)
-    return (busy & ~pinned).any(axis=0)
+    columns: NDArray[np.bool_] = (busy & ~pinned).any(axis=0)
+    return columns

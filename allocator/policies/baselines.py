@@ -24,9 +24,10 @@ def _start(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     return grid, busy
 
 
-def _queued(scenario: Scenario) -> list[int]:
-    return [i for i, job in enumerate(scenario.jobs)
-            if isinstance(job, BatchJob) and not job.running]
+def _queued(scenario: Scenario) -> dict[int, BatchJob]:
+    """The batch jobs still to place, by their index in the scenario (file order)."""
+    return {i: job for i, job in enumerate(scenario.jobs)
+            if isinstance(job, BatchJob) and not job.running}
 
 
 def _place(scenario: Scenario, order: list[int], fifo: bool,
@@ -43,12 +44,13 @@ def _place(scenario: Scenario, order: list[int], fifo: bool,
 
 def fifo(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
     """Arrival order (then file order); each start >= the last placed job's start."""
-    order = sorted(_queued(scenario), key=lambda i: (scenario.jobs[i].arrival_step, i))
+    queued = _queued(scenario)
+    order = sorted(queued, key=lambda i: (queued[i].arrival_step, i))
     return _place(scenario, order, fifo=True, compiled=compiled)
 
 
 def priority(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
     """Highest priority first (ties: arrival, file order), each at its earliest feasible start."""
-    order = sorted(_queued(scenario),
-                   key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))
+    queued = _queued(scenario)
+    order = sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
     return _place(scenario, order, fifo=False, compiled=compiled)
