@@ -36,7 +36,8 @@ def size_tier(params_b: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.asarray(TIER_EDGES), np.asarray(params_b, float), side="right")
 
 
-def booked_gpu_hours(log_wall: np.ndarray, margin: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+def booked_gpu_hours(log_wall: np.ndarray, margin: np.ndarray | float,
+                     gpus: np.ndarray) -> np.ndarray:
     """Whole GPU-hours reserved: ceil(wall hours x margin x GPUs), at least 1."""
     raw = np.exp(log_wall + margin) * gpus
     return np.maximum(1.0, np.ceil(raw - 1e-9))
@@ -68,7 +69,7 @@ class AlgorithmModel:
         self.n_jobs = int(result.nobs)
 
     @staticmethod
-    def _tokens(frame: pd.DataFrame) -> np.ndarray:
+    def _tokens(frame: pd.DataFrame) -> pd.Series:
         return np.maximum(frame["calibration_samples"] * frame["calibration_seq_len"], 1.0)
 
     def tier_of(self, params_b) -> np.ndarray:

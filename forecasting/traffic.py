@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -210,7 +211,7 @@ def parse_services(doc: object) -> dict[str, ServiceConfig]:
             raise InputError("listed twice", job=name, field="service")
         if "requests_per_gpu_hour" not in entry:
             raise InputError("required", job=name, field="requests_per_gpu_hour")
-        values = {}
+        values: dict[str, Any] = {}
         for field, kind in _SERVICE_FIELDS.items():
             if field in entry:
                 values[field] = _number(entry[field], kind, name, field)

@@ -163,6 +163,7 @@ def optimum_seeds() -> str:
     from allocator import grid as gridlib
     from allocator.policies import POLICIES
     from allocator.quality import DIR, _file
+    from allocator.result import PolicyResult
     from allocator.scenario_io import load_scenario
 
     cases, records, variants = _quality()
@@ -176,7 +177,7 @@ def optimum_seeds() -> str:
                          pct(share[key]), "optimal"])
         else:  # not proven: fast against the best plan found and the bound
             scenario = load_scenario(_file(DIR, int(seed), name))
-            f = gridlib.objective(scenario, POLICIES["fast"](scenario))
+            f = gridlib.objective(scenario, PolicyResult.of(POLICIES["fast"](scenario)).grid)
             rows.append([seed, name, f"{f:.2f}", f"<= {record['best_bound']:.2f}",
                          f"{pct(f / record['best_bound'])} .. {pct(f / record['best_found'])}",
                          record["status"]])

@@ -46,7 +46,7 @@ def free_blocks(free: np.ndarray, size: int) -> np.ndarray:
     """(T, G // size) booleans: is the aligned block [b*size, (b+1)*size) free at t."""
     T, G = free.shape
     n = G // size
-    return free[:, : n * size].reshape(T, n, size).all(axis=2)
+    return np.all(free[:, : n * size].reshape(T, n, size), axis=2)
 
 
 def sizes(G: int) -> list[int]:
@@ -122,9 +122,10 @@ def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob,
 
 
 def waits(plan: Plan, ids: list[str]) -> list[int]:
+    """Steps each started batch job of `ids` waits after its arrival."""
     starts = plan.starts()
-    s = plan.scenario
-    return [starts[j]["start"] - s.job(j).arrival_step for j in ids if j in starts]
+    batch = {job.id: job for job in plan.scenario.batch_jobs}
+    return [starts[j]["start"] - batch[j].arrival_step for j in ids if j in starts]
 
 
 # ---------------------------------------------------------------- words
@@ -337,7 +338,7 @@ def _comparison(plans) -> list[str]:
         w = waits(p, day.queued)
         return f"{np.mean(w) * step_h:.1f} h" if w else "-"
 
-    rows = [
+    rows: list[list[object]] = [
         ["GPU utilization", f"{100 * pm.utilization:.1f}%", f"{100 * fm.utilization:.1f}%"],
         ["batch GPU-hours run", f"{batch_hours(plan):g}", f"{batch_hours(fifo):g}"],
         ["queued jobs started", started(plan), started(fifo)],

@@ -273,8 +273,8 @@ def parse_sinfo(text: str) -> list[Node]:
             names = (entry.get("nodes") or {}).get("nodes") if isinstance(entry, dict) else None
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise InputError("expected a list of node names", field="sinfo.nodes.nodes")
-            gres = entry.get("gres") or {}
-            total = gres.get("total") if isinstance(gres, dict) else None
+            gres_doc = entry.get("gres") or {}
+            total = gres_doc.get("total") if isinstance(gres_doc, dict) else None
             if total is not None and not isinstance(total, str):
                 raise InputError("expected a GRES string", field="sinfo.gres.total")
             state = _state((entry.get("node") or {}).get("state") or ["UNKNOWN"],
