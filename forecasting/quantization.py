@@ -62,11 +62,8 @@ class AlgorithmModel:
 
         design = self.design(frame)
         result = sm.OLS(log_wall, design).fit()
-        # Keep the coefficients and fit statistics only: the result object holds the data.
+        # Keep the coefficients only: the result object holds the data.
         self.params = np.asarray(result.params)
-        self.rsquared = float(result.rsquared)
-        self.resid_sd = float(np.sqrt(result.scale))
-        self.n_jobs = int(result.nobs)
 
     @staticmethod
     def _tokens(frame: pd.DataFrame) -> pd.Series:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from pipelines import tracking
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +64,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts from the same environment, whatever the caller exported and
     whatever an earlier test left behind (MLflow, for one, exports the URI it is given).
 
@@ -69,6 +72,10 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     store; a test about tracking turns it on and points it at its own tmp_path), no store
     URI or gpuplan home is inherited, the working directory is the project root (the
     CLI's default paths, such as data/scenarios, are relative to it), and `sys.argv` holds
-    no pytest options (reports quote the command they were made by).
+    no pytest options (reports quote the command they were made by). The process's MLflow
+    tracker is forgotten before and after, so none outlives the environment it was made in.
     """
     _isolate(monkeypatch)
+    tracking.reset()
+    yield
+    tracking.reset()

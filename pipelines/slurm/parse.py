@@ -23,7 +23,6 @@ import pandas as pd
 from allocator.core.errors import InputError
 
 META_PREFIX = "gpuplan:"
-UNLIMITED = None  # a time limit Slurm reports as infinite
 
 
 @dataclass(frozen=True)
