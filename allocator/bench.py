@@ -10,6 +10,7 @@ import os
 import platform
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def _gain(after: float, before: float) -> float | None:
     return None if before == 0 else 100.0 * (after - before) / abs(before)
 
 
-def rows(results: list[ScenarioResult], baseline: str) -> list[dict]:
+def rows(results: list[ScenarioResult], baseline: str) -> list[dict[str, Any]]:
     """One row per scenario: the article's table, fast against `baseline`."""
     out = []
     for r in results:
@@ -99,7 +100,7 @@ def _pct(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
-def markdown(table: list[dict], title: str) -> str:
+def markdown(table: list[dict[str, Any]], title: str) -> str:
     if not table:
         return f"### {title}\n\n(no rows)\n"
     head = ("| scenario | GPUs | jobs | utilization % | value | value gain | completed "

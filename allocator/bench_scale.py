@@ -14,8 +14,10 @@ import math
 import statistics
 import time
 import tracemalloc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,10 +61,10 @@ def _repeats(case: ScaleCase) -> int:
     return 30 if case.work <= 100_000 else 10 if case.work <= 5_000_000 else 3
 
 
-def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
+def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict[str, Any]:
     scenario = scenario_for(case)
-    row: dict = {"case": case.name, "gpus": case.gpus, "jobs": case.jobs, "steps": case.steps,
-                 "work": case.work}
+    row: dict[str, Any] = {"case": case.name, "gpus": case.gpus, "jobs": case.jobs,
+                           "steps": case.steps, "work": case.work}
     objectives = {}
     for policy in POLICIES:
         plan = make_plan(scenario, policy)  # warm-up, and the validated plan
@@ -95,7 +97,8 @@ def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
 
 
 def run(cases: list[ScaleCase], bound_seconds: float = 60.0,
-        bound_max_gpus: int = 1024, progress=None) -> dict:
+        bound_max_gpus: int = 1024,
+        progress: Callable[[ScaleCase], object] | None = None) -> dict[str, Any]:
     rows = []
     for case in cases:
         rows.append(measure(case, bound_seconds, bound_max_gpus))
@@ -105,11 +108,12 @@ def run(cases: list[ScaleCase], bound_seconds: float = 60.0,
             "machine": machine(), "rows": rows}
 
 
-def all_cases(sizes=SIZES, horizons=HORIZONS) -> list[ScaleCase]:
+def all_cases(sizes: Sequence[tuple[int, int]] = SIZES,
+              horizons: Sequence[int] = HORIZONS) -> list[ScaleCase]:
     return [ScaleCase(g, j, t) for t in horizons for g, j in sizes]
 
 
-def growth_exponent(rows: list[dict], policy: str = "fast") -> float | None:
+def growth_exponent(rows: list[dict[str, Any]], policy: str = "fast") -> float | None:
     """Slope of log(latency) against log(GPUs x jobs x steps): <= 1 means at most linear."""
     points = [(math.log(r["work"]), math.log(r[f"{policy}_ms"])) for r in rows
               if r.get(f"{policy}_ms")]
@@ -119,7 +123,7 @@ def growth_exponent(rows: list[dict], policy: str = "fast") -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def markdown(record: dict) -> str:
+def markdown(record: dict[str, Any]) -> str:
     lines = [f"Machine: {record['machine']}  ", f"Recorded: {record['recorded_at']}", "",
              "| GPUs | jobs | steps | fast ms | fifo ms | priority ms | fast peak MiB "
              "| fast objective | Lagrangian bound (ms) | fast / it | block bound | fast / it |",
@@ -142,7 +146,7 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_png(record: dict) -> bytes:
+def plot_png(record: dict[str, Any]) -> bytes:
     import io
 
     import matplotlib
@@ -170,7 +174,7 @@ def plot_png(record: dict) -> bytes:
     return buf.getvalue()
 
 
-def compare(new: dict, old: dict) -> list[dict]:
+def compare(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, Any]]:
     """Latency ratio new/old per case and policy (> 1 is slower), for cases in both."""
     previous = {r["case"]: r for r in old["rows"]}
     out = []
@@ -184,7 +188,7 @@ def compare(new: dict, old: dict) -> list[dict]:
     return out
 
 
-def load_record(path: Path) -> dict:
+def load_record(path: Path) -> dict[str, Any]:
     """A scale record as `gpuplan bench --scale` wrote it; InputError naming what is off."""
     from allocator.core import limits
     from allocator.core.errors import InputError

@@ -15,7 +15,7 @@ def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
     Backward pass: rise early enough to meet each peak; forward pass: never drop faster
     than the limit allows (from `start`, the count held before step 0, when known).
     """
-    need = np.minimum(demand.astype(np.int64), capacity)
+    need: np.ndarray = np.minimum(demand.astype(np.int64), capacity)
     T = len(need)
     for t in range(T - 2, -1, -1):
         need[t] = max(need[t], need[t + 1] - swap_limit)

@@ -28,7 +28,7 @@ from allocator.policies import baselines
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
-OrderKey = Callable[[BatchJob, int], tuple]
+OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
 # Value orders tried for batch jobs; each is cheap, and different contention shapes favour
 # different ones (big-first packs, short-first backfills, arrival order respects fairness,
@@ -115,12 +115,14 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     jobs = Jobs.of(scenario) if jobs is None else jobs
     empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
     skip = frozenset() if held is None else held.reserved
-    queued = [i for i, job in enumerate(scenario.jobs)
-              if isinstance(job, BatchJob) and not job.running and i not in skip]
-    best, best_order = None, ()
+    queued = {i: job for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in skip}
+    best: Decoder | None = None
+    best_order: tuple[int, ...] = ()
     seen: set[tuple[int, ...]] = set()
     for key in ORDERS:
-        order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
+        rank = {i: key(job, i) for i, job in queued.items()}
+        order = tuple(sorted(queued, key=rank.__getitem__))
         if order in seen:
             continue
         seen.add(order)
@@ -128,7 +130,7 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
         trial.pack(order)
         if best is None or trial.value > best.value:
             best, best_order = trial, order
-    if queued and search >= len(queued):
+    if queued and best is not None and search >= len(queued):
         best = improve_order(scenario, empty, best_order, best, search // len(queued))
     if best is not None:
         best.write(scenario, grid)
@@ -154,14 +156,13 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     """
     if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
         return empty.improve(order, best, packs, SWAPS)[0]
-    jobs = scenario.jobs
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
         prefix = _prefix_states(empty, current)
         movable = [a for a in range(1, len(current))
                    if best.start[current[a]] < 0
-                   or best.start[current[a]] > jobs[current[a]].arrival_step]
+                   or best.start[current[a]] > scenario.batch_job_at(current[a]).arrival_step]
         improved = False
         # Front positions first: most gains come from pulling a delayed job to the head.
         for b in range(len(current) - 1):
