@@ -12,6 +12,8 @@ conformal) so that its coverage returns to `quantile` when volatility changes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
@@ -150,7 +152,7 @@ class _quiet:
         self._ctx.__enter__()
         warnings.simplefilter("ignore", RuntimeWarning)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._ctx.__exit__(*exc)
 
 
@@ -349,7 +351,8 @@ class DemandProfile(BaseEstimator):
             ok = ~np.isnan(actual[i])
             ok[: max(warm - 1, 0)] = False
             hours_known = int(np.sum(~np.isnan(y[i])))
-            entry = {"hours": int(y.shape[1]), "gap_hours": int(y.shape[1] - hours_known)}
+            entry: dict[str, float] = {"hours": int(y.shape[1]),
+                                       "gap_hours": int(y.shape[1] - hours_known)}
             if ok.any():
                 a = actual[i, ok]
                 c = self._exp(pred[i, ok], np.full(ok.sum(), i))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ class ServiceConfig:
 # ---------------------------------------------------------------- traffic files
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     """CSV or Parquet by extension (FORECASTING.md); a gzipped CSV is accepted too."""
     path = Path(path)
     name = path.name.lower()
@@ -68,7 +69,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     raise InputError("expected a .csv, .csv.gz or .parquet file", file=str(path))
 
 
-def load_traffic(path: str | Path) -> pd.DataFrame:
+def load_traffic(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read and validate a traffic file: UTC timestamps, string services, counts >= 0 or empty."""
     try:
         return validate_traffic(read_table(path))
@@ -175,7 +176,7 @@ _SERVICE_FIELDS = {
 }
 
 
-def load_services(path: str | Path) -> dict[str, ServiceConfig]:
+def load_services(path: str | os.PathLike[str]) -> dict[str, ServiceConfig]:
     """Read SERVICES.json into frozen configs keyed by service, in file order."""
     path = Path(path)
     limits.check_file_size(path)

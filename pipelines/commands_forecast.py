@@ -94,7 +94,7 @@ def synth_history(
             _write_table(frame, stage / name)
         write_text(stage / "meta.json", meta)
     written = [out / name for name in names]
-    if queue is not None:
+    if queue is not None and queue_out is not None:
         _write_table(queue, queue_out)
         written.append(queue_out)
     for path in written:
@@ -208,7 +208,7 @@ def train(
     sources = {"training": (history, hist), "quantization": (quantization, quant)}
     for kind in tracking.ESTIMATOR_KINDS:
         path, data = sources[kind]
-        if data is None:
+        if data is None or path is None:
             continue
         _, test = split_index(len(data[2]), test_fraction, seed)
         heldout = (data[0].iloc[test].assign(gpus=data[1][test]) if kind == "quantization"

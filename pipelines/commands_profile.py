@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def profile(
     typer.echo(f"wrote {out}: {len(configs)} service(s), {steps} steps from {doc['start']}")
 
 
-def _rounded(values: object) -> list[float]:
+def _rounded(values: Iterable[float]) -> list[float]:
     return [round(float(v), 1) if math.isfinite(v) else 0.0 for v in values]
 
 

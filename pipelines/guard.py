@@ -85,7 +85,7 @@ class Guard:
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
         kept: list[Reservation] = []
         for code, (start, first) in list(self.promised.items()):
-            job = jobs[waiting[code]]
+            job = scenario.batch_job_at(waiting[code])
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
             if got is None or t0 + got.start > start:
                 # A promise made is kept even if the realtime forecast has grown since:
@@ -109,7 +109,8 @@ class Guard:
                          key=lambda c: (-claims[c],
                                         self.world.jobs[c].arrival, c))
             for code in top[:1]:
-                got = earliest(scenario, jobs[waiting[code]], kept, forbidden, floor)
+                got = earliest(scenario, scenario.batch_job_at(waiting[code]), kept, forbidden,
+                               floor)
                 if got is not None:
                     self.promised[code] = (t0 + got.start, got.first_gpu)
                     kept.append(got)
