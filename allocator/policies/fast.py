@@ -27,6 +27,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.policies.rtmove import clear_blocks
 
 OrderKey = Callable[[BatchJob, int], tuple]
 
@@ -48,6 +49,8 @@ ORDERS: tuple[OrderKey, ...] = (
 # microsecond there), then less as a placement's cost grows with the GPUs it scans
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
+
+CLEAR_BLOCKS = True
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
@@ -94,19 +97,23 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
-    return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    if not CLEAR_BLOCKS:
+        return best
+    return clear_blocks(scenario, best, jobs, held, search // 4, place_batch)
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
                 search: int, compiled: bool | None = None, spill: float = -1.0,
                 held: reservations.Holds | None = None,
-                jobs: Jobs | None = None) -> np.ndarray:
+                jobs: Jobs | None = None, pinned: frozenset[int] = frozenset()) -> np.ndarray:
     """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
 
     `compiled` picks the decoder (None: the C one where it can run); both give one grid.
     `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
     `held`: the reservations (their jobs already pinned; their blocks busy past the start).
     `jobs`: the scenario's job arrays (Jobs.of), when the caller already has them.
+    `pinned`: batch jobs already written into `grid` (placed by the caller, not here).
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
@@ -114,7 +121,7 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
         (grid >= 0) | held.batch_busy
     jobs = Jobs.of(scenario) if jobs is None else jobs
     empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
-    skip = frozenset() if held is None else held.reserved
+    skip = pinned if held is None else held.reserved | pinned
     queued = [i for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running and i not in skip]
     best, best_order = None, ()
