@@ -51,6 +51,7 @@ ORDERS: tuple[OrderKey, ...] = (
 SEARCH_PLACEMENTS = 3000
 
 CLEAR_BLOCKS = True
+CLEAR_SHARE = 4
 
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
@@ -98,9 +99,9 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
-    if not CLEAR_BLOCKS:
+    if not CLEAR_BLOCKS or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
-    return clear_blocks(scenario, best, jobs, held, search // 4, place_batch)
+    return clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE, place_batch)
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
