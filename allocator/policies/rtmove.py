@@ -143,7 +143,11 @@ def _candidates(grid: np.ndarray, jobs: Jobs, is_rt: np.ndarray, movable: np.nda
 def _spots(grid: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per job: its first step and lowest GPU at that step (-1: absent)."""
     start, first = np.full(n, -1), np.full(n, -1)
-    ids, at = np.unique(grid.ravel(), return_index=True)
+    flat = grid.ravel()
+    at = np.argsort(flat, kind="stable")  # np.unique's work, without its overhead
+    ids = flat[at]
+    first_of = np.concatenate(([True], ids[1:] != ids[:-1]))
+    ids, at = ids[first_of], at[first_of]
     keep = ids >= 0
     start[ids[keep]], first[ids[keep]] = np.divmod(at[keep], grid.shape[1])
     return start, first
@@ -159,7 +163,7 @@ def _clear(scenario: Scenario, grid: np.ndarray, jobs: Jobs, j: int, s: int, blk
     new = grid.copy()
     new[movable[np.where(new < 0, len(movable) - 1, new)]] = gridlib.FREE
     window = new[s:e, blk : blk + g]
-    for r in np.unique(window[window >= 0]).tolist():
+    for r in sorted(set(window[window >= 0].tolist())):
         for col in range(blk, blk + g):
             steps = np.flatnonzero(new[s:e, col] == r)
             if not len(steps):
@@ -202,46 +206,45 @@ def _migrate(scenario: Scenario, grid: np.ndarray, r: int, col: int, p: int, q: 
         run_end += 1
     before = p > 0 and grid[p - 1, col] == r
     after = q < T and grid[q, col] == r
-    candidates = [c for c in range(G) if not blk <= c < blk + g and free[p:q, c].all()]
+    outside = np.ones(G, dtype=bool)
+    outside[blk : blk + g] = False
+    candidates = np.flatnonzero(outside & free[p:q].all(axis=0)).tolist()
     # GPUs the job already holds next to the piece first: the move then costs no change.
     candidates.sort(key=lambda c: (-int(p > 0 and grid[p - 1, c] == r)
                                    - int(q < T and grid[q, c] == r), -c))
-    saved = grid.copy() if candidates else None
     for c in candidates[:MIGRATE_TO]:
-        variants = [(0, 0)]
-        if after and free[q:run_end, c].all():
-            variants.append((0, run_end - q))  # stay on c to the end of the run
-        if before and free[p - 1, c]:
-            variants += [(1, 0), (1, run_end - q) if after and free[q:run_end, c].all() else None]
-        if after and free[q, c]:
-            variants += [(0, -1), (1, -1) if before and free[p - 1, c] else None]
+        stay = after and bool(free[q:run_end, c].all())
+        early = before and bool(free[p - 1, c])
+        late = after and bool(free[q, c])
+        variants = [(0, 0), (0, run_end - q) if stay else None,  # stay on c to the run's end
+                    (1, 0) if early else None,  # a one-step handover before p
+                    (1, run_end - q) if early and stay else None,
+                    (0, -1) if late else None,  # a one-step handover after q
+                    (1, -1) if early and late else None]
         for variant in variants:
             if variant is None:
                 continue
             head, tail = variant
-            lo = p - head
-            grid[p:q, col] = gridlib.FREE
-            grid[lo:q, c] = r
-            if tail > 0:
-                grid[q : q + tail, col] = gridlib.FREE
-                grid[q : q + tail, c] = r
-            elif tail < 0:
-                grid[q, c] = r  # hold both for one step, then release c
-            if _swaps_ok(job, grid == r):
+            lo, hi = p - head, q + max(tail, 0) + (tail < 0)
+            saved = grid[lo:hi, [col, c]].copy()
+            grid[p : q + max(tail, 0), col] = gridlib.FREE
+            grid[lo:hi, c] = r
+            if _swaps_ok(job, grid, r, lo, hi):
                 return True
-            grid[:] = saved
+            grid[lo:hi, [col, c]] = saved
     return False
 
 
-def _swaps_ok(job: RealtimeJob, held: np.ndarray) -> bool:
-    """Constraint 4 for one realtime job's (T, G) holding mask."""
-    changes = (held[1:] ^ held[:-1]).sum(axis=1)
-    if (changes > job.swap_limit).any():
+def _swaps_ok(job: RealtimeJob, grid: np.ndarray, r: int, lo: int, hi: int) -> bool:
+    """Constraint 4 for realtime job r at the steps a change to rows [lo, hi) can move:
+    lo .. hi (each step against the one before; step 0 against its current GPUs)."""
+    first = max(lo - 1, 0)
+    held = grid[first : min(hi + 1, grid.shape[0])] == r
+    if ((held[1:] ^ held[:-1]).sum(axis=1) > job.swap_limit).any():
         return False
-    if job.current_gpus is not None:
-        now = np.zeros(held.shape[1], dtype=bool)
+    if first == 0 and job.current_gpus is not None:
+        now = np.zeros(grid.shape[1], dtype=bool)
         now[list(job.current_gpus)] = True
         if (held[0] ^ now).sum() > job.swap_limit:
             return False
     return True
-
