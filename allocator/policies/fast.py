@@ -13,6 +13,10 @@
    step spare; long batch runs then need not dodge peaks placed before them.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
+6. Up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
+   services in it migrate to free GPUs within their swap limits, the job is pinned
+   there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
+   a trial is kept only if the objective rises.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ ORDERS: tuple[OrderKey, ...] = (
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
 
+# Step 6 on or off, and the share of `search` each of its trials' order search gets.
 CLEAR_BLOCKS = True
 CLEAR_SHARE = 4
 
