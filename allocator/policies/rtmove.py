@@ -46,8 +46,7 @@ Placer = Callable[..., np.ndarray]  # fast.place_batch
 
 
 def clear_blocks(scenario: Scenario, grid: np.ndarray, jobs: Jobs,
-                 held: reservations.Holds, search: int, place: Placer,
-                 trials: int | None = None) -> np.ndarray:
+                 held: reservations.Holds, search: int, place: Placer) -> np.ndarray:
     """`grid` (fast's best) improved by first-improvement block clearing; a new array.
 
     A trial keeps the realtime, running and reserved cells, migrates the realtime cells
@@ -64,8 +63,7 @@ def clear_blocks(scenario: Scenario, grid: np.ndarray, jobs: Jobs,
             movable[i] = True
     if not is_rt.any() or movable.sum() < MIN_QUEUE:
         return grid
-    trials = TRIALS if trials is None else trials
-    screens = SCREENS  # windows whose realtime cells may be moved (cheaper than a trial)
+    trials, screens = TRIALS, SCREENS
     best, value = grid, gridlib.objective(scenario, grid)
     tried: set[tuple[int, int, int]] = set()
     while trials > 0:
@@ -103,7 +101,7 @@ def _candidates(grid: np.ndarray, jobs: Jobs, is_rt: np.ndarray, movable: np.nda
     """
     T, G = grid.shape
     n = len(movable) - 1
-    start, _ = _spots(grid, n)
+    start = _starts(grid, n)
     decay, length, arrival, gpus = jobs.decay, jobs.length, jobs.arrival, jobs.gpus
     lost = []
     for i in np.flatnonzero(movable[:n]).tolist():
@@ -142,17 +140,17 @@ def _candidates(grid: np.ndarray, jobs: Jobs, is_rt: np.ndarray, movable: np.nda
             yield j, windows
 
 
-def _spots(grid: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per job: its first step and lowest GPU at that step (-1: absent)."""
-    start, first = np.full(n, -1), np.full(n, -1)
+def _starts(grid: np.ndarray, n: int) -> np.ndarray:
+    """Per job: the first step it holds a GPU (-1: absent)."""
+    start = np.full(n, -1)
     flat = grid.ravel()
     at = np.argsort(flat, kind="stable")  # np.unique's work, without its overhead
     ids = flat[at]
     first_of = np.concatenate(([True], ids[1:] != ids[:-1]))
     ids, at = ids[first_of], at[first_of]
     keep = ids >= 0
-    start[ids[keep]], first[ids[keep]] = np.divmod(at[keep], grid.shape[1])
-    return start, first
+    start[ids[keep]] = at[keep] // grid.shape[1]
+    return start
 
 
 def _clear(scenario: Scenario, grid: np.ndarray, jobs: Jobs, j: int, s: int, blk: int,
