@@ -429,21 +429,15 @@ class Run:
         return ref
 
 
-_DEFAULT: Tracker | None = None
+_PROCESS_TRACKER: Tracker | None = None
 
 
 def get_tracker() -> Tracker:
     """The process's tracker (one warning per process, however many runs)."""
-    global _DEFAULT
-    if _DEFAULT is None or _DEFAULT.uri != tracking_uri():
-        _DEFAULT = Tracker()
-    return _DEFAULT
-
-
-def reset() -> None:
-    """Forget the process tracker (tests switch stores between cases)."""
-    global _DEFAULT
-    _DEFAULT = None
+    global _PROCESS_TRACKER
+    if _PROCESS_TRACKER is None or _PROCESS_TRACKER.uri != tracking_uri():
+        _PROCESS_TRACKER = Tracker()
+    return _PROCESS_TRACKER
 
 
 # -- the estimators: registry first, models/ second ------------------------------------------

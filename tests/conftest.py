@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pipelines import tracking
+from tests.pipeline_fixtures import as_new_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,6 +76,6 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     tracker is forgotten before and after, so none outlives the environment it was made in.
     """
     _isolate(monkeypatch)
-    tracking.reset()
+    as_new_process()
     yield
-    tracking.reset()
+    as_new_process()

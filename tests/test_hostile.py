@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from pipelines import tracking
 from pipelines.cli import main
-from tests.pipeline_fixtures import scored_queue, write_inputs
+from tests.pipeline_fixtures import as_new_process, scored_queue, write_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "data" / "scenarios" / "mixed-control.json"
@@ -47,7 +47,7 @@ class Outcome:
 
 def gpuplan(*args: object) -> Outcome:
     """One run of the command line, in this process (untracked: the suite's fixture)."""
-    tracking.reset()
+    as_new_process()
     out, err = io.StringIO(), io.StringIO()
     argv = ["gpuplan", *(str(a) for a in args)]
     code = 0
