@@ -35,7 +35,6 @@ class QueueJob:
     state: str  # PENDING, RUNNING, ... (the base state, flags dropped)
     reason: str
     gpus: int  # GPUs per node times nodes
-    nodes_requested: int
     time_limit_minutes: int | None  # None: unlimited
     priority: int
     submit_time: int
@@ -233,7 +232,7 @@ def parse_squeue(text: str) -> list[QueueJob]:
             id=jid, name=_text(job.get("name"), "name", jid),
             user=_text(job.get("user_name"), "user_name", jid),
             state=state, reason=_text(job.get("state_reason"), "state_reason", jid),
-            gpus=gpus, nodes_requested=node_count, time_limit_minutes=limit,
+            gpus=gpus, time_limit_minutes=limit,
             priority=_number(job.get("priority"), "priority", jid, allow_none=True) or 0,
             submit_time=_number(job.get("submit_time"), "submit_time", jid) or 0,
             start_time=_number(job.get("start_time"), "start_time", jid, allow_none=True) or 0,
