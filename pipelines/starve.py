@@ -66,7 +66,3 @@ def starve_world(name: str, seed: int = 7) -> World:
 
 def starve_names() -> list[str]:
     return [f"{level}-{k:02d}" for level in LOADS for k in range(len(SIZES))]
-
-
-def starve_suite(seed: int = 7) -> list[World]:
-    return [starve_world(n, seed) for n in starve_names()]
