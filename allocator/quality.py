@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from allocator import grid as gridlib
+from allocator.grid import Grid
 from allocator.model import Scenario
 from allocator.result import PolicyResult
 from allocator.scenario_io import load_scenario, scenario_to_dict
@@ -62,7 +61,7 @@ def load_cases(directory: Path = DIR) -> list[Case]:
     return cases
 
 
-def shares(policy: Callable[[Scenario], np.ndarray | PolicyResult],
+def shares(policy: Callable[[Scenario], Grid | PolicyResult],
            cases: Sequence[Case]) -> list[float]:
     """policy's objective / the optimum, per case (the optima here are all positive)."""
     out = []

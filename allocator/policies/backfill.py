@@ -12,17 +12,17 @@ Which job is reserved, and keeping its start across replans, is the replay's cho
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from allocator import grid as gridlib
 from allocator import reservations
+from allocator.grid import Grid, Mask
 from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.peak_reservation import reserve_peak
 from allocator.policies.placement import find, place
 
 
-def backfill(scenario: Scenario) -> np.ndarray:
+def backfill(scenario: Scenario) -> Grid:
     """Priority order with backfill around the reserved jobs (legal by construction)."""
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
@@ -47,12 +47,12 @@ def backfill(scenario: Scenario) -> np.ndarray:
     return grid
 
 
-def static_columns(scenario: Scenario) -> np.ndarray:
+def static_columns(scenario: Scenario) -> Mask:
     """The GPUs the static realtime reservation takes (a reservation must avoid them)."""
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
     pinned = busy.copy()
     reserve_peak(scenario, grid, busy)
-    columns: NDArray[np.bool_] = (busy & ~pinned).any(axis=0)
+    columns: Mask = (busy & ~pinned).any(axis=0)
     return columns
