@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import typer
@@ -251,59 +250,40 @@ def score(
         "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
-    from allocator.core.atomic import write_all
-    from allocator.core.limits import MAX_STEP_MINUTES, finite
-    from forecasting.history import read_table
-    from forecasting.scoring import score_queue_full
     from pipelines import tracking
+    from pipelines.scoring import ScoreArgs, score_file
 
-    start = time.perf_counter()
-    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
+    args = ScoreArgs(queue=queue, out=out, rejects=rejects or out.with_name(
+        out.stem + ".rejects.csv"), step_minutes=step_minutes, models=models,
+        max_reject_share=max_reject_share, duration_from=duration_from)
     with input_errors():
-        finite(step_minutes, "--step-minutes", low=0, low_open=True, high=MAX_STEP_MINUTES)
-        distinct_outputs([queue], [out, rejects])
-        if duration_from not in ("p50", "p90"):
-            raise InputError("must be p50 or p90", field="--duration-from")
-        estimators, refs = tracking.load_estimators(models)  # --models, else @champion
-    with input_errors(str(queue)):
-        df = read_table(queue, as_text=True)
-        result = score_queue_full(df, estimators, step_minutes=step_minutes,
-                                  duration_from=duration_from)
-    scored, bad = result.scored, result.rejects
-    print(tracking.describe_refs(refs))
-    share = len(bad) / len(df) if len(df) else 1.0
-    failed = len(scored) == 0 or share > max_reject_share
-    # rejects, then warnings (column `level`); the scored queue only when it did not fail
-    files = {rejects: _table_body(result.report(), rejects)}
-    if not failed:
-        files[out] = _table_body(scored, out)
-    with input_errors():
-        write_all(files)
-    seconds = time.perf_counter() - start
-    if failed:
-        limit = "" if len(scored) == 0 else f", above --max-reject-share {max_reject_share:g}"
-        print(f"gpuplan: error: rejected {len(bad)} of {len(df)} rows of {queue} "
-              f"({share:.0%}{limit}); {out} not written, the reasons are in {rejects}",
-              file=sys.stderr)
+        done = score_file(args)
+    run, result = done.run, done.run.result
+    bad, rows = result.rejects, run.rows
+    print(tracking.describe_refs(run.refs))
+    if done.failed:
+        limit = ("" if len(result.scored) == 0
+                 else f", above --max-reject-share {max_reject_share:g}")
+        print(f"gpuplan: error: rejected {len(bad)} of {rows} rows of {queue} "
+              f"({done.share:.0%}{limit}); {out} not written, the reasons are in "
+              f"{args.rejects}", file=sys.stderr)
     else:
-        print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
-    if len(bad):
-        print(f"rejected {len(bad)} -> {rejects}", file=sys.stderr)
-        for r in bad.head(MAX_LISTED_REJECTS).itertuples(index=False):
-            who = r.id if r.id else f"row {r.row}"
-            print(f"  {who}: field {r.field!r}: {r.reason}", file=sys.stderr)
-        if len(bad) > MAX_LISTED_REJECTS:
-            print(f"  ... and {len(bad) - MAX_LISTED_REJECTS} more", file=sys.stderr)
-    if len(result.warnings):
-        print(f"scored with warnings {len(result.warnings)} -> {rejects}", file=sys.stderr)
-        for r in result.warnings.head(MAX_LISTED_REJECTS).itertuples(index=False):
-            print(f"  {r.id or f'row {r.row}'}: {r.reason}", file=sys.stderr)
-    if failed:
+        print(f"scored {len(result.scored)} of {rows} jobs in {run.seconds:.2f} s -> {out}")
+    _list("rejected", bad, args.rejects, lambda r: f"{r.id if r.id else f'row {r.row}'}: "
+          f"field {r.field!r}: {r.reason}")
+    _list("scored with warnings", result.warnings, args.rejects,
+          lambda r: f"{r.id or f'row {r.row}'}: {r.reason}")
+    if done.failed:
         raise typer.Exit(EXIT_REJECTED)
-    tracking.log_scoring(
-        params={"queue": str(queue), "step_minutes": step_minutes,
-                "duration_from": duration_from, "models_dir": str(models or ""),
-                "caller": "score"},
-        metrics={"jobs": len(df), "scored": len(scored), "rejected": len(bad),
-                 "warned": len(result.warnings), "seconds": seconds},
-        refs=refs, artifacts=[out, rejects])
+    run.log("score", [out, args.rejects])
+
+
+def _list(what: str, rows, path: Path, line) -> None:
+    """On stderr: how many rows, where they are, and the first MAX_LISTED_REJECTS of them."""
+    if not len(rows):
+        return
+    print(f"{what} {len(rows)} -> {path}", file=sys.stderr)
+    for r in rows.head(MAX_LISTED_REJECTS).itertuples(index=False):
+        print(f"  {line(r)}", file=sys.stderr)
+    if what == "rejected" and len(rows) > MAX_LISTED_REJECTS:
+        print(f"  ... and {len(rows) - MAX_LISTED_REJECTS} more", file=sys.stderr)
