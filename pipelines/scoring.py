@@ -9,13 +9,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from allocator.core.atomic import write_all
 from allocator.core.errors import InputError
 from forecasting.scoring import Scoring
+
+if TYPE_CHECKING:
+    from pipelines.tracking import ModelRef, Tracker
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class ScoreRun:
     queue: Path
     rows: int  # rows in the queue as read
     result: Scoring
-    refs: dict[str, Any]  # kind -> tracking.ModelRef
+    refs: dict[str, ModelRef]  # kind -> where its estimator came from
     models: Path | None  # --models, or None: the registry's champions
     step_minutes: float
     duration_from: str
@@ -48,9 +51,10 @@ class ScoreRun:
                             "steps")
         return out
 
-    def log(self, caller: str, artifacts: list[Path], tracker=None,
+    def log(self, caller: str, artifacts: list[Path], tracker: Tracker | None = None,
             warned: bool = True) -> None:
-        """One run in gpuplan-scoring: the models, the queue and what came of it."""
+        """One run in gpuplan-scoring: the models, the queue and what came of it (`warned`:
+        with the count of rows scored with warnings, as `score` logs; plan-day does not)."""
         from pipelines import tracking
 
         metrics = {"jobs": self.rows, "scored": len(self.result.scored),
@@ -66,7 +70,7 @@ class ScoreRun:
 
 
 def score(frame: pd.DataFrame, queue: Path, *, models: Path | None, step_minutes: float,
-          duration_from: str, tracker=None) -> ScoreRun:
+          duration_from: str, tracker: Tracker | None = None) -> ScoreRun:
     """Score a queue read from `queue` with --models, else the registry's champions."""
     from forecasting.scoring import score_queue_full
     from pipelines import tracking
