@@ -83,7 +83,7 @@ def _problem(scenario: Scenario) -> _Problem:
     sizes = np.array([1 << p for p in range(1, G.bit_length()) if (1 << p) <= G],
                      dtype=np.int64)
     block_cap = np.zeros((len(sizes), T))
-    pin_free: dict[int, NDArray[np.int64]] = {}  # size -> (T+1, n) cumulative pinned count per block
+    pin_free: dict[int, NDArray[np.int64]] = {}  # size -> (T+1, n) pinned count per block
     for k in [1, *sizes.tolist()]:
         n = G // k
         per_block = pinned[:, : n * k].reshape(T, n, k).any(axis=2)
