@@ -35,7 +35,7 @@ bench: $(STAMP)
 bench-speed: $(STAMP)
 	$(BIN)/python benchmarks/speed_targets.py
 
-# Every deterministic figure in README.md, BENCHMARKS.md and docs/ (pipelines/figures.py):
+# Every deterministic figure in README.md, BENCHMARKS.md and docs/ (benchmarks/figures.py):
 # `figures` rewrites the marked blocks, `figures-check` fails on any stale one. Both run the
 # replays of docs/simulate.md (about 2 minutes on 2 cores); FIGURES_FLAGS=--quick skips them.
 FIGURES_FLAGS ?=

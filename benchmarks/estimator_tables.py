@@ -1,7 +1,7 @@
 """The tables that chose the training-cost estimator: `python benchmarks/estimator_tables.py`.
 
 Three candidates, on the same held-out split of the bundled history and on the real
-fine-tuning runs (forecasting.real_runs):
+fine-tuning runs (benchmarks/real_runs.py):
 - `ideal+trees`: LightGBM over the ideal hours at 100% of the peak (the estimator
   before the physics prior);
 - `prior`: the physics prior alone (forecasting.prior), its level fitted on the history;
@@ -25,9 +25,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.real_runs import ratio_summary, real_runs  # noqa: E402
 from forecasting.evaluate import join_histories, split_index  # noqa: E402
 from forecasting.history import clean_training, load_training_history  # noqa: E402
-from forecasting.real_runs import ratio_summary, real_runs  # noqa: E402
 from forecasting.tables import markdown  # noqa: E402
 from forecasting.training import TrainingCostEstimator  # noqa: E402
 

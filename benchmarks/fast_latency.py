@@ -1,6 +1,6 @@
 """fast's median in-process latency at the issue's four sizes, this checkout against another.
 
-Each size is a scale scenario of `allocator.bench_scale` (same generator, same seed). With
+Each size is a scale scenario of `benchmarks.bench_scale` (same generator, same seed). With
 `--tree DIR` (another checkout, e.g. `git archive COMMIT | tar -x -C DIR`, with its C
 extension built in place when it has one) both trees are timed in alternating fresh
 processes, so the before/after ratio comes from one run on one (loaded) machine:
@@ -27,7 +27,7 @@ import json, statistics, sys, time
 sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
 sys.path.insert(0, {tree!r})
 from allocator import grid as gridlib
-from allocator.bench_scale import ScaleCase, scenario_for
+from benchmarks.bench_scale import ScaleCase, scenario_for
 from allocator.policies.fast import fast
 assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
 out = {{}}

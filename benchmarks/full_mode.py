@@ -1,6 +1,6 @@
 """Full mode on the benchmark scenarios, run alone: `python benchmarks/full_mode.py`.
 
-How far `fast` is from the optimum per scenario (allocator.bench_full, which
+How far `fast` is from the optimum per scenario (benchmarks/bench_full.py, which
 `gpuplan bench --full` also prints), with the machine, the commit the policies come
 from, the command and the load average around it; `--diagnose` splits each loss between
 realtime layout and batch order, `--bounds` adds the two relaxations' bounds
@@ -17,13 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.bench_full import (  # noqa: E402
+from allocator.model import Scenario  # noqa: E402
+from benchmarks.bench_full import (  # noqa: E402
     bound_rows,
     bounds_markdown,
     full_markdown,
     full_rows,
 )
-from allocator.model import Scenario  # noqa: E402
 
 
 def _load(directory: Path) -> list[Scenario]:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     scenarios = _load(args.scenarios)
     if args.only:
         scenarios = [s for s in scenarios if s.name in args.only]
-    from allocator.bench import machine
+    from benchmarks.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
     print(f"Code: {_code_version()}\n")

@@ -1,6 +1,6 @@
 """fast against full mode on the wider seeded family, run alone: `python benchmarks/quality.py`.
 
-The same table and summary as `gpuplan bench --quality` (allocator.bench_quality), with
+The same table and summary as `gpuplan bench --quality` (benchmarks/bench_quality.py), with
 this script's own command line quoted (BENCHMARKS.md records the runs):
     python benchmarks/quality.py --set test --gpus 16 --time-limit 30
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.bench_quality import print_report  # noqa: E402
+from benchmarks.bench_quality import print_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,8 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def profile_targets() -> list[tuple[str, float, str]]:
+    from benchmarks.profile_eval import synthetic_hourly
     from forecasting.profile import DemandProfile
-    from forecasting.profile_eval import synthetic_hourly
     from forecasting.traffic import to_long
 
     wide = synthetic_hourly(100, 15, seed=0)
@@ -70,7 +70,7 @@ def full_window_target() -> list[tuple[str, float, str]]:
 
 
 def main() -> None:
-    from allocator.bench import machine
+    from benchmarks.bench import machine
 
     rows = profile_targets() + scoring_target() + full_window_target()
     print(f"Machine: {machine()}\n")

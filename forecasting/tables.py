@@ -1,7 +1,7 @@
 """The estimator tables as Markdown: shares as percentages, other floats to three places.
 
 Shared by the experiments that print them (benchmarks/estimator_tables.py,
-forecasting.real_runs and forecasting.published).
+benchmarks/real_runs.py and forecasting.published).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Allocator commands: plan, check, show, scenarios, bench."""
+"""Allocator commands: plan, check, show, scenarios; bench and bench-compare run the
+checkout's benchmarks package (pipelines/checkout.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from allocator import bench as benchlib
 from allocator import policies
 from allocator.core import atomic, limits
 from allocator.core.errors import InputError
@@ -20,6 +20,7 @@ from allocator.scenario_io import load_scenario, load_scenario_dir, scenario_to_
 from allocator.scenarios import SPECS, generate
 from allocator.validator import compute_metrics, metrics_agree, violations
 from pipelines import outset
+from pipelines.checkout import benchmarks
 from pipelines.cliutil import distinct_outputs, input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
@@ -233,10 +234,11 @@ def bench(
                                              help="--quality: the first N seeds only."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    with input_errors():
+        benchlib = benchmarks("bench")
     if quality is not None:
-        from allocator import bench_quality
-
         with input_errors():
+            bench_quality = benchmarks("bench_quality")
             if quality not in ("tuning", "test"):
                 raise InputError("--quality takes tuning or test", field="--quality")
         command = (f"gpuplan bench --quality {quality} --quality-gpus {quality_gpus}"
@@ -262,11 +264,10 @@ def bench(
         all_rows.extend(table)
         sections.append(benchlib.markdown(table, f"fast vs {baseline}"))
     if full:
-        from allocator.bench_full import full_markdown, full_rows
-
+        bench_full = benchmarks("bench_full")
         with console.status("solving the MILP per scenario"):
-            frows = full_rows(loaded, time_limit=time_limit)
-        sections.append(full_markdown(frows))
+            frows = bench_full.full_rows(loaded, time_limit=time_limit)
+        sections.append(bench_full.full_markdown(frows))
     report = "\n".join(sections)
     with input_errors(), outset.output_set(out_dir, "bench") as stage:  # the tables as one set
         atomic.write_text(stage / "bench.md", report)
@@ -298,8 +299,7 @@ def _bench_scale(console: Console, out_dir: Path, max_gpus: int, bound_seconds: 
                  bound_max_gpus: int, record_dir: Path) -> None:
     from rich.progress import Progress
 
-    from allocator import bench_scale
-
+    bench_scale = benchmarks("bench_scale")
     cases = [c for c in bench_scale.all_cases() if c.gpus <= max_gpus]
     with Progress(console=console) as progress:
         task = progress.add_task("scale benchmark", total=len(cases))
@@ -322,8 +322,8 @@ def bench_compare(
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir"),
 ) -> None:
     """Latency ratio of one scale record to an earlier one (> 1 means slower)."""
-    from allocator import bench_scale
-
+    with input_errors():
+        bench_scale = benchmarks("bench_scale")
     records = sorted(record_dir.glob("*.json"))
     if new is None or old is None:
         with input_errors(str(record_dir)):

@@ -1,4 +1,5 @@
-"""CLI for the real-time demand profile: `profile`, `profile-eval`, `profile-servegen`."""
+"""CLI for the real-time demand profile: `profile`, `profile-servegen`; `profile-eval` and
+`profile-clients` run the checkout's replays (benchmarks/, loaded by pipelines/checkout.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import typer
 from allocator.core import limits
 from allocator.core.atomic import write_text
 from allocator.core.errors import InputError
+from pipelines.checkout import benchmarks
 from pipelines.cliutil import input_errors
 from pipelines.home import out_dir as out_dir_default
 
@@ -106,10 +108,11 @@ def profile_eval(
                                help="Only time fitting and updating 100 services; no replay."),
 ) -> None:
     """Fit on the first week, replay the rest hour by hour; write table and plot."""
-    from forecasting import profile_eval as ev
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic
 
+    with input_errors():
+        ev = benchmarks("profile_eval")
     if bench:
         result = ev.bench()
         _write_table(pd.DataFrame([result]), out_dir / "profile_bench")
@@ -207,13 +210,13 @@ def profile_clients(
 ) -> None:
     """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
     seasonal maximum and seasonal naive; write the per-client table and the aggregate."""
-    from forecasting import client_eval as ce
     from forecasting.clients import clients_wide, load_clients
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic
     from pipelines.plan_day import read_json
 
     with input_errors():
+        ce = benchmarks("client_eval")
         if which not in ("reported", "tuning"):
             raise InputError("expected reported or tuning", field="set")
         selection = read_json(clients / "selection.json")

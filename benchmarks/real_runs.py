@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from forecasting.tables import markdown
 
-    ap = argparse.ArgumentParser(prog="python -m forecasting.real_runs", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.real_runs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calibrate", action="store_true",
                     help="print the prior's constants fitted on the calibration runs")

@@ -175,7 +175,7 @@ def print_report(set_name: str, gpus: int, count: int | None, time_limit: float,
                  with_full: bool, command: str) -> None:
     """Measure every case, printing progress, then the table and the summary."""
     cases = cases_for(set_name, gpus, count)
-    from allocator.bench import machine
+    from benchmarks.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
     print(f"Command: `{command}`\n")

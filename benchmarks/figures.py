@@ -278,7 +278,7 @@ def readme_estimators() -> str:
 
 @cache
 def _profile() -> tuple[Any, dict[str, Any]]:
-    from forecasting import profile_eval as ev
+    from benchmarks import profile_eval as ev
     from forecasting.baselines import matched_seasonal_max
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic

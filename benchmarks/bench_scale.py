@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from allocator.bench import machine
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.scenarios import Spec, build
+from benchmarks.bench import machine
 
 SIZES: tuple[tuple[int, int], ...] = ((8, 10), (64, 30), (256, 120), (1024, 1000),
                                       (4096, 2000))
