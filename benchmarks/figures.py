@@ -162,7 +162,7 @@ def optimum_seed7() -> str:
 def optimum_seeds() -> str:
     from allocator import grid as gridlib
     from allocator.policies import POLICIES
-    from allocator.quality import DIR, _file
+    from allocator.quality import DIR, case_file
     from allocator.scenario_io import load_scenario
 
     cases, records, variants = _quality()
@@ -175,7 +175,7 @@ def optimum_seeds() -> str:
             rows.append([seed, name, f"{share[key] * c.optimum:.2f}", f"{c.optimum:.2f}",
                          pct(share[key]), "optimal"])
         else:  # not proven: fast against the best plan found and the bound
-            scenario = load_scenario(_file(DIR, int(seed), name))
+            scenario = load_scenario(case_file(DIR, int(seed), name))
             f = gridlib.objective(scenario, POLICIES["fast"](scenario))
             rows.append([seed, name, f"{f:.2f}", f"<= {record['best_bound']:.2f}",
                          f"{pct(f / record['best_bound'])} .. {pct(f / record['best_found'])}",

@@ -7,14 +7,60 @@ data/quality, or with `--solve` the set regenerated and solved again (minutes):
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from allocator import grid as gridlib  # noqa: E402
 from allocator.policies import POLICIES  # noqa: E402
-from allocator.quality import DIR, load_cases, shares, solve_set, summarize  # noqa: E402
+from allocator.quality import (  # noqa: E402
+    DIR,
+    OPTIMA,
+    case_file,
+    case_key,
+    load_cases,
+    shares,
+    summarize,
+)
+from allocator.scenario_io import scenario_to_dict  # noqa: E402
+
+SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
+              time_limit: float = 60.0) -> dict[str, dict]:
+    """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
+    import importlib
+
+    from allocator.scenarios import SPECS, generate
+
+    full = importlib.import_module("allocator.policies.full").full
+    directory.mkdir(parents=True, exist_ok=True)
+    records: dict[str, dict] = {}
+    for seed in seeds:
+        for name in SPECS:
+            if name == "scale":
+                continue
+            scenario = generate(name, seed)
+            case_file(directory, seed, name).write_text(
+                json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
+            result = full(scenario, time_limit=time_limit)
+            grid, report = result.grid, result.solve
+            best = gridlib.objective(scenario, grid)
+            records[case_key(seed, name)] = {
+                "status": report.status,
+                "optimum": round(best, 6) if report.status == "optimal" else None,
+                "best_found": round(best, 6),
+                "best_bound": report.best_bound,
+                "gap": report.gap,
+            }
+            print(case_key(seed, name), records[case_key(seed, name)], flush=True)
+    (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
 
 
 def main(argv: list[str] | None = None) -> None:
