@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.envelope import target_curve
+from allocator.core.envelope import target_curve
 from allocator.model import BatchJob, Reservation, Scenario
 
 FOREVER = 1 << 30

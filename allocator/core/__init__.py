@@ -4,6 +4,8 @@
 - `limits`: the size and value ceilings every loader enforces.
 - `timeparse`: ISO time parsing with located errors.
 - `atomic`: atomic file output (write beside, fsync, rename) and finite-only JSON.
+- `envelope`: the swap-limit envelope the forecaster shapes demand with and the policies
+  follow, one implementation so both agree on switching cost.
 
 It imports nothing else of gpuplan (`lint-imports` checks it, pyproject.toml
 [tool.importlinter]): forecasting reaches allocator only through here.
