@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.core.markdown import table as markdown_table
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
@@ -102,15 +103,15 @@ def _pct(share: float | None) -> str:
 def markdown(table: list[dict], title: str) -> str:
     if not table:
         return f"### {title}\n\n(no rows)\n"
-    head = ("| scenario | GPUs | jobs | utilization % | value | value gain | completed "
-            "| rt shortfall | fast ms | fast / bound |")
-    lines = [f"### {title}", "", head, "|" + "---|" * 10]
+    rows = []
     for r in table:
         gain = "n/a" if r["value_gain_pct"] is None else f"{r['value_gain_pct']:+.1f}%"
-        lines.append(
-            f"| {r['scenario']} | {r['gpus']} | {r['jobs']} "
-            f"| {r['util_before']} -> {r['util_after']} | {r['value_before']:g} -> "
-            f"{r['value_after']:g} | {gain} | {r['completed_before']} -> "
-            f"{r['completed_after']} | {r['shortfall_before']} -> {r['shortfall_after']} "
-            f"| {r['fast_ms']:.3f} | {_pct(r['fast_vs_bound'])} |")
-    return "\n".join(lines) + "\n"
+        rows.append([r["scenario"], r["gpus"], r["jobs"],
+                     f"{r['util_before']} -> {r['util_after']}",
+                     f"{r['value_before']:g} -> {r['value_after']:g}", gain,
+                     f"{r['completed_before']} -> {r['completed_after']}",
+                     f"{r['shortfall_before']} -> {r['shortfall_after']}",
+                     f"{r['fast_ms']:.3f}", _pct(r["fast_vs_bound"])])
+    return f"### {title}\n\n" + markdown_table(
+        ["scenario", "GPUs", "jobs", "utilization %", "value", "value gain", "completed",
+         "rt shortfall", "fast ms", "fast / bound"], rows)

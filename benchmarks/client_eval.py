@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from allocator.core.markdown import table as markdown_table
 from forecasting.demand import (
     capped_gpus,
     demand_for_services,
@@ -200,7 +201,7 @@ def markdown(table: pd.DataFrame, summary: pd.DataFrame) -> str:
     head = ["service", "test-week peak need", "static GPU-h", "static short"]
     head += [f"{m} {x}" for m in methods for x in ("held/static", "short")]
     head += ["profile worst day"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for service, part in table.groupby("service", sort=False):
         p = part.set_index("method")
         cells = [service, str(p.loc["profile", "peak_need"]),
@@ -209,13 +210,12 @@ def markdown(table: pd.DataFrame, summary: pd.DataFrame) -> str:
         for m in methods:
             cells += [f"{p.loc[m, 'held_vs_static']:.3f}", f"{p.loc[m, 'shortfall_pct']:.1f}%"]
         cells.append(f"{p.loc['profile', 'worst_day_vs_static']:.3f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| method | services | GPU-h held | held / static (GPU-h weighted) | "
-              "mean of held / static | shortfall (of needed GPU-h) | worst client-day | "
-              "client-days above static |", "|---|---|---|---|---|---|---|---|"]
-    for _, r in summary.iterrows():
-        lines.append(f"| {r.method} | {r.services} | {r.gpu_hours_held} | "
-                     f"{r.held_vs_static:.3f} | {r.mean_held_vs_static:.3f} | "
-                     f"{r.shortfall_pct:.2f}% | {r.worst_day_vs_static:.3f} | "
-                     f"{r.days_above_static} |")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    totals = [[r.method, r.services, r.gpu_hours_held, f"{r.held_vs_static:.3f}",
+               f"{r.mean_held_vs_static:.3f}", f"{r.shortfall_pct:.2f}%",
+               f"{r.worst_day_vs_static:.3f}", r.days_above_static]
+              for _, r in summary.iterrows()]
+    return markdown_table(head, rows) + "\n" + markdown_table(
+        ["method", "services", "GPU-h held", "held / static (GPU-h weighted)",
+         "mean of held / static", "shortfall (of needed GPU-h)", "worst client-day",
+         "client-days above static"], totals)

@@ -51,6 +51,9 @@ def measure(tree: Path) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    sys.path.insert(0, str(HERE))
+    from allocator.core.markdown import table
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=None, help="another checkout")
     parser.add_argument("--rounds", type=int, default=3)
@@ -62,19 +65,18 @@ def main() -> None:
             runs[name].append(measure(tree))
     print(f"load average {os.getloadavg()[0]:.1f}; {args.rounds} rounds, alternating; "
           "median ms of the rounds' medians")
-    head = "| case | this ms | this objective |"
+    head = ["case", "this ms", "this objective"]
     if args.tree:
-        head += " other ms | other objective | other / this |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
+        head += ["other ms", "other objective", "other / this"]
+    rows = []
     for case in runs["this"][0]:
         ms = statistics.median(r[case][0] for r in runs["this"])
-        line = f"| {case} | {ms:.2f} | {runs['this'][0][case][1]:.2f} |"
+        rows.append([case, f"{ms:.2f}", f"{runs['this'][0][case][1]:.2f}"])
         if args.tree:
             other = statistics.median(r[case][0] for r in runs["other"])
-            line += (f" {other:.2f} | {runs['other'][0][case][1]:.2f} "
-                     f"| x{other / ms:.1f} |")
-        print(line)
+            rows[-1] += [f"{other:.2f}", f"{runs['other'][0][case][1]:.2f}",
+                         f"x{other / ms:.1f}"]
+    print(table(head, rows), end="")
 
 
 if __name__ == "__main__":

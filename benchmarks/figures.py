@@ -34,6 +34,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from allocator.core.markdown import table
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "BENCHMARKS.md", "docs/*.md")
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures -->)",
@@ -55,13 +57,6 @@ def figure(name: str, heavy: bool = False) -> Callable[[Callable[[], str]], Call
         FIGURES[name] = Figure(name, heavy, make)
         return make
     return register
-
-
-def table(headers: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
-    rule = [a if align else "---" for a in (align or headers)]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(rule) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def pct(value: float, digits: int = 1) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from allocator.core.markdown import table  # noqa: E402
 from allocator.model import Scenario  # noqa: E402
 from benchmarks.bench_full import (  # noqa: E402
     bound_rows,
@@ -83,12 +84,9 @@ def main(argv: list[str] | None = None) -> None:
                      diagnose=args.diagnose)
     print(full_markdown(rows))
     if args.diagnose:
-        print("| scenario | fast | best with fast's realtime cells | optimum or best |\n"
-              "|---|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['scenario']} | {r['fast']:.2f} | {r['best_with_fast_realtime']} "
-                  f"| {r['full']:.2f} |")
-        print()
+        print(table(["scenario", "fast", "best with fast's realtime cells", "optimum or best"],
+                    [[r["scenario"], f"{r['fast']:.2f}", r["best_with_fast_realtime"],
+                      f"{r['full']:.2f}"] for r in rows], ["---", "---:", "---:", "---:"]))
     if args.bounds:
         print(bounds_markdown(bound_rows(scenarios, time_limit=args.time_limit)))
     print(f"Load average at end: {os.getloadavg()[0]:.2f}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from allocator.core.markdown import table as markdown_table
 from forecasting.demand import gpus_needed, hold_next, shape_demand
 from forecasting.profile import WEEK, DemandProfile, pinball
 from forecasting.traffic import ServiceConfig
@@ -145,7 +146,7 @@ def markdown(table: pd.DataFrame, quantile: float) -> str:
     cols = ["service", "method", "gpu_hours_held", "held_vs_static", "demanded_gpu_hours",
             "shortfall_gpu_hours", "shortfall_pct", "pinball", "pinball_day_ahead",
             "coverage", "max_step_change"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     for _, row in table.iterrows():
         cells = []
         for c in cols:
@@ -160,11 +161,10 @@ def markdown(table: pd.DataFrame, quantile: float) -> str:
                 cells.append(f"{v:.2f}%")
             else:
                 cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(f"Pinball loss in requests per hour at quantile {quantile}: one hour ahead "
-                 "(the replay) and, for the profile, day ahead (forecast at midnight).")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    return (markdown_table(cols, rows) + "\n"
+            f"Pinball loss in requests per hour at quantile {quantile}: one hour ahead "
+            "(the replay) and, for the profile, day ahead (forecast at midnight).\n")
 
 
 def plot(results: list[Replay], path: str, title: str = "") -> None:

@@ -70,13 +70,13 @@ def full_window_target() -> list[tuple[str, float, str]]:
 
 
 def main() -> None:
+    from allocator.core.markdown import table
     from benchmarks.bench import machine
 
     rows = profile_targets() + scoring_target() + full_window_target()
     print(f"Machine: {machine()}\n")
-    print("| target | measured | bound |\n|---|---|---|")
-    for name, value, bound in rows:
-        print(f"| {name} | {value:.3f} | {bound} |")
+    print(table(["target", "measured", "bound"],
+                [[name, f"{value:.3f}", bound] for name, value, bound in rows]), end="")
 
 
 if __name__ == "__main__":

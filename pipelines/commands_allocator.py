@@ -15,6 +15,7 @@ import typer
 from allocator import policies
 from allocator.core import atomic, limits
 from allocator.core.errors import InputError
+from allocator.core.readers import read_json
 from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, load_scenario_dir, scenario_to_dict
 from allocator.scenarios import SPECS, generate
@@ -124,19 +125,9 @@ def check(
     typer.echo(f"{plan_file}: legal, metrics agree")
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not standard JSON")
-
-
 def read_plan(path: Path) -> dict:
     """A plan file: a JSON object whose grid is rows of job ids (strings) or nulls."""
-    limits.check_file_size(path)
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except FileNotFoundError:
-        raise InputError("no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise InputError(f"cannot read plan: {err}") from None
+    body = read_json(path)
     if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
         raise InputError("a plan is a JSON object with a grid", field="grid")
     cells = 0  # a ragged grid is read: whether it is legal is the checker's verdict

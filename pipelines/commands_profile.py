@@ -210,10 +210,10 @@ def profile_clients(
 ) -> None:
     """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
     seasonal maximum and seasonal naive; write the per-client table and the aggregate."""
+    from allocator.core.readers import read_json
     from forecasting.clients import clients_wide, load_clients
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic
-    from pipelines.plan_day import read_json
 
     with input_errors():
         ce = benchmarks("client_eval")

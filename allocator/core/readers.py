@@ -1,0 +1,58 @@
+"""The one table reader (CSV or Parquet) and the one JSON reader: bad input, one line.
+
+Every command reads its files through these two, so a missing, oversized or malformed
+file gets the same message whatever the command: the file named, then what is wrong.
+JSON is read finite-only (NaN and Infinity are not JSON, and a plan cannot use them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from allocator.core import limits
+from allocator.core.errors import InputError
+
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+
+
+def read_table(path: str | Path, *, dtype: Any = None) -> Any:
+    """A CSV (gzipped too) or Parquet file, by extension, as a DataFrame; InputError naming
+    the file. `dtype` is the CSV's (Parquet carries its own types)."""
+    import pandas as pd
+
+    path = Path(path)
+    name = path.name.lower()
+    if not name.endswith(TABLE_SUFFIXES):
+        raise InputError("expected a .csv, .csv.gz or .parquet file", file=str(path))
+    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
+    try:
+        if name.endswith((".parquet", ".pq")):
+            return pd.read_parquet(path)
+        frame = pd.read_csv(path, dtype=dtype)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except Exception as err:  # any parser failure is the same for the user: unreadable
+        raise InputError(f"cannot read table: {type(err).__name__}: "
+                         f"{' '.join(str(err).split())}", file=str(path)) from None
+    limits.check_separator(list(frame.columns), path)
+    return frame
+
+
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not allowed")
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON file, NaN and Infinity rejected; InputError naming the file."""
+    path = Path(path)
+    limits.check_file_size(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nesting too deep", file=str(path)) from None
+    except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError included
+        raise InputError(f"not valid JSON: {err}", file=str(path)) from None
