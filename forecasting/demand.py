@@ -18,6 +18,7 @@ import pandas as pd
 from allocator.core.envelope import swap_envelope
 from allocator.core.errors import InputError
 from allocator.core.limits import MAX_DEMAND
+from allocator.core.timeparse import to_utc
 from forecasting.traffic import ServiceConfig
 
 # A rate a floating-point hair above a whole number of GPUs does not buy another GPU.
@@ -117,8 +118,7 @@ def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
     _, upper = model.forecast(start, steps, step_minutes)
     index = {s: i for i, s in enumerate(model.services_)}
     step = pd.Timedelta(minutes=step_minutes)
-    when = pd.Timestamp(start)
-    when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    when = to_utc(start, "start")
     ahead = [int((when + step * j - model.last_hour_) / pd.Timedelta(hours=1)) - 1
              for j in range(steps)]
     peaks = np.stack([model.trailing_peak(a) for a in ahead], axis=1)

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from allocator.grid import FREE
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
 from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
 
-FREE = -1
 POLICIES: tuple[str, ...] = ("fast", "fifo", "priority")
 
 
