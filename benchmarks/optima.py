@@ -16,22 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from allocator import grid as gridlib  # noqa: E402
+from allocator import quality  # noqa: E402
 from allocator.policies import POLICIES  # noqa: E402
-from allocator.quality import (  # noqa: E402
-    DIR,
-    OPTIMA,
-    case_file,
-    case_key,
-    load_cases,
-    shares,
-    summarize,
-)
 from allocator.scenario_io import scenario_to_dict  # noqa: E402
 
 SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
-def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
+def solve_set(directory: Path = quality.DIR, seeds: Sequence[int] = SEEDS,
               time_limit: float = 60.0) -> dict[str, dict]:
     """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
     import importlib
@@ -46,20 +38,20 @@ def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
             if name == "scale":
                 continue
             scenario = generate(name, seed)
-            case_file(directory, seed, name).write_text(
+            quality.case_file(directory, seed, name).write_text(
                 json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
             result = full(scenario, time_limit=time_limit)
             grid, report = result.grid, result.solve
             best = gridlib.objective(scenario, grid)
-            records[case_key(seed, name)] = {
+            records[quality.case_key(seed, name)] = {
                 "status": report.status,
                 "optimum": round(best, 6) if report.status == "optimal" else None,
                 "best_found": round(best, 6),
                 "best_bound": report.best_bound,
                 "gap": report.gap,
             }
-            print(case_key(seed, name), records[case_key(seed, name)], flush=True)
-    (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+            print(quality.case_key(seed, name), records[quality.case_key(seed, name)], flush=True)
+    (directory / quality.OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return records
 
 
@@ -68,13 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--solve", action="store_true",
                         help="regenerate data/quality and solve every scenario (minutes)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
-    parser.add_argument("--dir", type=Path, default=DIR)
+    parser.add_argument("--dir", type=Path, default=quality.DIR)
     args = parser.parse_args(argv)
     if args.solve:
         solve_set(args.dir, time_limit=args.time_limit)
-    cases = load_cases(args.dir)
+    cases = quality.load_cases(args.dir)
     for policy in ("fast", "priority", "fifo"):
-        s = summarize(shares(POLICIES[policy], cases))
+        s = quality.summarize(quality.shares(POLICIES[policy], cases))
         print(f"{policy}: {s.n} cases, mean {s.mean:.2%}, min {s.minimum:.2%}, "
               f"below 97% {s.below_97}")
 
