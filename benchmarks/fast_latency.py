@@ -27,7 +27,10 @@ import json, statistics, sys, time
 sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
 sys.path.insert(0, {tree!r})
 from allocator import grid as gridlib
-from benchmarks.bench_scale import ScaleCase, scenario_for
+try:  # this tree: benchmarks/; a tree from before the move: allocator/
+    from benchmarks.bench_scale import ScaleCase, scenario_for
+except ImportError:
+    from allocator.bench_scale import ScaleCase, scenario_for
 from allocator.policies.fast import fast
 assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
 out = {{}}
