@@ -17,9 +17,10 @@ from allocator.core.errors import InputError
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 
 
-def read_table(path: str | Path, *, dtype: Any = None) -> Any:
+def read_table(path: str | Path, *, dtype: Any = None, blank_is_missing: bool = True) -> Any:
     """A CSV (gzipped too) or Parquet file, by extension, as a DataFrame; InputError naming
-    the file. `dtype` is the CSV's (Parquet carries its own types)."""
+    the file. `dtype` is the CSV's (Parquet carries its own types); with
+    `blank_is_missing=False` a blank CSV cell stays an empty string."""
     import pandas as pd
 
     path = Path(path)
@@ -30,7 +31,7 @@ def read_table(path: str | Path, *, dtype: Any = None) -> Any:
     try:
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
-        frame = pd.read_csv(path, dtype=dtype)
+        frame = pd.read_csv(path, dtype=dtype, keep_default_na=blank_is_missing)
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
     except Exception as err:  # any parser failure is the same for the user: unreadable
