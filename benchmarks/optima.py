@@ -6,11 +6,12 @@ data/quality, or with `--solve` the set regenerated and solved again (minutes):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,16 +56,16 @@ def solve_set(directory: Path = quality.DIR, seeds: Sequence[int] = SEEDS,
     return records
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solve", action="store_true",
-                        help="regenerate data/quality and solve every scenario (minutes)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
-    parser.add_argument("--dir", type=Path, default=quality.DIR)
-    args = parser.parse_args(argv)
-    if args.solve:
-        solve_set(args.dir, time_limit=args.time_limit)
-    cases = quality.load_cases(args.dir)
+def main(
+    solve: bool = typer.Option(False, "--solve", help="regenerate data/quality and solve "
+                                                      "every scenario (minutes)"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds per solve"),
+    directory: Path = typer.Option(quality.DIR, "--dir"),
+) -> None:
+    """Every policy's share of the proven optima (with --solve, the set solved again)."""
+    if solve:
+        solve_set(directory, time_limit=time_limit)
+    cases = quality.load_cases(directory)
     for policy in ("fast", "priority", "fifo"):
         s = quality.summarize(quality.shares(POLICIES[policy], cases))
         print(f"{policy}: {s.n} cases, mean {s.mean:.2%}, min {s.minimum:.2%}, "
@@ -72,4 +73,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

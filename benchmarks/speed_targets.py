@@ -70,6 +70,7 @@ def full_window_target() -> list[tuple[str, float, str]]:
 
 
 def main() -> None:
+    """Measure each speed target and print its row."""
     from allocator.core.markdown import table
     from benchmarks.bench import machine
 
@@ -80,4 +81,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import typer
+
+    typer.run(main)

@@ -41,3 +41,20 @@ def test_without_the_checkout_each_command_exits_2_with_one_line(monkeypatch, tm
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "ships with the source checkout" in lines[0], result.output
+
+
+SCRIPTS = ("full_mode", "quality", "optima", "estimator_tables", "fast_latency", "plan_wall",
+           "speed_targets", "real_runs")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_benchmark_script_answers_help_through_typer(script):
+    """One CLI framework: every entry point of benchmarks/ is a typer command."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), "--help"],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout and "--help" in done.stdout
+    assert "argparse" not in (ROOT / "benchmarks" / f"{script}.py").read_text()
