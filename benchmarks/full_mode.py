@@ -29,15 +29,12 @@ from benchmarks.bench_full import (  # noqa: E402
 
 
 def _load(directory: Path) -> list[Scenario]:
-    from allocator.scenario_io import load_scenario
+    from allocator.scenario_io import load_scenario_dir
     from allocator.scenarios import SPECS, generate
 
-    files = sorted(directory.glob("*.json"))
-    if not files:  # the files are generated; the generator is the source of truth
+    if not any(directory.glob("*.json")):  # the files are generated; the generator rules
         return [generate(name) for name in SPECS]
-    order = list(SPECS)
-    loaded = [load_scenario(f) for f in files]
-    return sorted(loaded, key=lambda s: (order.index(s.name) if s.name in order else 99, s.name))
+    return load_scenario_dir(directory)
 
 
 def _code_version() -> str:
