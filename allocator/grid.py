@@ -69,10 +69,10 @@ def objective(scenario: Scenario, grid: np.ndarray) -> float:
     T = scenario.T
     if n == 0:
         return 0.0
-    counts = np.zeros((T, n + 1), dtype=np.int64)  # last column collects FREE
-    rows = np.repeat(np.arange(T), scenario.G)
-    np.add.at(counts, (rows, grid.ravel()), 1)
-    counts = counts[:, :n]
+    # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
+    rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
+    counts = np.bincount(rows + grid.ravel() % (n + 1), minlength=T * (n + 1))
+    counts = counts.reshape(T, n + 1)[:, :n]
     decay = scenario.weights.decay ** np.arange(T)
     total = 0.0
     for i, job in enumerate(scenario.jobs):

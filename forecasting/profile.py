@@ -12,6 +12,8 @@ conformal) so that its coverage returns to `quantile` when volatility changes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
@@ -230,18 +232,17 @@ class DemandProfile(BaseEstimator):
         days = daily_levels(dev)[:, -self.trend_days:]
         trend0, no_ar = self._trend(days), np.zeros(len(z))
         # Three passes: the robust scale of deviations, then the AR(1) memory, then the state.
-        e = self._pass(z, season, level0, trend0, no_ar, np.full(len(z), np.inf))[0]
+        e = self._pass(z, season, level0, trend0, no_ar, np.full(len(z), np.inf)).dev
         with _quiet():
             med = np.nanmedian(e, axis=1, keepdims=True)
             sigma = 1.4826 * np.nanmedian(np.abs(e - med), axis=1)
         self.sigma_ = np.where(np.isfinite(sigma) & (sigma > 0), sigma, 0.1)
-        e, a = self._pass(z, season, level0, trend0, no_ar, self.sigma_)[:2]
-        self.rho_ = _ar1(a, e)
-        e, a, eps, levels, trends = self._pass(z, season, level0, trend0, self.rho_,
-                                               self.sigma_)
+        memoryless = self._pass(z, season, level0, trend0, no_ar, self.sigma_)
+        self.rho_ = _ar1(memoryless.ar, memoryless.dev)
+        trace = self._pass(z, season, level0, trend0, self.rho_, self.sigma_)
         warm = min(DAY, z.shape[1] // 4)
-        self._calibrate(z, how, levels, trends, a, eps, warm)
-        self.fit_quality_ = self._quality(y, z, season, levels, trends, a, warm)
+        self._calibrate(z, how, trace.level, trace.trend, trace.ar, trace.eps, warm)
+        self.fit_quality_ = self._quality(y, z, season, trace.level, trace.trend, trace.ar, warm)
         self.offset_ = np.zeros(len(self.services_))
         self._days = days if days.shape[1] else np.full((len(z), 1), np.nan)
         # The hours seen since the last midnight (deviation from season) and the last
@@ -299,22 +300,19 @@ class DemandProfile(BaseEstimator):
         return self.hod_[:, how % DAY] + self.wk_[:, how]
 
     def _pass(self, z: np.ndarray, season: np.ndarray, level: np.ndarray, trend: np.ndarray,
-              rho: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Run the recursion over history with the season held fixed (it was fitted in batch).
-
-        Returns per hour: deviation from level + season (e), the AR state after the hour (a),
-        the one-step innovation (eps), and the level and trend after the hour.
-        """
+              rho: np.ndarray, sigma: np.ndarray) -> _Trace:
+        """Run the recursion over history with the season held fixed (it was fitted in batch)."""
         n_services, n_hours = z.shape
-        out = {name: np.full((n_services, n_hours), np.nan) for name in "eaELB"}
+        trace = _Trace(*(np.full((n_services, n_hours), np.nan) for _ in _Trace._fields))
         state = _State(level.copy(), trend.copy(), np.zeros(n_services),
                        np.zeros(n_services))
         for t in range(n_hours):
             e, eps = state.step(z[:, t], season[:, t], rho, sigma, self.alpha, self.clip)
-            out["e"][:, t], out["E"][:, t] = e, eps
-            out["a"][:, t], out["L"][:, t], out["B"][:, t] = state.dev, state.level, state.trend
+            trace.dev[:, t], trace.eps[:, t] = e, eps
+            trace.ar[:, t], trace.level[:, t], trace.trend[:, t] = (state.dev, state.level,
+                                                                    state.trend)
         self._state = state
-        return out["e"], out["a"], out["E"], out["L"], out["B"]
+        return trace
 
     def _calibrate(self, z: np.ndarray, how: np.ndarray, levels: np.ndarray,
                    trends: np.ndarray, dev: np.ndarray, eps: np.ndarray, warm: int) -> None:
@@ -524,6 +522,16 @@ class DemandProfile(BaseEstimator):
         if upper:
             curve = curve + max(self._q1()[i] + self.offset_[i], 0.0) + self.delta_[i, -1]
         return self._exp(curve, np.full(len(curve), i))
+
+
+class _Trace(NamedTuple):
+    """Per service and hour, what one pass of the recursion leaves after each hour."""
+
+    dev: np.ndarray  # deviation from level + trend + season (e)
+    ar: np.ndarray  # the AR(1) deviation state after the hour (a)
+    eps: np.ndarray  # the one-step innovation: dev less the AR forecast of it
+    level: np.ndarray
+    trend: np.ndarray
 
 
 class _State:

@@ -1,36 +1,29 @@
-"""Allocator commands: plan, check, show, scenarios; bench and bench-compare run the
-checkout's benchmarks package (pipelines/checkout.py)."""
+"""Allocator commands: plan, check, show, scenarios (their work: pipelines/plan_one.py); bench
+and bench-compare run the checkout's benchmarks package (pipelines/checkout.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from allocator import policies
-from allocator.core import atomic, limits
+from allocator.core import atomic
 from allocator.core.errors import InputError
-from allocator.core.readers import read_json
-from allocator.plan import make_plan
-from allocator.scenario_io import load_scenario, load_scenario_dir, scenario_to_dict
-from allocator.scenarios import SPECS, generate
-from allocator.validator import compute_metrics, metrics_agree, violations
+from allocator.scenario_io import load_scenario_dir
 from pipelines import outset
 from pipelines.checkout import benchmarks
-from pipelines.cliutil import distinct_outputs, input_errors
+from pipelines.cliutil import input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
+from pipelines.plan_one import picture as _picture  # bench draws its grids as plan does
 
 if TYPE_CHECKING:  # rich loads only for the bench's progress display
     from rich.console import Console
 
 DEFAULT_SCENARIOS = bundled("data/scenarios")  # wherever gpuplan is run from
-SOLVERS = ("highs", "cbc")
 
 
 def register(app: typer.Typer) -> None:
@@ -64,39 +57,13 @@ def plan(
                                                   "relaxation (a MILP) for this many seconds."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
-    with input_errors(str(scenario)):
-        loaded = load_scenario(scenario)
-        if policy not in policies.POLICIES:
-            raise InputError(f"unknown policy {policy!r}; choose from "
-                             f"{', '.join(sorted(policies.POLICIES))}", field="--policy")
-        if loaded.reservations and policy in ("fifo", "priority"):
-            raise InputError(f"policy {policy} is MODEL.md's baseline and ignores reservations;"
-                             " use fast, full or backfill", field="reservations")
-    with input_errors():
-        limits.finite(time_limit, "--time-limit", low=0, low_open=True,
-                      high=limits.MAX_SECONDS)
-        if solver not in SOLVERS:
-            raise InputError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}",
-                             field="--solver")
-        distinct_outputs([scenario], [out, *([png] if png else [])])
-        for target in (out, png):
-            if target is not None:
-                atomic.writable_target(target)
-    options: dict = {}
-    if policy == "full":
-        options = {"time_limit": time_limit, "solver": solver, "lp_bound": lp_bound}
-    elif policy == "fast" and search is not None:
-        options = {"search": search}
-    mode = ("block" if block_bound else "off" if bound is False else "on" if bound
-            else "auto")
-    result = make_plan(loaded, policy, bound=mode, block_seconds=block_bound or 0.0, **options)
-    files: dict[Path, str | bytes] = {out: result.to_json()}
-    if png:
-        from allocator.render import render_png
+    from pipelines.plan_one import PlanArgs, plan_file
 
-        files[png] = render_png([result.to_dict()], **_picture(loaded))
+    args = PlanArgs(scenario=scenario, policy=policy, out=out, png=png, time_limit=time_limit,
+                    solver=solver, lp_bound=lp_bound, search=search, bound=bound,
+                    block_bound=block_bound)
     with input_errors():
-        atomic.write_all(files)  # the plan and its picture together, or neither
+        result = plan_file(args)
     m = result.metrics
     proven = result.extras.get("bound") or {}
     ceiling = (f", {proven['summary']} (bound {proven['value']:.2f})"
@@ -111,13 +78,10 @@ def check(
     plan_file: Path = typer.Argument(..., help="Plan JSON to check against it."),
 ) -> None:
     """The outside checker: legality of the grid, and its metrics recomputed from it alone."""
-    with input_errors(str(scenario)):
-        loaded = load_scenario(scenario)
-    with input_errors(str(plan_file)):
-        body = read_plan(plan_file)
-    problems = violations(loaded, body["grid"])
-    if not problems:
-        problems = metrics_agree(body.get("metrics", {}), compute_metrics(loaded, body["grid"]))
+    from pipelines.plan_one import check_plan
+
+    with input_errors():
+        problems = check_plan(scenario, plan_file)
     if problems:
         for p in problems:
             typer.echo(f"illegal: {p}", err=True)
@@ -125,51 +89,15 @@ def check(
     typer.echo(f"{plan_file}: legal, metrics agree")
 
 
-def read_plan(path: Path) -> dict:
-    """A plan file: a JSON object whose grid is rows of job ids (strings) or nulls."""
-    body = read_json(path)
-    if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
-        raise InputError("a plan is a JSON object with a grid", field="grid")
-    cells = 0  # a ragged grid is read: whether it is legal is the checker's verdict
-    for t, row in enumerate(body["grid"]):
-        if not isinstance(row, list):
-            raise InputError("each grid row is a list", field=f"grid[{t}]")
-        cells += len(row)
-        for g, cell in enumerate(row):
-            if cell is not None and not isinstance(cell, str):
-                raise InputError(f"must be a job id or null, got {json.dumps(cell)}",
-                                 field=f"grid[{t}][{g}]")
-    if cells > limits.MAX_CELLS:
-        raise InputError(f"a grid beyond gpuplan's limit of {limits.MAX_CELLS} cells",
-                         field="grid")
-    metrics = body.get("metrics", {})
-    if not isinstance(metrics, dict):
-        raise InputError("must be an object", field="metrics")
-    for key, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
-            raise InputError(f"must be a finite number, got {json.dumps(value)}",
-                             field=f"metrics.{key}")
-    for key in ("kinds", "starts"):
-        if key in body and not isinstance(body[key], dict):
-            raise InputError("must be an object", field=key)
-    return body
-
-
 def show(
     plans: list[Path] = typer.Argument(..., help="Plan JSON files, drawn top to bottom."),
     png: Path = typer.Option(..., "--png", help="Output PNG."),
 ) -> None:
     """Draw plans: GPUs as rows by node, time as columns, one labelled box per job."""
-    from allocator.render import render_png
+    from pipelines.plan_one import show_plans
 
-    bodies = []
-    for path in plans:
-        with input_errors(str(path)):
-            bodies.append(read_plan(path))
     with input_errors():
-        distinct_outputs(list(plans), [png])
-        atomic.write_bytes(png, render_png(bodies))
+        show_plans(plans, png)
     typer.echo(f"wrote {png}")
 
 
@@ -178,21 +106,15 @@ def scenarios(
     seed: int = typer.Option(7, "--seed", min=0, max=2**32 - 1, help="Generator seed."),
 ) -> None:
     """(Re)generate the seven benchmark scenarios (allocator/scenarios.py documents them)."""
-    for name in SPECS:
-        body = json.dumps(scenario_to_dict(generate(name, seed)), indent=1)
-        atomic.write_text(out_dir / f"{name}.json", body + "\n")
-        typer.echo(f"wrote {out_dir / (name + '.json')}")
+    from pipelines.plan_one import write_scenarios
+
+    for path in write_scenarios(out_dir, seed):
+        typer.echo(f"wrote {path}")
 
 
 def load_dir(directory: Path) -> list:
     with input_errors():
         return load_scenario_dir(directory)
-
-
-def _picture(scenario) -> dict:
-    """What the grid picture needs from the scenario: node boundaries and step length."""
-    return {"node_size": scenario.cluster.node_size,
-            "step_minutes": scenario.cluster.step_minutes}
 
 
 def bench(

@@ -6,17 +6,13 @@ rest of `gpuplan` starts fast.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import typer
 
-from allocator.core.atomic import atomic_path, write_text
-from allocator.core.errors import InputError
-from pipelines.cliutil import distinct_outputs, input_errors
+from pipelines.cliutil import input_errors
 
 MAX_LISTED_REJECTS = 20
 MAX_REJECT_SHARE = 0.5  # score's default: more than half the queue rejected is a failure
@@ -28,22 +24,6 @@ def register(app: typer.Typer) -> None:
     app.command("synth-history")(synth_history)
     app.command("train")(train)
     app.command("score")(score)
-
-
-def _write_table(df, path: Path) -> None:
-    """CSV or Parquet by extension, atomically."""
-    with atomic_path(path) as tmp:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            df.to_parquet(tmp, index=False)
-        else:
-            df.to_csv(tmp, index=False)
-
-
-def _table_body(df, path: Path) -> str | bytes:
-    """The file a table becomes: Parquet or CSV by extension."""
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return df.to_parquet(index=False)
-    return df.to_csv(index=False)
 
 
 def synth_history(
@@ -64,56 +44,16 @@ def synth_history(
     queue_jobs: int = typer.Option(48, "--queue-jobs", min=1, help="Jobs in the sample queue."),
 ) -> None:
     """Write a seeded synthetic job history (training.csv, quantization.csv, meta.json)."""
-    from allocator.core.limits import finite
-    from forecasting.synth import SynthConfig, synth_history, synth_queue
+    from pipelines.synth_history import SynthArgs
+    from pipelines.synth_history import synth_history as write_history
 
+    args = SynthArgs(out=out, seed=seed, training=training, quantization=quantization,
+                     sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma, fmt=fmt,
+                     queue_out=queue_out, queue_jobs=queue_jobs)
     with input_errors():
-        if fmt not in ("csv", "parquet"):
-            raise InputError("must be csv or parquet", field="format")
-        for value, name in ((sigma, "--sigma"), (quant_sigma, "--quant-sigma"),
-                            (memory_sigma, "--memory-sigma")):
-            finite(value, name, low=0, high=5)
-        if max(training, quantization, queue_jobs) > 1_000_000:
-            raise InputError("at most 1,000,000 jobs per file", field="--training")
-        from allocator.core.atomic import writable_target
-        from pipelines import outset
-
-        outset.check_target(out)
-        if queue_out is not None:
-            writable_target(queue_out)
-        config = SynthConfig(seed=seed, n_training=training, n_quantization=quantization,
-                             sigma=sigma, quant_sigma=quant_sigma, memory_sigma=memory_sigma)
-        train_df, quant_df, meta = synth_history(config)
-        queue = synth_queue(queue_jobs, seed=seed) if queue_out else None
-    names = [f"training.{fmt}"] if training else []
-    names += [f"quantization.{fmt}"] if quantization else []
-    with input_errors(), outset.output_set(out, "synth-history") as stage:  # one set
-        for name, frame in zip(names, [d for d, n in ((train_df, training),
-                                                      (quant_df, quantization)) if n],
-                               strict=True):
-            _write_table(frame, stage / name)
-        write_text(stage / "meta.json", meta)
-    written = [out / name for name in names]
-    if queue is not None:
-        _write_table(queue, queue_out)
-        written.append(queue_out)
+        written = write_history(args)
     for path in written:
         print(f"wrote {path}")
-
-
-def _noise_floor(history: Path, sigma: float | None) -> float | None:
-    """The noise floor to judge MdAPE by: --noise-sigma, else meta.json beside the history."""
-    from forecasting.synth import noise_floor_mdape
-
-    if sigma is None:
-        meta = history.parent / "meta.json"
-        if not meta.exists():
-            return None
-        try:
-            sigma = float(json.loads(meta.read_text())["sigma"])
-        except (ValueError, KeyError, TypeError) as err:
-            raise InputError(f"no usable sigma: {err}", file=str(meta)) from None
-    return noise_floor_mdape(sigma) if sigma > 0 else None
 
 
 def train(
@@ -143,94 +83,29 @@ def train(
     one on the same held-out rows (or with --promote)."""
     from rich.console import Console
 
-    from allocator.core.limits import finite
-    from forecasting.evaluate import (
-        evaluate,
-        join_histories,
-        print_report,
-        split_index,
-        to_markdown,
-    )
-    from forecasting.history import load_quant_history, load_training_history
-    from forecasting.quantization import QuantizationCostEstimator
-    from forecasting.store import save_estimators
-    from forecasting.training import PowerLawBaseline, TrainingCostEstimator
-    from pipelines import outset, promotion, tracking
+    from forecasting.evaluate import print_report
     from pipelines.home import home
+    from pipelines.train import TrainArgs, run_train
 
-    models = models if models is not None else home().trained_models
+    command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
+    args = TrainArgs(history=history, quantization=quantization, models=models
+                     if models is not None else home().trained_models, report=report,
+                     promote=promote, test_fraction=test_fraction, seed=seed,
+                     noise_sigma=noise_sigma, extra_history=list(extra_history),
+                     command=command)
     with input_errors():
-        finite(test_fraction, "--test-fraction", low=0.05, high=0.9)
-        if noise_sigma is not None:
-            finite(noise_sigma, "--noise-sigma", low=0, high=5)
-        outset.check_target(models)
-        distinct_outputs([history, *([quantization] if quantization else [])],
-                          [p for p in (report,) if p])
-        if report:
-            from allocator.core.atomic import writable_target
-
-            writable_target(report)
-        hist = load_training_history(history)
-        extra = [load_training_history(p) for p in extra_history]
-        quant = load_quant_history(quantization) if quantization else None
-        floor = _noise_floor(history, noise_sigma)
-    more = join_histories(*extra) if extra else None
-    X, g, y = join_histories(hist, more)
-    # the warning is about the user's own history: --extra-history rows do not make it larger
-    own = (("training", len(hist[2])), ("quantization", len(quant[2]) if quant else None))
-    for kind, rows in own:
-        line = promotion.size_warning(kind, rows) if rows is not None else None
-        if line:
-            print(line, file=sys.stderr)
-    rep = evaluate(hist, quant, test_fraction=test_fraction, seed=seed, noise_floor=floor,
-                   extra_training=more)
-    print_report(rep, Console())
-    estimators = {"training": TrainingCostEstimator().fit(X, y, gpus=g),
-                  "baseline": PowerLawBaseline().fit(X, y, gpus=g)}
-    source = ", ".join(str(p) for p in [history, *extra_history])
-    info = {"training": {"history": source, "jobs": len(y)},
-            "baseline": {"history": source, "jobs": len(y)}}
-    if quant is not None:
-        Xq, gq, yq = quant
-        estimators["quantization"] = QuantizationCostEstimator().fit(Xq, yq, gpus=gq)
-        info["quantization"] = {"history": str(quantization), "jobs": len(yq)}
-    with input_errors(), outset.output_set(models, "train") as stage:  # the models as one set
-        save_estimators(stage, info=info, **estimators)
-    print(f"saved {', '.join(sorted(estimators))} to {models}/")
+        done = run_train(args)
+    for line in done.warnings:
+        print(line, file=sys.stderr)
+    print_report(done.evaluation, Console())
+    print(f"saved {', '.join(done.saved)} to {args.models}/")
     if report:
-        command = "gpuplan " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "gpuplan train"
-        write_text(report, to_markdown(rep, command) + "\n")
         print(f"wrote {report}")
-    # MLflow: one run, each estimator registered; @champion moves only on evidence
-    tracker = tracking.get_tracker()
-    verdicts: dict[str, promotion.Verdict] = {}
-    descriptions: dict[str, str] = {}
-    sources = {"training": (history, hist), "quantization": (quantization, quant)}
-    for kind in tracking.ESTIMATOR_KINDS:
-        path, data = sources[kind]
-        if data is None:
-            continue
-        _, test = split_index(len(data[2]), test_fraction, seed)
-        heldout = (data[0].iloc[test].assign(gpus=data[1][test]) if kind == "quantization"
-                   else data[0].iloc[test], data[2][test])
-        champion = tracker.champion(kind) if tracker.enabled else None
-        verdicts[kind] = promotion.decide(kind, promotion.overall_mdape(rep, kind), champion,
-                                          heldout, force=promote)
-        descriptions[kind] = promotion.description(kind, Path(path), len(data[2]),
-                                                   verdicts[kind], promotion.summary(rep, kind))
-    refs = tracking.log_training(
-        estimators, params={"history": str(history), "quantization": str(quantization or ""),
-                            "models_dir": str(models), "test_fraction": test_fraction,
-                            "seed": seed, "training_jobs": len(y), "promote_forced": promote},
-        metrics=tracking.evaluation_metrics(rep),
-        artifacts=[p for p in (report, models / "manifest.json") if p],
-        promote={k: v.promote for k, v in verdicts.items()}, descriptions=descriptions,
-        run_name=f"train {Path(history).name} ({len(y)} jobs)", tracker=tracker)
-    for kind, ref in refs.items():
-        print(f"registered {ref.uri}; {verdicts[kind].reason}")
-    if not refs:
-        print(f"not registered (MLflow tracking off); the estimators are in {models}/ "
-              f"(use them with --models {models})")
+    for uri, reason in done.registered:
+        print(f"registered {uri}; {reason}")
+    if not done.registered:
+        print(f"not registered (MLflow tracking off); the estimators are in {args.models}/ "
+              f"(use them with --models {args.models})")
 
 
 def score(
@@ -251,59 +126,40 @@ def score(
         "p90", "--duration-from", help="Size duration_steps by p50 or p90 GPU-hours."),
 ) -> None:
     """Add gpus, duration_steps, gpu_hours_p50, gpu_hours_p90 to every scorable row."""
-    from allocator.core.atomic import write_all
-    from allocator.core.limits import MAX_STEP_MINUTES, finite
-    from forecasting.history import read_table
-    from forecasting.scoring import score_queue_full
     from pipelines import tracking
+    from pipelines.scoring import ScoreArgs, score_file
 
-    start = time.perf_counter()
-    rejects = rejects or out.with_name(out.stem + ".rejects.csv")
+    args = ScoreArgs(queue=queue, out=out, rejects=rejects or out.with_name(
+        out.stem + ".rejects.csv"), step_minutes=step_minutes, models=models,
+        max_reject_share=max_reject_share, duration_from=duration_from)
     with input_errors():
-        finite(step_minutes, "--step-minutes", low=0, low_open=True, high=MAX_STEP_MINUTES)
-        distinct_outputs([queue], [out, rejects])
-        if duration_from not in ("p50", "p90"):
-            raise InputError("must be p50 or p90", field="--duration-from")
-        estimators, refs = tracking.load_estimators(models)  # --models, else @champion
-    with input_errors(str(queue)):
-        df = read_table(queue, as_text=True)
-        result = score_queue_full(df, estimators, step_minutes=step_minutes,
-                                  duration_from=duration_from)
-    scored, bad = result.scored, result.rejects
-    print(tracking.describe_refs(refs))
-    share = len(bad) / len(df) if len(df) else 1.0
-    failed = len(scored) == 0 or share > max_reject_share
-    # rejects, then warnings (column `level`); the scored queue only when it did not fail
-    files = {rejects: _table_body(result.report(), rejects)}
-    if not failed:
-        files[out] = _table_body(scored, out)
-    with input_errors():
-        write_all(files)
-    seconds = time.perf_counter() - start
-    if failed:
-        limit = "" if len(scored) == 0 else f", above --max-reject-share {max_reject_share:g}"
-        print(f"gpuplan: error: rejected {len(bad)} of {len(df)} rows of {queue} "
-              f"({share:.0%}{limit}); {out} not written, the reasons are in {rejects}",
-              file=sys.stderr)
+        done = score_file(args)
+    run, result = done.run, done.run.result
+    bad, rows = result.rejects, run.rows
+    print(tracking.describe_refs(run.refs))
+    if done.failed:
+        limit = ("" if len(result.scored) == 0
+                 else f", above --max-reject-share {max_reject_share:g}")
+        print(f"gpuplan: error: rejected {len(bad)} of {rows} rows of {queue} "
+              f"({done.share:.0%}{limit}); {out} not written, the reasons are in "
+              f"{args.rejects}", file=sys.stderr)
     else:
-        print(f"scored {len(scored)} of {len(df)} jobs in {seconds:.2f} s -> {out}")
-    if len(bad):
-        print(f"rejected {len(bad)} -> {rejects}", file=sys.stderr)
-        for r in bad.head(MAX_LISTED_REJECTS).itertuples(index=False):
-            who = r.id if r.id else f"row {r.row}"
-            print(f"  {who}: field {r.field!r}: {r.reason}", file=sys.stderr)
-        if len(bad) > MAX_LISTED_REJECTS:
-            print(f"  ... and {len(bad) - MAX_LISTED_REJECTS} more", file=sys.stderr)
-    if len(result.warnings):
-        print(f"scored with warnings {len(result.warnings)} -> {rejects}", file=sys.stderr)
-        for r in result.warnings.head(MAX_LISTED_REJECTS).itertuples(index=False):
-            print(f"  {r.id or f'row {r.row}'}: {r.reason}", file=sys.stderr)
-    if failed:
+        print(f"scored {len(result.scored)} of {rows} jobs in {run.seconds:.2f} s -> {out}")
+    _list("rejected", bad, args.rejects, lambda r: f"{r.id if r.id else f'row {r.row}'}: "
+          f"field {r.field!r}: {r.reason}")
+    _list("scored with warnings", result.warnings, args.rejects,
+          lambda r: f"{r.id or f'row {r.row}'}: {r.reason}")
+    if done.failed:
         raise typer.Exit(EXIT_REJECTED)
-    tracking.log_scoring(
-        params={"queue": str(queue), "step_minutes": step_minutes,
-                "duration_from": duration_from, "models_dir": str(models or ""),
-                "caller": "score"},
-        metrics={"jobs": len(df), "scored": len(scored), "rejected": len(bad),
-                 "warned": len(result.warnings), "seconds": seconds},
-        refs=refs, artifacts=[out, rejects])
+    run.log("score", [out, args.rejects])
+
+
+def _list(what: str, rows, path: Path, line) -> None:
+    """On stderr: how many rows, where they are, and the first MAX_LISTED_REJECTS of them."""
+    if not len(rows):
+        return
+    print(f"{what} {len(rows)} -> {path}", file=sys.stderr)
+    for r in rows.head(MAX_LISTED_REJECTS).itertuples(index=False):
+        print(f"  {line(r)}", file=sys.stderr)
+    if what == "rejected" and len(rows) > MAX_LISTED_REJECTS:
+        print(f"  ... and {len(rows) - MAX_LISTED_REJECTS} more", file=sys.stderr)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,48 +47,20 @@ def profile(
     out: Path = typer.Option(..., "--out", help="PROFILE.json to write."),
 ) -> None:
     """Fit the weekly profile per service and write its GPU demand for a plan (PROFILE.json)."""
-    from forecasting.demand import demand_for_services, fit_services, gpus_needed
+    from forecasting.profile_file import profile_for_plan
 
     with input_errors():
         limits.whole(steps, "--steps", low=1, high=limits.MAX_STEPS)
         limits.whole(step_minutes, "--step-minutes", low=1, high=limits.MAX_STEP_MINUTES)
         limits.finite(quantile, "--quantile", low=0.5, high=0.999)
-        when = _parse_start(start)
         warnings: list[str] = []
-        model, configs = fit_services(traffic, services, quantile, warn=warnings.append)
-        demand = demand_for_services(model, configs, when, steps, step_minutes)
-        peaks = model.trailing_peak()
+        doc = profile_for_plan(traffic, services, _parse_start(start), steps, step_minutes,
+                               quantile, warn=warnings.append)
     for line in warnings:  # only once the input is known good: bad input stays one line
         typer.echo(line, err=True)
-    doc = {
-        "start": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "step_minutes": step_minutes,
-        "quantile": quantile,
-        "fitted_through": model.last_hour_.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "services": [
-            {
-                "service": name,
-                "profile": _rounded(model.profile(name)),
-                "profile_upper": _rounded(model.profile(name, upper=True)),
-                "demand": demand[name],
-                # The static reservation of the trailing week's peak: demand stays under it
-                # unless the service is marked growing (then null).
-                "ceiling_gpus": None if cfg.growing else int(gpus_needed(
-                    [peaks[model.services_.index(name)]], cfg)[0]),
-                "swap_limit": cfg.swap_limit,
-                "priority": cfg.priority,
-                "fit": model.fit_quality_[name],
-            }
-            for name, cfg in configs.items()
-        ],
-    }
     with input_errors():
-        write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    typer.echo(f"wrote {out}: {len(configs)} service(s), {steps} steps from {doc['start']}")
-
-
-def _rounded(values: object) -> list[float]:
-    return [round(float(v), 1) if math.isfinite(v) else 0.0 for v in values]
+        write_text(out, doc.to_json())
+    typer.echo(f"wrote {out}: {len(doc.services)} service(s), {steps} steps from {doc.start}")
 
 
 def profile_eval(

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from allocator.core import atomic, limits, readers
 from allocator.core.errors import InputError
 from allocator.core.readers import read_json
 from allocator.core.timeparse import parse_time
-from allocator.model import BATCH_KINDS, Scenario
+from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
@@ -64,8 +64,22 @@ class DayPlans:
 # ---------------------------------------------------------------- inputs
 
 
+@dataclass(frozen=True)
+class DayCluster:
+    """The validated cluster config: MODEL.md's `cluster` and `weights`, and a name."""
+
+    name: str
+    cluster: Cluster
+    weights: Weights
+
+    def scenario(self, jobs: list[dict]) -> Scenario:
+        """The day's scenario over these job entries; every contract rule checked once more."""
+        return scenario_from_dict({"name": self.name, "cluster": asdict(self.cluster),
+                                   "weights": asdict(self.weights), "jobs": jobs})
+
+
 def load_cluster(path: str | Path, step_minutes: int | None = None,
-                 horizon_steps: int | None = None) -> dict:
+                 horizon_steps: int | None = None) -> DayCluster:
     """The cluster config: MODEL.md's `cluster` and `weights` (plus an optional `name`).
 
     `horizon_steps` defaults to one day of steps; a step override rescales it.
@@ -84,10 +98,10 @@ def load_cluster(path: str | Path, step_minutes: int | None = None,
             if type(minutes) is not int or minutes <= 0:
                 raise InputError("must be a positive integer", field="cluster.step_minutes")
             cluster["horizon_steps"] = max(1, (24 * 60) // minutes)
-        body = {"name": doc.get("name", "day"), "cluster": cluster,
-                "weights": doc.get("weights"), "jobs": []}
-        scenario_from_dict(body)  # every contract rule on cluster and weights, once
-        return body
+        # every contract rule on cluster and weights, once
+        empty = scenario_from_dict({"name": doc.get("name", "day"), "cluster": cluster,
+                                    "weights": doc.get("weights"), "jobs": []})
+        return DayCluster(name=empty.name, cluster=empty.cluster, weights=empty.weights)
     except InputError as err:
         raise err.located(str(path)) from None
 
@@ -192,37 +206,27 @@ def realtime_from_traffic(traffic: str | Path, services: str | Path, start: str 
 def realtime_from_profile(path: str | Path, start: str | None, steps: int,
                           step_minutes: int) -> tuple[Realtime, pd.Timestamp]:
     """Demand from a PROFILE.json written by `gpuplan profile` for this very plan window."""
-    doc = read_json(path)
+    from forecasting.profile_file import ProfileFile
+
+    doc = ProfileFile.read(path)  # every field checked: none is defaulted
     try:
-        if not isinstance(doc, dict) or not isinstance(doc.get("services"), list):
-            raise InputError('expected {"start": ..., "services": [...]}', field="services")
-        begins = parse_start(str(doc.get("start", "")), None)
+        begins = parse_start(doc.start, None)
         when = parse_start(start, begins)
         if when != begins:
             raise InputError(f"is for a plan starting {begins}, not {when}", field="start")
-        if doc.get("step_minutes", 60) != step_minutes:
-            raise InputError(f"has {doc.get('step_minutes')}-minute steps; the plan has "
+        if doc.step_minutes != step_minutes:
+            raise InputError(f"has {doc.step_minutes}-minute steps; the plan has "
                              f"{step_minutes}", field="step_minutes")
-        demand, priority, swap = {}, {}, {}
-        for i, entry in enumerate(doc["services"]):
-            if not isinstance(entry, dict):
-                raise InputError("each service is an object", field=f"services[{i}]")
-            name = str(entry.get("service"))
-            curve = entry.get("demand")
-            if not isinstance(curve, list) or len(curve) < steps:
-                raise InputError(f"needs at least {steps} demand values", job=name,
-                                 field="demand")
-            for t, x in enumerate(curve[:steps]):
-                if type(x) is not int or not 0 <= x <= limits.MAX_DEMAND:
-                    raise InputError(f"must be a whole number of GPUs from 0 to "
-                                     f"{limits.MAX_DEMAND}, got {json.dumps(x)}", job=name,
-                                     field=f"demand[{t}]")
-            demand[name] = list(curve[:steps])
-            priority[name] = entry.get("priority", 1.0)
-            swap[name] = entry.get("swap_limit", 2)
-        return Realtime(demand, priority, swap, f"demand from {Path(path).name}"), when
+        short = next((s for s in doc.services if len(s.demand) < steps), None)
+        if short is not None:
+            raise InputError(f"needs at least {steps} demand values", job=short.service,
+                             field="demand")
     except InputError as err:
         raise err.located(str(path)) from None
+    return Realtime({s.service: list(s.demand[:steps]) for s in doc.services},
+                    {s.service: s.priority for s in doc.services},
+                    {s.service: s.swap_limit for s in doc.services},
+                    f"demand from {Path(path).name}"), when
 
 
 # ---------------------------------------------------------------- building the scenario
@@ -306,21 +310,19 @@ def realtime_jobs(demand: dict[str, list[int]], priorities: dict[str, float],
     return out
 
 
-def build_day(cluster: dict, start: pd.Timestamp, queue: pd.DataFrame, realtime: Realtime,
+def build_day(cluster: DayCluster, start: pd.Timestamp, queue: pd.DataFrame, realtime: Realtime,
               running: list[dict], current: dict[str, list[int]],
               problems: dict[str, str] | None = None,
               sources: dict[str, str] | None = None) -> Day:
     """The day's scenario: realtime first (file order), then running jobs, then the queue."""
-    G = cluster["cluster"]["gpus"]
     unknown = sorted(set(current) - set(realtime.demand))
     if unknown:
         raise InputError("holds GPUs but has no demand (not in the services)",
                          job=unknown[0], field="realtime")
     rt = realtime_jobs(realtime.demand, realtime.priority, realtime.swap_limit, current)
     taken = {j["id"] for j in rt} | {str(j["id"]) for j in running}
-    queued, rejected = queue_jobs(queue, G, taken, problems)
-    body = dict(cluster, jobs=[*rt, *running, *queued])
-    scenario = scenario_from_dict(body)
+    queued, rejected = queue_jobs(queue, cluster.cluster.gpus, taken, problems)
+    scenario = cluster.scenario([*rt, *running, *queued])
     return Day(scenario=scenario, start=start, rejected=rejected,
                queued=[j["id"] for j in queued], running=[str(j["id"]) for j in running],
                sources={"realtime demand": realtime.source, **(sources or {})})
@@ -480,38 +482,17 @@ def score_on_the_fly(args: DayArgs, frame: pd.DataFrame, step_minutes: int, trac
                      ) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
     """Score an unscored queue with the registry's champions (else models/); logged as a
     scoring run, the scored file kept beside the plan."""
-    import time
+    from pipelines import scoring
 
-    from forecasting.scoring import score_queue
-    from pipelines import tracking
-
-    began = time.perf_counter()
-    estimators, refs = tracking.load_estimators(args.models, tracker)
-    scored, rejects = score_queue(frame, estimators, step_minutes=step_minutes,
-                                  duration_from=args.duration_from)
-    seconds = time.perf_counter() - began
+    run = scoring.score(frame, args.queue, models=args.models, step_minutes=step_minutes,
+                        duration_from=args.duration_from, tracker=tracker)
     into = Path(args.out_dir) if into is None else into
     scored_path = into / "queue_scored.csv"
     rejects_path = into / "queue_rejects.csv"
-    with atomic.atomic_path(scored_path) as tmp:
-        scored.to_csv(tmp, index=False)
-    with atomic.atomic_path(rejects_path) as tmp:
-        rejects.to_csv(tmp, index=False)
-    tracking.log_scoring(
-        params={"queue": str(args.queue), "step_minutes": step_minutes,
-                "duration_from": args.duration_from, "models_dir": str(args.models or ""),
-                "caller": "plan-day"},
-        metrics={"jobs": len(frame), "scored": len(scored), "rejected": len(rejects),
-                 "seconds": seconds},
-        refs=refs, artifacts=[scored_path, rejects_path], tracker=tracker)
-    problems = {str(r.id): f"{r.field}: {r.reason}"
-                for r in rejects.itertuples(index=False) if str(r.id)}
-    sources = {f"{kind} estimator": (f"{ref.uri} (registry alias {tracking.CHAMPION})"
-                                     if ref.source == "registry" else f"{ref.uri} (local file)")
-               for kind, ref in refs.items()}
-    sources["batch inference estimate"] = "throughput formula (forecasting.batch_inference)"
-    sources["durations"] = f"{args.duration_from} GPU-hours / GPUs, rounded up to whole steps"
-    return scored, problems, sources
+    atomic.write_all({scored_path: run.result.scored.to_csv(index=False),
+                      rejects_path: run.result.rejects.to_csv(index=False)})
+    run.log("plan-day", [scored_path, rejects_path], tracker=tracker, warned=False)
+    return run.result.scored, run.problems(), run.sources()
 
 
 def run_day(args: DayArgs, tracker=None) -> DayResult:
@@ -520,10 +501,8 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
 
     tracker = tracker or tracking.get_tracker()
     cluster = load_cluster(args.cluster, args.step_minutes, args.steps)
-    G = cluster["cluster"]["gpus"]
-    steps = cluster["cluster"]["horizon_steps"]
-    minutes = cluster["cluster"].get("step_minutes", 60)
-    running, current = load_running(args.running, G)
+    steps, minutes = cluster.cluster.horizon_steps, cluster.cluster.step_minutes
+    running, current = load_running(args.running, cluster.cluster.gpus)
     if args.time_limit is not None:
         limits.finite(args.time_limit, "--time-limit", low=0, low_open=True,
                       high=limits.MAX_SECONDS)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from forecasting.profile_file import ProfileFile
 from tests.slurm_cluster import require_slurm
 
 pytestmark = pytest.mark.slow
@@ -95,7 +96,8 @@ def test_history_snapshot_plan_apply_on_real_slurm(slurm, tmp_path):
             str(models))
     start, t0 = minute_start()
     profile = tmp_path / "profile.json"
-    profile.write_text(json.dumps({"start": start, "step_minutes": 60, "services": []}))
+    profile.write_text(ProfileFile(start=start, step_minutes=60, quantile=0.95,
+                                   fitted_through=start, services=()).to_json())
     day = tmp_path / "day"
     tracked = dict(slurm.env, GPUPLAN_TRACKING="on",
                    MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db",

@@ -50,10 +50,19 @@ def read_json(path: str | Path) -> Any:
     path = Path(path)
     limits.check_file_size(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
-    except RecursionError:
-        raise InputError("not valid JSON: nesting too deep", file=str(path)) from None
-    except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError included
+    except (OSError, ValueError) as err:  # UnicodeDecodeError included
         raise InputError(f"not valid JSON: {err}", file=str(path)) from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, file: str | None = None) -> Any:
+    """JSON text as `read_json` reads it (NaN and Infinity rejected); `file` names it."""
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except RecursionError:
+        raise InputError("not valid JSON: nesting too deep", file=file) from None
+    except ValueError as err:  # JSONDecodeError, a constant, an integer beyond the limit
+        raise InputError(f"not valid JSON: {err}", file=file) from None

@@ -13,11 +13,16 @@
    step spare; long batch runs then need not dodge peaks placed before them.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
+6. Up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
+   services in it migrate to free GPUs within their swap limits, the job is pinned
+   there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
+   a trial is kept only if the objective rises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -27,6 +32,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies import baselines
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.policies.rtmove import clear_blocks
 
 OrderKey = Callable[[BatchJob, int], tuple]
 
@@ -49,6 +55,10 @@ ORDERS: tuple[OrderKey, ...] = (
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
 
+# Step 6 on or off, and the share of `search` each of its trials' order search gets.
+CLEAR_BLOCKS = True
+CLEAR_SHARE = 4
+
 
 def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
@@ -66,14 +76,16 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
     place_realtime(scenario, realtime_first)
     held.release(realtime_first)
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
-    candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs)]
+    orders = value_orders(scenario, held)  # and the same value orders
+    candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
+                              orders=orders)]
     if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
         tails = base.copy()
         place_realtime(scenario, tails, tail_first=True)
         held.release(tails)
         if not np.array_equal(tails, realtime_first):
             candidates.append(place_batch(scenario, tails, None, search, held=held,
-                                          jobs=jobs))
+                                          jobs=jobs, orders=orders))
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -87,26 +99,33 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
                 layout = place_batch(scenario, around, reserve, search, spill=spill,
-                                     held=held, jobs=jobs)
+                                     held=held, jobs=jobs, orders=orders)
                 placer.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
-    return candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    if not CLEAR_BLOCKS or scenario.G > 16:  # past 16 GPUs a trial costs too much
+        return best
+    return clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
+                        partial(place_batch, orders=orders))
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
                 search: int, compiled: bool | None = None, spill: float = -1.0,
                 held: reservations.Holds | None = None,
-                jobs: Jobs | None = None) -> np.ndarray:
+                jobs: Jobs | None = None, pinned: frozenset[int] = frozenset(),
+                orders: tuple[tuple[int, ...], ...] | None = None) -> np.ndarray:
     """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
 
     `compiled` picks the decoder (None: the C one where it can run); both give one grid.
     `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
     `held`: the reservations (their jobs already pinned; their blocks busy past the start).
     `jobs`: the scenario's job arrays (Jobs.of), when the caller already has them.
+    `pinned`: batch jobs already written into `grid` (placed by the caller, not here).
+    `orders`: value_orders(scenario, held), when the caller already has them.
     """
     grid = grid.copy()
     spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
@@ -114,13 +133,14 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
         (grid >= 0) | held.batch_busy
     jobs = Jobs.of(scenario) if jobs is None else jobs
     empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
-    skip = frozenset() if held is None else held.reserved
-    queued = [i for i, job in enumerate(scenario.jobs)
-              if isinstance(job, BatchJob) and not job.running and i not in skip]
+    if orders is None:
+        orders = value_orders(scenario, held)
+    if pinned:
+        orders = tuple(tuple(i for i in order if i not in pinned) for order in orders)
+    queued = orders[0] if orders else ()
     best, best_order = None, ()
     seen: set[tuple[int, ...]] = set()
-    for key in ORDERS:
-        order = tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
+    for order in orders:
         if order in seen:
             continue
         seen.add(order)
@@ -133,6 +153,16 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     if best is not None:
         best.write(scenario, grid)
     return grid
+
+
+def value_orders(scenario: Scenario, held: reservations.Holds | None = None
+                 ) -> tuple[tuple[int, ...], ...]:
+    """The queued batch jobs (not running, not reserved) in each of ORDERS."""
+    skip = frozenset() if held is None else held.reserved
+    queued = [i for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in skip]
+    return tuple(tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
+                 for key in ORDERS)
 
 
 # The order search can also try swapping the delayed job with the one at the target
