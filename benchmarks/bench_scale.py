@@ -23,7 +23,7 @@ from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.scenarios import Spec, build
-from benchmarks.bench import machine
+from benchmarks.bench import machine, write_csv
 
 SIZES: tuple[tuple[int, int], ...] = ((8, 10), (64, 30), (256, 120), (1024, 1000),
                                       (4096, 2000))
@@ -207,3 +207,23 @@ def load_record(path: Path) -> dict:
                 raise InputError("must be a finite number >= 0", file=str(path),
                                  job=row["case"], field=f"{policy}_ms")
     return body
+
+
+def run_and_record(out_dir: Path, record_dir: Path, max_gpus: int, bound_seconds: float,
+                   bound_max_gpus: int, progress=None, started=None) -> tuple[str, Path]:
+    """`gpuplan bench --scale`: run the cases up to `max_gpus`, keep the record in
+    `record_dir`, write scale.md, .csv and .png to `out_dir`; (the Markdown, the record)."""
+    from allocator.core import atomic
+
+    cases = [c for c in all_cases() if c.gpus <= max_gpus]
+    if started:
+        started(len(cases))
+    record = run(cases, bound_seconds, bound_max_gpus, progress=progress)
+    stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
+    kept = record_dir / f"{stamp}.json"
+    atomic.write_text(kept, atomic.json_text(record, indent=1) + "\n")
+    text = markdown(record)
+    atomic.write_text(out_dir / "scale.md", text)
+    write_csv(out_dir / "scale.csv", record["rows"])
+    atomic.write_bytes(out_dir / "scale.png", plot_png(record))
+    return text, kept
