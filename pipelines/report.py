@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.core.markdown import table
 from allocator.explain import holders
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.plan import Plan
@@ -155,9 +156,7 @@ def hours(steps: int, step_minutes: int) -> str:
 
 
 def _table(head: list[str], rows: list[list[object]]) -> str:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    return table(head, rows).removesuffix("\n")  # the report joins its parts with newlines
 
 
 @dataclass
