@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: demo test lint bench bench-speed figures figures-check mutation ui clean-venv
+.PHONY: demo test lint bench bench-speed bench-full bench-quality bench-optima bench-estimators \
+	figures figures-check mutation ui clean-venv
 
 $(STAMP): pyproject.toml allocator/policies/_packc.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +38,24 @@ bench: $(STAMP)
 bench-speed: $(STAMP)
 	$(BIN)/python benchmarks/speed_targets.py
 
-# Every deterministic figure in README.md, BENCHMARKS.md and docs/ (pipelines/figures.py):
+# The other benchmarks of benchmarks/ (each prints its table; `--help` on each script):
+# full mode against fast per scenario, the wider family (QUALITY_SET=tuning|test), the
+# proven optima of data/quality, the estimator tables. Minutes each; none runs in `make test`.
+QUALITY_SET ?= tuning
+
+bench-full: $(STAMP)
+	$(BIN)/python benchmarks/full_mode.py
+
+bench-quality: $(STAMP)
+	$(BIN)/python benchmarks/quality.py --set $(QUALITY_SET)
+
+bench-optima: $(STAMP)
+	$(BIN)/python benchmarks/optima.py
+
+bench-estimators: $(STAMP)
+	$(BIN)/python benchmarks/estimator_tables.py
+
+# Every deterministic figure in README.md, BENCHMARKS.md and docs/ (benchmarks/figures.py):
 # `figures` rewrites the marked blocks, `figures-check` fails on any stale one. Both run the
 # replays of docs/simulate.md (about 2 minutes on 2 cores); FIGURES_FLAGS=--quick skips them.
 FIGURES_FLAGS ?=

@@ -17,16 +17,14 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from allocator import grid as gridlib
 from allocator.grid import Grid
 from allocator.model import Scenario
 from allocator.result import PolicyResult
-from allocator.scenario_io import load_scenario, scenario_to_dict
+from allocator.scenario_io import load_scenario
 
 DIR = Path(__file__).resolve().parents[1] / "data" / "quality"
-SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 OPTIMA = "optima.json"
 
 
@@ -44,7 +42,7 @@ def case_key(seed: int, name: str) -> str:
     return f"{seed}/{name}"
 
 
-def _file(directory: Path, seed: int, name: str) -> Path:
+def case_file(directory: Path, seed: int, name: str) -> Path:
     return directory / f"seed{seed}-{name}.json"
 
 
@@ -56,7 +54,7 @@ def load_cases(directory: Path = DIR) -> list[Case]:
         if record["status"] != "optimal":
             continue
         seed, name = key.split("/", 1)
-        scenario = load_scenario(_file(directory, int(seed), name))
+        scenario = load_scenario(case_file(directory, int(seed), name))
         cases.append(Case(key, int(seed), scenario, float(record["optimum"])))
     return cases
 
@@ -82,35 +80,3 @@ class Summary:
 def summarize(values: Sequence[float]) -> Summary:
     return Summary(len(values), statistics.fmean(values), min(values),
                    sum(v < 0.97 for v in values))
-
-
-def solve_set(directory: Path = DIR, seeds: Sequence[int] = SEEDS,
-              time_limit: float = 60.0) -> dict[str, dict[str, Any]]:
-    """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
-    import importlib
-
-    from allocator.scenarios import SPECS, generate
-
-    full = importlib.import_module("allocator.policies.full").full
-    directory.mkdir(parents=True, exist_ok=True)
-    records: dict[str, dict[str, Any]] = {}
-    for seed in seeds:
-        for name in SPECS:
-            if name == "scale":
-                continue
-            scenario = generate(name, seed)
-            _file(directory, seed, name).write_text(
-                json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
-            result = full(scenario, time_limit=time_limit)
-            grid, report = result.grid, result.solve
-            best = gridlib.objective(scenario, grid)
-            records[case_key(seed, name)] = {
-                "status": report.status,
-                "optimum": round(best, 6) if report.status == "optimal" else None,
-                "best_found": round(best, 6),
-                "best_bound": report.best_bound,
-                "gap": report.gap,
-            }
-            print(case_key(seed, name), records[case_key(seed, name)], flush=True)
-    (directory / OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-    return records

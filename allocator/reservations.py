@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.envelope import target_curve
+from allocator.core.envelope import target_curve
+from allocator.grid import FREE
 from allocator.model import BatchJob, Reservation, Scenario
 
 FOREVER = 1 << 30
-FREE, OFF = -1, -2  # grid codes: a free cell, a free cell realtime must not take
+OFF = -2  # a grid code beside FREE: a free cell realtime must not take
 
 
 def _runs(job: BatchJob, start: int) -> tuple[int, int]:

@@ -35,7 +35,7 @@ class Spec:
     peak_fraction: float = 0.6  # realtime peak as a share of the cluster
     uniform_priority: bool = False
     horizon: int = 24
-    # The wider family (allocator/bench_quality.py); the defaults keep the seven scenarios.
+    # The wider family (benchmarks/bench_quality.py); the defaults keep the seven scenarios.
     peak_hours: tuple[float, float] = (9, 18)  # where a service's peak may centre
     arrival_spread: float = 0.5  # late arrivals land in steps 1 .. spread x horizon
     long_single: float = 0.0  # share of the queue turned into long 1-GPU jobs

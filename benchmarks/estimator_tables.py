@@ -1,7 +1,7 @@
 """The tables that chose the training-cost estimator: `python benchmarks/estimator_tables.py`.
 
 Three candidates, on the same held-out split of the bundled history and on the real
-fine-tuning runs (forecasting.real_runs):
+fine-tuning runs (benchmarks/real_runs.py):
 - `ideal+trees`: LightGBM over the ideal hours at 100% of the peak (the estimator
   before the physics prior);
 - `prior`: the physics prior alone (forecasting.prior), its level fitted on the history;
@@ -15,19 +15,19 @@ scores its held-out part.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.real_runs import ratio_summary, real_runs  # noqa: E402
 from forecasting.evaluate import join_histories, split_index  # noqa: E402
 from forecasting.history import clean_training, load_training_history  # noqa: E402
-from forecasting.real_runs import ratio_summary, real_runs  # noqa: E402
 from forecasting.tables import markdown  # noqa: E402
 from forecasting.training import TrainingCostEstimator  # noqa: E402
 
@@ -136,13 +136,12 @@ def learning_curve(history: Path, test_fraction: float = 0.25, seed: int = 0) ->
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python benchmarks/estimator_tables.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--history", type=Path, default=Path("data/history/training.csv"))
-    ap.add_argument("--only", choices=("synthetic", "extrapolation", "real", "curve"),
-                    default=None)
-    args = ap.parse_args(argv)
+def main(
+    history: Path = typer.Option(Path("data/history/training.csv"), "--history"),
+    only: str | None = typer.Option(None, "--only",
+                                    help="synthetic, extrapolation, real or curve"),
+) -> None:
+    """The tables that chose the training-cost estimator (all four, or --only one)."""
     parts = {"synthetic": ("Held-out split of the bundled history (25%, seed 0)",
                            synthetic_table),
              "extrapolation": ("Outside the history: held-out jobs unlike any fitted one",
@@ -150,12 +149,13 @@ def main(argv: list[str] | None = None) -> int:
              "real": ("Report half of the real runs", real_table),
              "curve": ("Learning curve: the history's first n jobs, held-out split",
                        learning_curve)}
+    if only is not None and only not in parts:
+        raise typer.BadParameter(", ".join(parts), param_hint="--only")
     for key, (title, fn) in parts.items():
-        if args.only in (None, key):
-            print(f"### {title}\n\n{markdown(fn(args.history))}\n")
+        if only in (None, key):
+            print(f"### {title}\n\n{markdown(fn(history))}\n")
             sys.stdout.flush()
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    typer.run(main)

@@ -1,6 +1,6 @@
 """fast's median in-process latency at the issue's four sizes, this checkout against another.
 
-Each size is a scale scenario of `allocator.bench_scale` (same generator, same seed). With
+Each size is a scale scenario of `benchmarks.bench_scale` (same generator, same seed). With
 `--tree DIR` (another checkout, e.g. `git archive COMMIT | tar -x -C DIR`, with its C
 extension built in place when it has one) both trees are timed in alternating fresh
 processes, so the before/after ratio comes from one run on one (loaded) machine:
@@ -10,13 +10,14 @@ processes, so the before/after ratio comes from one run on one (loaded) machine:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import typer
 
 HERE = Path(__file__).resolve().parent.parent
 SIZES = ((8, 10, 24), (64, 30, 24), (256, 120, 24), (1024, 1000, 48))
@@ -27,7 +28,10 @@ import json, statistics, sys, time
 sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
 sys.path.insert(0, {tree!r})
 from allocator import grid as gridlib
-from allocator.bench_scale import ScaleCase, scenario_for
+try:  # this tree: benchmarks/; a tree from before the move: allocator/
+    from benchmarks.bench_scale import ScaleCase, scenario_for
+except ImportError:
+    from allocator.bench_scale import ScaleCase, scenario_for
 from allocator.policies.fast import fast
 assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
 out = {{}}
@@ -50,32 +54,34 @@ def measure(tree: Path) -> dict[str, list[float]]:
     return json.loads(done.stdout)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, default=None, help="another checkout")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    trees = {"this": HERE} | ({"other": args.tree.resolve()} if args.tree else {})
+def main(
+    tree: Path | None = typer.Option(None, "--tree", help="another checkout"),
+    rounds: int = typer.Option(3, "--rounds"),
+) -> None:
+    """fast's median latency at four sizes, this checkout (and --tree another, alternating)."""
+    sys.path.insert(0, str(HERE))
+    from allocator.core.markdown import table
+
+    trees = {"this": HERE} | ({"other": tree.resolve()} if tree else {})
     runs: dict[str, list[dict]] = {k: [] for k in trees}
-    for _ in range(args.rounds):
-        for name, tree in trees.items():
-            runs[name].append(measure(tree))
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.rounds} rounds, alternating; "
+    for _ in range(rounds):
+        for name, root in trees.items():
+            runs[name].append(measure(root))
+    print(f"load average {os.getloadavg()[0]:.1f}; {rounds} rounds, alternating; "
           "median ms of the rounds' medians")
-    head = "| case | this ms | this objective |"
-    if args.tree:
-        head += " other ms | other objective | other / this |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
+    head = ["case", "this ms", "this objective"]
+    if tree:
+        head += ["other ms", "other objective", "other / this"]
+    rows = []
     for case in runs["this"][0]:
         ms = statistics.median(r[case][0] for r in runs["this"])
-        line = f"| {case} | {ms:.2f} | {runs['this'][0][case][1]:.2f} |"
-        if args.tree:
+        rows.append([case, f"{ms:.2f}", f"{runs['this'][0][case][1]:.2f}"])
+        if tree:
             other = statistics.median(r[case][0] for r in runs["other"])
-            line += (f" {other:.2f} | {runs['other'][0][case][1]:.2f} "
-                     f"| x{other / ms:.1f} |")
-        print(line)
+            rows[-1] += [f"{other:.2f}", f"{runs['other'][0][case][1]:.2f}",
+                         f"x{other / ms:.1f}"]
+    print(table(head, rows), end="")
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

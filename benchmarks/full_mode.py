@@ -1,6 +1,6 @@
 """Full mode on the benchmark scenarios, run alone: `python benchmarks/full_mode.py`.
 
-How far `fast` is from the optimum per scenario (allocator.bench_full, which
+How far `fast` is from the optimum per scenario (benchmarks/bench_full.py, which
 `gpuplan bench --full` also prints), with the machine, the commit the policies come
 from, the command and the load average around it; `--diagnose` splits each loss between
 realtime layout and batch order, `--bounds` adds the two relaxations' bounds
@@ -9,33 +9,32 @@ realtime layout and batch order, `--bounds` adds the two relaxations' bounds
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
+import typer
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.bench_full import (  # noqa: E402
+from allocator.core.markdown import table  # noqa: E402
+from allocator.model import Scenario  # noqa: E402
+from benchmarks.bench_full import (  # noqa: E402
     bound_rows,
     bounds_markdown,
     full_markdown,
     full_rows,
 )
-from allocator.model import Scenario  # noqa: E402
 
 
 def _load(directory: Path) -> list[Scenario]:
-    from allocator.scenario_io import load_scenario
+    from allocator.scenario_io import load_scenario_dir
     from allocator.scenarios import SPECS, generate
 
-    files = sorted(directory.glob("*.json"))
-    if not files:  # the files are generated; the generator is the source of truth
+    if not any(directory.glob("*.json")):  # the files are generated; the generator rules
         return [generate(name) for name in SPECS]
-    order = list(SPECS)
-    loaded = [load_scenario(f) for f in files]
-    return sorted(loaded, key=lambda s: (order.index(s.name) if s.name in order else 99, s.name))
+    return load_scenario_dir(directory)
 
 
 def _code_version() -> str:
@@ -54,45 +53,43 @@ def _code_version() -> str:
     return f"allocator/policies at {commit}" + (" with uncommitted edits" if dirty else "")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="?", default="data/scenarios", type=Path,
-                        help="directory of scenario JSON (default data/scenarios; when "
-                             "empty, the seven generated benchmark scenarios)")
-    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
-    parser.add_argument("--solver", default="highs", help="highs | cbc")
-    parser.add_argument("--only", nargs="*", default=None, help="scenario names to keep")
-    parser.add_argument("--diagnose", action="store_true",
-                        help="also solve with fast's realtime cells fixed (loss: realtime "
-                             "layout vs batch order)")
-    parser.add_argument("--bounds", action="store_true",
-                        help="also tabulate the block-capacity and LP relaxation bounds")
-    args = parser.parse_args(argv)
-    scenarios = _load(args.scenarios)
-    if args.only:
-        scenarios = [s for s in scenarios if s.name in args.only]
-    from allocator.bench import machine
+def main(
+    scenarios_dir: Path = typer.Argument(Path("data/scenarios"),
+                                         help="directory of scenario JSON (when empty, the "
+                                              "seven generated benchmark scenarios)"),
+    time_limit: float = typer.Option(30.0, "--time-limit", help="seconds per solve"),
+    solver: str = typer.Option("highs", "--solver", help="highs | cbc"),
+    only: list[str] | None = typer.Option(None, "--only",
+                                          help="a scenario name to keep (repeat for more)"),
+    diagnose: bool = typer.Option(False, "--diagnose",
+                                  help="also solve with fast's realtime cells fixed (loss: "
+                                       "realtime layout vs batch order)"),
+    bounds: bool = typer.Option(False, "--bounds",
+                                help="also tabulate the block-capacity and LP relaxation "
+                                     "bounds"),
+) -> None:
+    """fast against the optimum per scenario, with the machine, code and command."""
+    scenarios = _load(scenarios_dir)
+    if only:
+        scenarios = [s for s in scenarios if s.name in only]
+    from benchmarks.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
     print(f"Code: {_code_version()}\n")
-    extra = (" --only " + " ".join(args.only) if args.only else "") + \
-        (" --bounds" if args.bounds else "") + (" --diagnose" if args.diagnose else "")
-    print(f"Command: `python benchmarks/full_mode.py --time-limit {args.time_limit:g}"
-          f" --solver {args.solver}{extra}`\n")
-    rows = full_rows(scenarios, time_limit=args.time_limit, solver=args.solver,
-                     diagnose=args.diagnose)
+    extra = "".join(f" --only {name}" for name in only or ()) + \
+        (" --bounds" if bounds else "") + (" --diagnose" if diagnose else "")
+    print(f"Command: `python benchmarks/full_mode.py --time-limit {time_limit:g}"
+          f" --solver {solver}{extra}`\n")
+    rows = full_rows(scenarios, time_limit=time_limit, solver=solver, diagnose=diagnose)
     print(full_markdown(rows))
-    if args.diagnose:
-        print("| scenario | fast | best with fast's realtime cells | optimum or best |\n"
-              "|---|---:|---:|---:|")
-        for r in rows:
-            print(f"| {r['scenario']} | {r['fast']:.2f} | {r['best_with_fast_realtime']} "
-                  f"| {r['full']:.2f} |")
-        print()
-    if args.bounds:
-        print(bounds_markdown(bound_rows(scenarios, time_limit=args.time_limit)))
+    if diagnose:
+        print(table(["scenario", "fast", "best with fast's realtime cells", "optimum or best"],
+                    [[r["scenario"], f"{r['fast']:.2f}", r["best_with_fast_realtime"],
+                      f"{r['full']:.2f}"] for r in rows], ["---", "---:", "---:", "---:"]))
+    if bounds:
+        print(bounds_markdown(bound_rows(scenarios, time_limit=time_limit)))
     print(f"Load average at end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

@@ -6,32 +6,71 @@ data/quality, or with `--solve` the set regenerated and solved again (minutes):
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from allocator import grid as gridlib  # noqa: E402
+from allocator import quality  # noqa: E402
 from allocator.policies import POLICIES  # noqa: E402
-from allocator.quality import DIR, load_cases, shares, solve_set, summarize  # noqa: E402
+from allocator.scenario_io import scenario_to_dict  # noqa: E402
+
+SEEDS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solve", action="store_true",
-                        help="regenerate data/quality and solve every scenario (minutes)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
-    parser.add_argument("--dir", type=Path, default=DIR)
-    args = parser.parse_args(argv)
-    if args.solve:
-        solve_set(args.dir, time_limit=args.time_limit)
-    cases = load_cases(args.dir)
+def solve_set(directory: Path = quality.DIR, seeds: Sequence[int] = SEEDS,
+              time_limit: float = 60.0) -> dict[str, dict]:
+    """Generate the scenarios, solve each with the MILP, write the JSON files and optima."""
+    import importlib
+
+    from allocator.scenarios import SPECS, generate
+
+    full = importlib.import_module("allocator.policies.full").full
+    directory.mkdir(parents=True, exist_ok=True)
+    records: dict[str, dict] = {}
+    for seed in seeds:
+        for name in SPECS:
+            if name == "scale":
+                continue
+            scenario = generate(name, seed)
+            quality.case_file(directory, seed, name).write_text(
+                json.dumps(scenario_to_dict(scenario), indent=1) + "\n", encoding="utf-8")
+            result = full(scenario, time_limit=time_limit)
+            grid, report = result.grid, result.solve
+            best = gridlib.objective(scenario, grid)
+            records[quality.case_key(seed, name)] = {
+                "status": report.status,
+                "optimum": round(best, 6) if report.status == "optimal" else None,
+                "best_found": round(best, 6),
+                "best_bound": report.best_bound,
+                "gap": report.gap,
+            }
+            print(quality.case_key(seed, name), records[quality.case_key(seed, name)], flush=True)
+    (directory / quality.OPTIMA).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
+
+
+def main(
+    solve: bool = typer.Option(False, "--solve", help="regenerate data/quality and solve "
+                                                      "every scenario (minutes)"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds per solve"),
+    directory: Path = typer.Option(quality.DIR, "--dir"),
+) -> None:
+    """Every policy's share of the proven optima (with --solve, the set solved again)."""
+    if solve:
+        solve_set(directory, time_limit=time_limit)
+    cases = quality.load_cases(directory)
     for policy in ("fast", "priority", "fifo"):
-        s = summarize(shares(POLICIES[policy], cases))
+        s = quality.summarize(quality.shares(POLICIES[policy], cases))
         print(f"{policy}: {s.n} cases, mean {s.mean:.2%}, min {s.minimum:.2%}, "
               f"below 97% {s.below_97}")
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

@@ -10,13 +10,14 @@ before/after ratio comes from one run on one machine:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import typer
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -34,28 +35,28 @@ def one_run(tree: Path, scenario: str, policy: str, out: str) -> float:
     return time.perf_counter() - began
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", nargs="?", default="data/scenarios/mixed-control.json")
-    parser.add_argument("--policy", default="fast")
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--tree", type=Path, default=None,
-                        help="another checkout to time against this one")
-    args = parser.parse_args()
-    trees = {"this": HERE} | ({"other": args.tree.resolve()} if args.tree else {})
+def main(
+    scenario: str = typer.Argument("data/scenarios/mixed-control.json"),
+    policy: str = typer.Option("fast", "--policy"),
+    runs: int = typer.Option(15, "--runs"),
+    tree: Path | None = typer.Option(None, "--tree",
+                                     help="another checkout to time against this one"),
+) -> None:
+    """Median whole-process wall time of `gpuplan plan` (and of --tree, interleaved)."""
+    trees = {"this": HERE} | ({"other": tree.resolve()} if tree else {})
     out = "/tmp/gpuplan_plan_wall.json"
     samples: dict[str, list[float]] = {k: [] for k in trees}
-    for _ in range(args.runs):
-        for name, tree in trees.items():
-            samples[name].append(one_run(tree, args.scenario, args.policy, out))
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs each, interleaved")
+    for _ in range(runs):
+        for name, root in trees.items():
+            samples[name].append(one_run(root, scenario, policy, out))
+    print(f"load average {os.getloadavg()[0]:.1f}; {runs} runs each, interleaved")
     for name, values in samples.items():
         print(f"{name} ({trees[name]}): median {1000 * statistics.median(values):.0f} ms, "
               f"min {1000 * min(values):.0f} ms")
-    if args.tree:
+    if tree:
         ratio = statistics.median(samples["this"]) / statistics.median(samples["other"])
         print(f"this / other: {ratio:.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)

@@ -8,7 +8,7 @@ and shaped to its swap limit. It is the forecast an operator writes on a whitebo
 many GPU-hours; the profile should hold markedly fewer at a comparable shortfall
 (`tests/test_quality.py` checks it on the ServeGen week).
 
-The replay matches `forecasting.profile_eval.replay`: every hour, forecast the next
+The replay matches `benchmarks/profile_eval.py`'s replay: every hour, forecast the next
 `horizon` hours, shape them from what is held now, hold the first step (moving at most
 the swap limit), then observe the hour.
 """

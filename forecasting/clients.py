@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
 from forecasting.traffic import SERVEGEN_ANCHOR, ServiceConfig, read_table
 
 CLIENT_COLUMNS = ("hour", "pool", "client", "requests")
@@ -69,7 +70,7 @@ def clients_wide(rows: pd.DataFrame, anchor: str = SERVEGEN_ANCHOR) -> pd.DataFr
     """
     wide = rows.pivot(index="hour", columns="service", values="requests")
     wide = wide.reindex(range(int(rows["hour"].max()) + 1)).fillna(0.0)
-    wide.index = pd.Timestamp(anchor) + pd.to_timedelta(wide.index, unit="h")
+    wide.index = parse_time(anchor, "anchor") + pd.to_timedelta(wide.index, unit="h")
     wide.index.name = "hour"
     return wide
 

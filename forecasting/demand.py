@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from allocator.core.envelope import swap_envelope
 from allocator.core.errors import InputError
 from allocator.core.limits import MAX_DEMAND
+from allocator.core.timeparse import to_utc
 from forecasting.traffic import ServiceConfig
 
 if TYPE_CHECKING:
@@ -73,41 +75,29 @@ def capped_gpus(upper_requests: np.ndarray | Sequence[float], config: ServiceCon
 def ceiling_curve(cap: np.ndarray | Sequence[int], swap_limit: int) -> np.ndarray:
     """The largest list <= `cap` whose steps change by at most `swap_limit`.
 
-    The lower envelope min_j(cap[j] + swap_limit * |t - j|), the mirror of `shape_demand`:
-    any curve under it, shaped by `shape_demand`, stays under it (and so under `cap`).
+    The lower envelope min_j(cap[j] + swap_limit * |t - j|), the mirror of `shape_demand`
+    (the swap envelope of -cap, negated): any curve under it, shaped by `shape_demand`,
+    stays under it (and so under `cap`).
     """
-    out = np.array(cap, dtype=np.int64)
-    for t in range(len(out) - 2, -1, -1):
-        out[t] = min(out[t], out[t + 1] + swap_limit)
-    for t in range(1, len(out)):
-        out[t] = min(out[t], out[t - 1] + swap_limit)
-    return out
+    flipped = [-int(c) for c in np.asarray(cap, dtype=np.int64).tolist()]
+    return -np.array(swap_envelope(flipped, swap_limit), dtype=np.int64)
 
 
 def shape_demand(raw: Sequence[int] | np.ndarray, swap_limit: int,
                  current: int | None = None) -> list[int]:
     """The smallest list >= `raw` whose steps change by at most `swap_limit`.
 
-    It is the upper envelope max_j(raw[j] - swap_limit * |t - j|): a backward pass raises
-    each step to within reach of the next (rising early), a forward pass keeps each step
-    within reach of the previous (falling slowly). With `current` (GPUs held just before
-    step 0) the list also falls from it no faster than the limit allows.
+    It is the swap envelope max_j(raw[j] - swap_limit * |t - j|) (allocator.core.envelope,
+    the curve the allocator follows too): rising early before a peak, falling slowly
+    after, and with `current` (GPUs held just before step 0) falling from it no faster
+    than the limit allows.
     """
     if swap_limit < 0:
         raise ValueError("swap_limit must be >= 0")
     out = [int(x) for x in raw]
     if any(x < 0 for x in out):
         raise ValueError("raw demand must be >= 0")
-    if not out:
-        return out
-    for t in range(len(out) - 2, -1, -1):
-        out[t] = max(out[t], out[t + 1] - swap_limit)
-    previous = current
-    for t in range(len(out)):
-        if previous is not None:
-            out[t] = max(out[t], previous - swap_limit)
-        previous = out[t]
-    return out
+    return swap_envelope(out, swap_limit, current)
 
 
 def hold_next(raw: np.ndarray, swap_limit: int, previous: int | None) -> int:
@@ -132,8 +122,7 @@ def demand_for_services(model: DemandProfile, services: Mapping[str, ServiceConf
     _, upper = model.forecast(start, steps, step_minutes)
     index = {s: i for i, s in enumerate(model.services_)}
     step = pd.Timedelta(minutes=step_minutes)
-    when = pd.Timestamp(start)
-    when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    when = to_utc(start, "start")
     ahead = [int((when + step * j - model.last_hour_) / pd.Timedelta(hours=1)) - 1
              for j in range(steps)]
     peaks = np.stack([model.trailing_peak(a) for a in ahead], axis=1)

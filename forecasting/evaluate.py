@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from allocator.core.markdown import table as markdown_table
 from forecasting.memory import min_training_gpus
 from forecasting.published import published_frame
 from forecasting.quantization import QuantizationCostEstimator, booked_gpu_hours
@@ -208,9 +209,7 @@ def to_markdown(report: Report, command: str) -> str:
 
     def table(df: pd.DataFrame) -> list[str]:
         df = _fmt(df).astype(str)
-        lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-        lines += ["| " + " | ".join(r) + " |" for r in df.itertuples(index=False)]
-        return [*lines, ""]
+        return [*markdown_table(list(df.columns), df.itertuples(index=False)).splitlines(), ""]
 
     if report.training is not None:
         parts += ["## Training cost (GPU-hours; `base_` = size-only power law)", "",

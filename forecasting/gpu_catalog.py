@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from allocator.core import readers
 from allocator.core.errors import InputError
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "gpu_catalog.csv"
@@ -47,12 +48,7 @@ def spelling_key(name: str) -> str:
 def read_catalog(path: str | Path) -> pd.DataFrame:
     """One catalogue file, checked: InputError naming file, row and field."""
     path = Path(path)
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError("no such GPU catalogue", file=str(path)) from None
-    except Exception as err:  # any parser failure is the same for the user
-        raise InputError(f"unreadable: {type(err).__name__}: {err}", file=str(path)) from None
+    df = readers.read_table(path, dtype=str, blank_is_missing=False)
     for col in COLUMNS:
         if col not in df.columns:
             raise InputError("missing column of a GPU catalogue", file=str(path), field=col)

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from allocator.core import readers
 from allocator.core.errors import InputError
-from allocator.core.limits import MAX_TABLE_BYTES, check_file_size, check_separator
 from forecasting.columns import (
     ALGORITHMS,
     GPUS,
@@ -32,27 +32,11 @@ from forecasting.gpu_catalog import canonical, known_types
 
 
 def read_table(path: str | Path, *, as_text: bool = False) -> pd.DataFrame:
-    """A CSV or Parquet file (by extension) as a DataFrame; InputError if unreadable.
+    """A CSV or Parquet file (allocator.core.readers); InputError naming the file.
 
     as_text keeps CSV cells as written (blank = missing), so that a scored copy of
     a file changes only the columns it adds."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".parquet", ".pq"):
-        raise InputError("expected a .csv or .parquet file", file=str(path))
-    check_file_size(path, MAX_TABLE_BYTES)
-    try:
-        if suffix == ".csv":
-            frame = pd.read_csv(path, dtype=str if as_text else {"id": str})
-            check_separator(list(frame.columns), path)
-            return frame
-        return pd.read_parquet(path)
-    except InputError:
-        raise
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except Exception as err:  # any parser failure is the same for the user: unreadable
-        raise InputError(f"unreadable: {type(err).__name__}: {err}", file=str(path)) from None
+    return readers.read_table(path, dtype=str if as_text else {"id": str})
 
 
 def row_ids(df: pd.DataFrame) -> list[str]:

@@ -14,8 +14,8 @@ and data handling): one micro-step per sample unpacked, per seq_len tokens packe
 weights): Qwen's profile shows Q-LoRA 2.5x slower than LoRA at 256 tokens and as fast
 at 8192, a per-step cost, not a lower MFU.
 
-The constants were set on the calibration half of the real runs (forecasting.real_runs,
-`python -m forecasting.real_runs --calibrate`), never on the report half. The
+The constants were set on the calibration half of the real runs (benchmarks/real_runs.py,
+`python -m benchmarks.real_runs --calibrate`), never on the report half. The
 estimator learns the log-residual over this prior, so a job outside its history
 (a new size, packing, a new GPU type) falls back to the physics rather than to the
 nearest leaf of a tree.
@@ -28,7 +28,7 @@ import pandas as pd
 
 from forecasting.gpu_catalog import GPUS
 
-# Set by `python -m forecasting.real_runs --calibrate` on the calibration runs.
+# Set by `python -m benchmarks.real_runs --calibrate` on the calibration runs.
 MFU_FULL = 0.3499
 MFU_LORA = 0.6254
 STEP_SECONDS_PER_B = 0.0287  # every micro-step, per billion active parameters

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_times
 from forecasting.traffic import GAP_FRACTION, GAP_MIN_COUNT, hourly, validate_traffic
 
 WEEK = 168
@@ -495,7 +496,7 @@ class DemandProfile(BaseEstimator):
 
     def _rows(self, X: pd.DataFrame, upper: bool) -> np.ndarray:
         check_is_fitted(self, "services_")
-        stamps = pd.to_datetime(X["timestamp"], utc=True, format="ISO8601")
+        stamps = parse_times(X["timestamp"], "timestamp")
         out = np.empty(len(X))
         for service, idx in X.groupby("service", sort=False).indices.items():
             if service not in self._index:
@@ -627,8 +628,6 @@ def _consecutive_hours(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def _utc(value: pd.Timestamp | str) -> pd.Timestamp:
-    if isinstance(value, pd.Timestamp):
-        return value.tz_localize("UTC") if value.tzinfo is None else value.tz_convert("UTC")
-    from allocator.core.timeparse import parse_time
+    from allocator.core.timeparse import to_utc
 
-    return parse_time(value, "start")
+    return to_utc(value, "start")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from allocator.core import limits
+from allocator.core import limits, readers
 from allocator.core.errors import InputError
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -59,26 +59,19 @@ class ProfileFile:
     @classmethod
     def from_json(cls, text: str, path: str | Path = "PROFILE.json") -> ProfileFile:
         """Parse and check every field; InputError naming the file and field otherwise."""
-        try:
-            doc = json.loads(text, parse_constant=_no_constant)
-        except (ValueError, RecursionError) as err:
-            raise InputError(f"not valid JSON: {err}", file=str(path)) from None
+        return cls._checked(readers.parse_json(text, str(path)), path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> ProfileFile:
+        """The file through the one JSON reader (allocator.core.readers), then checked."""
+        return cls._checked(readers.read_json(path), path)
+
+    @classmethod
+    def _checked(cls, doc: object, path: str | Path) -> ProfileFile:
         try:
             return _document(doc)
         except InputError as err:
             raise err.located(str(path)) from None
-
-    @classmethod
-    def read(cls, path: str | Path) -> ProfileFile:
-        path = Path(path)
-        limits.check_file_size(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError("file not found", file=str(path)) from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"cannot read: {err}", file=str(path)) from None
-        return cls.from_json(text, path)
 
 
 def rounded(values: Iterable[float]) -> tuple[float, ...]:
@@ -126,10 +119,6 @@ def _service_dict(s: ServiceProfile) -> dict:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not allowed")
 
 
 def _keys(doc: object, names: list[str], where: str = "") -> dict:

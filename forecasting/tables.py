@@ -1,12 +1,14 @@
 """The estimator tables as Markdown: shares as percentages, other floats to three places.
 
 Shared by the experiments that print them (benchmarks/estimator_tables.py,
-forecasting.real_runs and forecasting.published).
+benchmarks/real_runs.py and forecasting.published).
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from allocator.core.markdown import table
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -16,6 +18,4 @@ def markdown(df: pd.DataFrame) -> str:
             out[col] = out[col].map(lambda v: f"{100 * v:.1f}%")
         elif out[col].dtype.kind == "f":
             out[col] = out[col].map(lambda v: f"{v:.3f}")
-    lines = ["| " + " | ".join(out.columns) + " |", "|" + "---|" * len(out.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in out.to_numpy()]
-    return "\n".join(lines)
+    return table(list(out.columns), out.to_numpy()).removesuffix("\n")  # callers print it

@@ -7,18 +7,16 @@ wide frame this module builds, so the messy parts of real traces are handled onc
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from allocator.core import limits
+from allocator.core import limits, readers
 from allocator.core.errors import InputError
 from allocator.core.timeparse import parse_times
 
@@ -50,23 +48,8 @@ class ServiceConfig:
 
 
 def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """CSV or Parquet by extension (FORECASTING.md); a gzipped CSV is accepted too."""
-    path = Path(path)
-    name = path.name.lower()
-    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
-    try:
-        if name.endswith((".csv", ".csv.gz")):
-            frame = pd.read_csv(path, dtype={"service": str}, keep_default_na=True)
-            limits.check_separator(list(frame.columns), path)
-            return frame
-        if name.endswith((".parquet", ".pq")):
-            return pd.read_parquet(path)
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (ValueError, OSError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read table: {' '.join(str(err).split())}", file=str(path)
-                         ) from None
-    raise InputError("expected a .csv, .csv.gz or .parquet file", file=str(path))
+    """CSV (gzipped too) or Parquet by extension (FORECASTING.md), services as strings."""
+    return readers.read_table(path, dtype={"service": str})
 
 
 def load_traffic(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -178,22 +161,11 @@ _SERVICE_FIELDS = {
 
 def load_services(path: str | os.PathLike[str]) -> dict[str, ServiceConfig]:
     """Read SERVICES.json into frozen configs keyed by service, in file order."""
-    path = Path(path)
-    limits.check_file_size(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as err:
-        raise InputError(f"not valid JSON: {err}", file=str(path)) from None
+    doc = readers.read_json(path)
     try:
         return parse_services(doc)
     except InputError as err:
         raise err.located(str(path)) from None
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed")
 
 
 def parse_services(doc: object) -> dict[str, ServiceConfig]:

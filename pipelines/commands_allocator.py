@@ -1,23 +1,19 @@
-"""Allocator commands: plan, check, show, scenarios (their work: pipelines/plan_one.py), bench."""
+"""Allocator commands: plan, check, show, scenarios (their work: pipelines/plan_one.py); bench
+and bench-compare run the checkout's benchmarks package (pipelines/checkout.py)."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from allocator import bench as benchlib
-from allocator.core import atomic
 from allocator.core.errors import InputError
 from allocator.scenario_io import load_scenario_dir
-from pipelines import outset
+from pipelines.checkout import benchmarks
 from pipelines.cliutil import input_errors
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
-from pipelines.plan_one import picture as _picture  # bench draws its grids as plan does
 
 if TYPE_CHECKING:  # rich loads only for the bench's progress display
     from rich.console import Console
@@ -146,10 +142,11 @@ def bench(
                                              help="--quality: the first N seeds only."),
 ) -> None:
     """Every policy on the benchmark scenarios: the article's table, as Markdown and CSV."""
+    with input_errors():
+        benchlib = benchmarks("bench")
     if quality is not None:
-        from allocator import bench_quality
-
         with input_errors():
+            bench_quality = benchmarks("bench_quality")
             if quality not in ("tuning", "test"):
                 raise InputError("--quality takes tuning or test", field="--quality")
         command = (f"gpuplan bench --quality {quality} --quality-gpus {quality_gpus}"
@@ -165,68 +162,27 @@ def bench(
         _bench_scale(console, out_dir, max_gpus, bound_seconds, bound_max_gpus, record_dir)
         return
     loaded = load_dir(scenario_dir)
-    with console.status("planning the benchmark scenarios"):
-        results = benchlib.run(loaded, repeats=repeats)
-    sections = [f"Machine: {benchlib.machine()}", "",
-                f"Command: `gpuplan bench --repeats {repeats}`", ""]
-    all_rows = []
-    for baseline in benchlib.BASELINES:
-        table = benchlib.rows(results, baseline)
-        all_rows.extend(table)
-        sections.append(benchlib.markdown(table, f"fast vs {baseline}"))
-    if full:
-        from allocator.bench_full import full_markdown, full_rows
-
-        with console.status("solving the MILP per scenario"):
-            frows = full_rows(loaded, time_limit=time_limit)
-        sections.append(full_markdown(frows))
-    report = "\n".join(sections)
-    with input_errors(), outset.output_set(out_dir, "bench") as stage:  # the tables as one set
-        atomic.write_text(stage / "bench.md", report)
-        _write_csv(stage / "bench.csv", all_rows)
-        if full:
-            _write_csv(stage / "bench_full.csv", frows)
-        if png:
-            from allocator.render import render_png
-
-            for r in results:
-                pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
-                atomic.write_bytes(stage / f"{r.scenario.name}.png",
-                                   render_png(pair, **_picture(r.scenario)))
+    with input_errors():
+        report = benchlib.write_bench(out_dir, loaded, repeats, full=full, time_limit=time_limit,
+                                      png=png, status=console.status)
     console.print(report)
     console.print(f"wrote {out_dir / 'bench.md'} and {out_dir / 'bench.csv'}")
-
-
-def _write_csv(path: Path, table: list[dict]) -> None:
-    if not table:
-        return
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(table[0]))
-    writer.writeheader()
-    writer.writerows(table)
-    atomic.write_text(path, buf.getvalue())
 
 
 def _bench_scale(console: Console, out_dir: Path, max_gpus: int, bound_seconds: float,
                  bound_max_gpus: int, record_dir: Path) -> None:
     from rich.progress import Progress
 
-    from allocator import bench_scale
-
-    cases = [c for c in bench_scale.all_cases() if c.gpus <= max_gpus]
+    with input_errors():
+        bench_scale = benchmarks("bench_scale")
     with Progress(console=console) as progress:
-        task = progress.add_task("scale benchmark", total=len(cases))
-        record = bench_scale.run(cases, bound_seconds, bound_max_gpus,
-                                 progress=lambda case: progress.advance(task))
-    stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
-    atomic.write_text(record_dir / f"{stamp}.json", atomic.json_text(record, indent=1) + "\n")
-    text = bench_scale.markdown(record)
-    atomic.write_text(out_dir / "scale.md", text)
-    _write_csv(out_dir / "scale.csv", record["rows"])
-    atomic.write_bytes(out_dir / "scale.png", bench_scale.plot_png(record))
+        task = progress.add_task("scale benchmark", total=None)
+        text, kept = bench_scale.run_and_record(
+            out_dir, record_dir, max_gpus, bound_seconds, bound_max_gpus,
+            progress=lambda case: progress.advance(task),
+            started=lambda n: progress.update(task, total=n))
     console.print(text)
-    console.print(f"wrote {out_dir / 'scale.md'}, scale.csv, scale.png and the record "
-                  f"{record_dir / (stamp + '.json')}")
+    console.print(f"wrote {out_dir / 'scale.md'}, scale.csv, scale.png and the record {kept}")
 
 
 def bench_compare(
@@ -235,8 +191,8 @@ def bench_compare(
     record_dir: Path = typer.Option(Path("benchmarks/scale"), "--record-dir"),
 ) -> None:
     """Latency ratio of one scale record to an earlier one (> 1 means slower)."""
-    from allocator import bench_scale
-
+    with input_errors():
+        bench_scale = benchmarks("bench_scale")
     records = sorted(record_dir.glob("*.json"))
     if new is None or old is None:
         with input_errors(str(record_dir)):

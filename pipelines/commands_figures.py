@@ -1,4 +1,5 @@
-"""CLI for the published figures: `gpuplan figures [--check] [--quick]` (pipelines/figures.py)."""
+"""CLI for the published figures: `gpuplan figures [--check] [--quick]` (benchmarks/figures.py,
+loaded from the checkout by pipelines/checkout.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ def figures(
                                help="Only the quick tier (no replays): seconds."),
 ) -> None:
     """Regenerate every figure block in README.md, BENCHMARKS.md and docs/*.md."""
-    from pipelines import figures as figs
+    from pipelines.checkout import benchmarks
+    from pipelines.cliutil import input_errors
 
+    with input_errors():
+        figs = benchmarks("figures")
     try:
         status = figs.run(check=check, quick=quick, log=typer.echo)
     except KeyError as err:

@@ -1,8 +1,8 @@
-"""CLI for the real-time demand profile: `profile`, `profile-eval`, `profile-servegen`."""
+"""CLI for the real-time demand profile: `profile`, `profile-servegen`; `profile-eval` and
+`profile-clients` run the checkout's replays (benchmarks/, loaded by pipelines/checkout.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +11,7 @@ import typer
 from allocator.core import limits
 from allocator.core.atomic import write_text
 from allocator.core.errors import InputError
+from pipelines.checkout import benchmarks
 from pipelines.cliutil import input_errors
 from pipelines.home import out_dir as out_dir_default
 
@@ -76,60 +77,14 @@ def profile_eval(
                                help="Only time fitting and updating 100 services; no replay."),
 ) -> None:
     """Fit on the first week, replay the rest hour by hour; write table and plot."""
-    from forecasting import profile_eval as ev
-    from forecasting.profile import DemandProfile
-    from forecasting.traffic import hourly, load_services, load_traffic
-
-    if bench:
-        result = ev.bench()
-        _write_table(pd.DataFrame([result]), out_dir / "profile_bench")
-        for key, value in result.items():
-            typer.echo(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
-        return
     with input_errors():
-        limits.finite(quantile, "--quantile", low=0.5, high=0.999)
-        configs = load_services(services)
-        wide = hourly(load_traffic(traffic))
-        if not any(name in wide.columns for name in configs):
-            raise InputError("no traffic for any configured service", file=str(traffic),
-                             field="service")
-        if len(wide) <= 24 * fit_days:
-            raise InputError(f"{len(wide)} hours of traffic leave nothing to replay after "
-                             f"{fit_days} fit days", file=str(traffic), field="timestamp")
-        if select and fit_days < 5:
-            raise InputError("--select fits 4 days and replays the rest of the fit week: "
-                             "needs --fit-days >= 5", field="fit_days")
-    from pipelines import outset
-
-    with input_errors(), outset.output_set(out_dir, "profile-eval") as stage:  # one set
-        results = ev.replay(wide, configs, fit_hours=24 * fit_days,
-                            model=DemandProfile(quantile=quantile))
-        table = ev.metrics(results, quantile)
-        _write_table(table, stage / "profile_eval", ev.markdown(table, quantile))
-        ev.plot(results, str(stage / "profile_eval.png"),
-                title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
-        verdict = ev.targets(table)
-        _write_table(verdict, stage / "profile_targets")
-        typer.echo(ev.markdown(table, quantile))
-        typer.echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        if select:
-            grid = ev.select(wide.iloc[: 24 * fit_days], configs, quantile)
-            _write_table(grid, stage / "profile_select")
-            typer.echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-            chosen = ev.best(grid, quantile)
-            typer.echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
-                f"{k}={chosen[k]:g}" for k in ev.SELECT_GRID))
-        if compare:
-            table = ev.compare_methods(wide, quantile, fit_hours=24 * fit_days)
-            _write_table(table, stage / "profile_methods")
-            typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        ev = benchmarks("profile_eval")
+        if bench:
+            ev.write_speed(out_dir, typer.echo)
+            return
+        ev.write_eval(traffic, services, out_dir, fit_days=fit_days, quantile=quantile,
+                      with_select=select, with_compare=compare, echo=typer.echo)
     typer.echo(f"wrote {out_dir}/profile_eval.md, .csv, .png")
-
-
-def _write_table(table: pd.DataFrame, stem: Path, md: str | None = None) -> None:
-    write_text(stem.with_suffix(".csv"), table.to_csv(index=False, float_format="%.10g"))
-    if md is not None:
-        write_text(stem.with_suffix(".md"), md)
 
 
 def profile_servegen(
@@ -177,51 +132,10 @@ def profile_clients(
 ) -> None:
     """Replay days 8-14 of the ServeGen clients hour by hour against static peak,
     seasonal maximum and seasonal naive; write the per-client table and the aggregate."""
-    from forecasting import client_eval as ce
-    from forecasting.clients import clients_wide, load_clients
-    from forecasting.profile import DemandProfile
-    from forecasting.traffic import hourly, load_services, load_traffic
-    from pipelines.plan_day import read_json
-
     with input_errors():
-        if which not in ("reported", "tuning"):
-            raise InputError("expected reported or tuning", field="set")
-        selection = read_json(clients / "selection.json")
-        names = selection.get(which) if isinstance(selection, dict) else None
-        if not isinstance(names, list) or not names:
-            raise InputError(f"no {which!r} list", file=str(clients / "selection.json"),
-                             field=which)
-        configs = load_services(clients / "services.json")
-        if lift_ceiling:
-            configs = {n: replace(c, growing=True) for n, c in configs.items()}
-        unsized = [n for n in names if n not in configs]
-        if unsized:
-            raise InputError("selected but not in services.json", job=unsized[0],
-                             file=str(clients / "services.json"), field="service")
-        wide = clients_wide(load_clients(str(clients / "servegen_clients.csv")))
-        absent = [n for n in names if n not in wide.columns]
-        if absent:
-            raise InputError("selected but has no rows", job=absent[0],
-                             file=str(clients / "servegen_clients.csv"), field="client")
-        pooled = None
-        if pools and which == "reported":
-            pooled = (hourly(load_traffic(DEFAULT_TRAFFIC)), load_services(DEFAULT_SERVICES))
-    def run(frame: pd.DataFrame, sized: dict) -> pd.DataFrame:
-        if day_ahead:
-            return ce.metrics(ce.replay_day_ahead(frame, sized, quantile=quantile, floor=floor))
-        return ce.metrics(ce.replay(frame, sized,
-                                    model=DemandProfile(quantile=quantile, floor=floor)))
-
-    table = run(wide[names], {n: configs[n] for n in names})
-    summary = ce.aggregate(table)
-    text = ce.markdown(table, summary)
-    if pooled is not None:
-        pool_table = run(pooled[0], pooled[1])
-        text += "\nPooled series (" + DEFAULT_TRAFFIC + "):\n\n" + ce.markdown(
-            pool_table, ce.aggregate(pool_table))
-        table = pd.concat([table, pool_table], ignore_index=True)
-    stem = out_dir / f"profile_clients_{which}{'_day_ahead' if day_ahead else ''}"
-    _write_table(table, stem, text)
-    _write_table(summary, stem.with_name(stem.name + "_summary"))
-    typer.echo(text)
+        ce = benchmarks("client_eval")
+        stem = ce.write_clients(clients, which, pools=pools, quantile=quantile, floor=floor,
+                                day_ahead=day_ahead, lift_ceiling=lift_ceiling,
+                                out_dir=out_dir, traffic=DEFAULT_TRAFFIC,
+                                services=DEFAULT_SERVICES, echo=typer.echo)
     typer.echo(f"wrote {stem}.md, .csv")

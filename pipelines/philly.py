@@ -58,17 +58,10 @@ class PhillyConfig:
 
 def read_philly(path: Path) -> pd.DataFrame:
     """The Pollux copy of the Philly trace (or an extract of it), columns checked."""
-    from allocator.core.limits import MAX_TABLE_BYTES, check_file_size
+    from allocator.core.readers import read_table
     from allocator.core.timeparse import parse_times
 
-    check_file_size(path, MAX_TABLE_BYTES)
-    try:
-        frame = pd.read_csv(path, dtype={"cluster": str})
-    except FileNotFoundError:
-        raise InputError("Philly trace not found", file=str(path)) from None
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError,
-            pd.errors.EmptyDataError) as err:
-        raise InputError(f"unreadable: {err}", file=str(path)) from None
+    frame = read_table(path, dtype={"cluster": str})
     need = {"timestamp", "duration", "num_gpus", "cluster"}
     if not need <= set(frame.columns):
         raise InputError(f"expected columns {sorted(need)}", file=str(path))
@@ -121,10 +114,9 @@ def map_jobs(frame: pd.DataFrame, config: PhillyConfig) -> list[SimJob]:
 
 def hourly_traffic(path: Path) -> pd.DataFrame:
     """ServeGen's 10-minute pool rates -> hourly means, one column per pool, hour index."""
-    try:
-        raw = pd.read_csv(path)
-    except FileNotFoundError:
-        raise InputError("ServeGen traffic not found", file=str(path)) from None
+    from allocator.core.readers import read_table
+
+    raw = read_table(path)
     cols = {f"{pool}_rate_rps": pool for pool, _, _ in POOLS}
     if not set(cols) <= set(raw.columns):
         raise InputError(f"expected columns {sorted(cols)}", file=str(path))

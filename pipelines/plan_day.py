@@ -18,17 +18,16 @@ from typing import Any
 
 import pandas as pd
 
-from allocator.core import atomic, limits
+from allocator.core import atomic, limits, readers
 from allocator.core.errors import InputError
+from allocator.core.readers import read_json
 from allocator.core.timeparse import parse_time
-from allocator.model import Cluster, Scenario, Weights
+from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
-
-BATCH_KINDS = ("training", "quantization", "batch_inference")
 
 
 @dataclass(frozen=True)
@@ -63,24 +62,6 @@ class DayPlans:
 
 
 # ---------------------------------------------------------------- inputs
-
-
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    limits.check_file_size(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"),
-                          parse_constant=lambda c: _raise(f"{c} is not allowed"))
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise InputError(f"not valid JSON: {err}", file=str(path)) from None
-    except RecursionError:
-        raise InputError("not valid JSON: nesting too deep", file=str(path)) from None
-
-
-def _raise(message: str) -> Any:
-    raise ValueError(message)
 
 
 @dataclass(frozen=True)
@@ -185,20 +166,7 @@ def load_running(path: str | Path | None, G: int) -> tuple[list[dict], dict[str,
 
 def read_queue(path: str | Path) -> pd.DataFrame:
     """A queue or scored queue, CSV or Parquet by extension (FORECASTING.md)."""
-    path = Path(path)
-    name = path.name.lower()
-    limits.check_file_size(path, limits.MAX_TABLE_BYTES)
-    try:
-        if name.endswith((".parquet", ".pq")):
-            return pd.read_parquet(path)
-        frame = pd.read_csv(path, dtype={"id": str})
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise InputError(f"cannot read queue: {' '.join(str(err).split())}", file=str(path)
-                         ) from None
-    limits.check_separator(list(frame.columns), path)
-    return frame
+    return readers.read_table(path, dtype={"id": str})
 
 
 def is_scored(frame: pd.DataFrame) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from allocator import policies
 from allocator.core import atomic, limits
 from allocator.core.errors import InputError
+from allocator.core.readers import read_json
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
@@ -94,19 +95,9 @@ def plan_file(a: PlanArgs) -> Plan:
 # ---------------------------------------------------------------- reading and checking plans
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not standard JSON")
-
-
 def read_plan(path: Path) -> dict:
     """A plan file: a JSON object whose grid is rows of job ids (strings) or nulls."""
-    limits.check_file_size(path)
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except FileNotFoundError:
-        raise InputError("no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise InputError(f"cannot read plan: {err}") from None
+    body = read_json(path)
     if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
         raise InputError("a plan is a JSON object with a grid", field="grid")
     cells = 0  # a ragged grid is read: whether it is legal is the checker's verdict

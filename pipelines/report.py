@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.core.markdown import table
 from allocator.explain import holders
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.plan import Plan
@@ -161,9 +162,7 @@ def hours(steps: int, step_minutes: int) -> str:
 
 
 def _table(head: list[str], rows: list[list[object]]) -> str:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    return table(head, rows).removesuffix("\n")  # the report joins its parts with newlines
 
 
 @dataclass

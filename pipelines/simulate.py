@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from allocator import grid as gridlib
+from allocator.grid import FREE
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
 from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
-
-FREE = -1
 
 
 @dataclass(frozen=True)
@@ -139,13 +139,8 @@ def build_scenario(world: World, t0: int, starts: dict[int, tuple[int, int]],
 
 def planned_starts(scenario: Scenario, grid: np.ndarray) -> dict[int, tuple[int, int]]:
     """Scenario position of each queued job the plan places -> (start, first GPU)."""
-    out = {}
-    for p, job in enumerate(scenario.jobs):
-        if isinstance(job, BatchJob) and not job.running:
-            rows, cols = np.nonzero(grid == p)
-            if len(rows):
-                out[p] = (int(rows[0]), int(cols[0]))
-    return out
+    return {i: (p.start, p.first_gpu)
+            for i, p in gridlib.placements(scenario, grid, queued_only=True).items()}
 
 
 # -- the event loop ----------------------------------------------------------------------

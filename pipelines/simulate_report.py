@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from allocator.core import atomic
+from allocator.core.markdown import table as markdown  # the tables here and of starvation
 from pipelines.simulate import Replay, SimConfig, series
 
 COLUMNS = (
@@ -31,13 +32,6 @@ COLUMNS = (
     ("plan_ms_mean", "ms/plan", lambda v: f"{v:.1f}"),
     ("violations", "moved/interrupted", lambda v: f"{v:g}"),
 )
-
-
-def markdown(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    line = "| " + " | ".join(headers) + " |"
-    rule = "|" + "|".join("---" for _ in headers) + "|"
-    body = ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join([line, rule, *body]) + "\n"
 
 
 def policy_table(metrics: Mapping[str, Mapping[str, float]],

@@ -19,11 +19,8 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from allocator.model import Scenario
+from allocator.model import BATCH_KINDS, REALTIME, Scenario
 from allocator.scenario_io import scenario_from_dict
-
-BATCH_KINDS = ("training", "batch_inference", "quantization")
-REALTIME = "realtime"
 
 
 def examples(fraction: float) -> int:

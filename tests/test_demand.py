@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator.core.errors import InputError
+from benchmarks.profile_eval import synthetic_hourly
 from forecasting.demand import demand_for_services, gpus_needed, shape_demand
 from forecasting.profile import DemandProfile
-from forecasting.profile_eval import synthetic_hourly
 from forecasting.traffic import ServiceConfig
 
 raw_lists = st.lists(st.integers(0, 40), min_size=0, max_size=48)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from allocator.core.errors import InputError
+from benchmarks.profile_eval import synthetic_hourly
 from forecasting.demand import demand_for_services, gpus_needed, shape_demand
 from forecasting.profile import DemandProfile
-from forecasting.profile_eval import synthetic_hourly
 from forecasting.traffic import ServiceConfig
 
 

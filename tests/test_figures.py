@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import figures
+from benchmarks import figures
 
 
 def test_block_markers_are_found_and_replaced_alone(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_score_without_models_or_with_an_unreadable_queue_exits_2(tmp_path):
     assert res.exit_code == 2 and "gpuplan train" in res.output
     (tmp_path / "q.txt").write_text("x")
     res = run("score", tmp_path / "q.txt", "--out", tmp_path / "s.csv", "--models", MODELS)
-    assert res.exit_code == 2 and ".csv or .parquet" in res.output
+    assert res.exit_code == 2 and "expected a .csv, .csv.gz or .parquet file" in res.output
 
 
 def test_train_on_a_bad_history_exits_2_naming_file_job_and_field(small, tmp_path):

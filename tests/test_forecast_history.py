@@ -62,7 +62,7 @@ def test_missing_column_and_unknown_extension(tmp_path):
     with pytest.raises(InputError) as err:
         load_training_history(write(df, tmp_path / "h.csv"))
     assert err.value.field == "packing"
-    with pytest.raises(InputError, match=r"\.csv or \.parquet"):
+    with pytest.raises(InputError, match=r"expected a \.csv, \.csv\.gz or \.parquet file"):
         load_training_history(tmp_path / "h.json")
     with pytest.raises(InputError, match="no such file"):
         load_training_history(tmp_path / "absent.csv")

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from allocator.core.errors import InputError
+from benchmarks.real_runs import as_queue, ratio_summary, real_runs
 from forecasting import gpu_catalog
 from forecasting.history import clean_training
 from forecasting.memory import fitting_gpus, memory_fixes, min_training_gpus
 from forecasting.prior import prior_log_hours
 from forecasting.published import PUBLISHED_BATCH, batch_table
-from forecasting.real_runs import as_queue, ratio_summary, real_runs
 from forecasting.scoring import score_queue_full
 from forecasting.store import load_estimators
 from tests.forecast_fixtures import MODELS, job
@@ -153,7 +153,7 @@ def test_bundled_models_on_published_runs_meet_the_targets(estimators):
 
 
 def test_the_report_runs_are_not_in_the_calibration_history():
-    from forecasting.real_runs import HISTORY_OUT
+    from benchmarks.real_runs import HISTORY_OUT
 
     cal = pd.read_csv(HISTORY_OUT)
     runs = real_runs()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from allocator.bench_full import full_markdown, full_rows
 from allocator.scenario_io import scenario_from_dict
+from benchmarks.bench_full import full_markdown, full_rows
 
 
 def test_rows_and_table_for_two_small_scenarios() -> None:
@@ -34,7 +34,7 @@ def test_rows_and_table_for_two_small_scenarios() -> None:
 
 
 def test_bound_rows_put_the_block_bound_under_the_lp_bound() -> None:
-    from allocator.bench_full import bound_rows, bounds_markdown
+    from benchmarks.bench_full import bound_rows, bounds_markdown
 
     scenario = scenario_from_dict({
         "name": "pairs",
@@ -49,8 +49,8 @@ def test_bound_rows_put_the_block_bound_under_the_lp_bound() -> None:
 
 def test_best_with_fast_realtime_is_between_fast_and_the_optimum() -> None:
     from allocator import grid as gridlib
-    from allocator.bench_full import best_batch_for_realtime
     from allocator.policies.fast import fast
+    from benchmarks.bench_full import best_batch_for_realtime
     from tests.brute_force import brute_force
 
     scenario = scenario_from_dict({

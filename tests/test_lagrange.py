@@ -96,8 +96,8 @@ def test_plans_carry_the_bound_where_asked(tmp_path) -> None:
 
 
 def test_auto_skips_the_bound_where_it_would_cost_more_than_the_plan() -> None:
-    from allocator.bench_scale import ScaleCase, scenario_for
     from allocator.plan import bound_is_cheap
+    from benchmarks.bench_scale import ScaleCase, scenario_for
 
     assert bound_is_cheap(scenario_for(ScaleCase(256, 120, 24)))
     assert not bound_is_cheap(scenario_for(ScaleCase(1024, 1000, 48)))

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from forecasting.profile_eval import synthetic_hourly
+from benchmarks.profile_eval import synthetic_hourly
 from forecasting.traffic import to_long
 from pipelines.commands_profile import register
 

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from forecasting.profile_eval import metrics, replay
+from benchmarks.profile_eval import metrics, replay
 from forecasting.traffic import hourly, load_services, load_traffic
 from pipelines.commands_profile import register
 
@@ -60,7 +60,7 @@ def test_profile_eval_command_writes_table_and_plot(tmp_path):
 
 @pytest.mark.slow
 def test_selection_and_method_comparison_run_on_small_data():
-    from forecasting.profile_eval import best, compare_methods, select, synthetic_hourly
+    from benchmarks.profile_eval import best, compare_methods, select, synthetic_hourly
     from forecasting.traffic import ServiceConfig
 
     wide = synthetic_hourly(1, 8, seed=2)

@@ -8,8 +8,8 @@ import pytest
 from sklearn.base import clone
 
 from allocator.core.errors import InputError
+from benchmarks.profile_eval import synthetic_hourly
 from forecasting.profile import DemandProfile, hour_of_week, pinball
-from forecasting.profile_eval import synthetic_hourly
 from forecasting.traffic import to_long
 
 HOURS = pd.date_range("2026-01-05", periods=21 * 24, freq="h", tz="UTC")  # a Monday

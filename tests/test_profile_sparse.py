@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forecasting.client_eval import known_peaks, metrics, replay, trailing_peak
+from benchmarks.client_eval import known_peaks, metrics, replay, trailing_peak
 from forecasting.clients import (
     Selection,
     client_services,
@@ -308,7 +308,7 @@ def test_profile_warns_once_per_thing_and_still_writes(tmp_path):
 
 
 def test_day_ahead_replay_plans_each_day_once_and_stays_under_the_static_peak():
-    from forecasting.client_eval import replay_day_ahead
+    from benchmarks.client_eval import replay_day_ahead
 
     wide = clients_wide(load_clients(str(CLIENTS / "servegen_clients.csv")))
     names = json.loads((CLIENTS / "selection.json").read_text())["tuning"][-3:]

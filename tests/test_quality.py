@@ -157,7 +157,7 @@ PROFILE_SHORTFALL_MAX_PCT = 1.0        # measured 0.93 (m-large; 0.70 before the
 
 
 def test_profile_holds_fewer_gpu_hours_than_the_seasonal_maximum() -> None:
-    from forecasting import profile_eval as ev
+    from benchmarks import profile_eval as ev
     from forecasting.baselines import matched_seasonal_max
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic

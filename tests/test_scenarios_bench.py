@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from allocator import bench
 from allocator.plan import make_plan
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.scenarios import SPECS, generate
+from benchmarks import bench
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "data" / "scenarios"
 

@@ -37,6 +37,13 @@ def parse_time(value: object, field: str) -> pd.Timestamp:
     return stamps.iloc[0]
 
 
+def to_utc(value: object, field: str) -> pd.Timestamp:
+    """A pandas timestamp as UTC (a naive one is UTC); anything else through `parse_time`."""
+    if isinstance(value, pd.Timestamp):
+        return value.tz_localize("UTC") if value.tzinfo is None else value.tz_convert("UTC")
+    return parse_time(value, field)
+
+
 def parse_times(values: pd.Series, field: str, labels: list[str] | None = None,
                 jobs: pd.Series | None = None) -> pd.Series:
     """A column of times as datetime64[ns, UTC]; InputError naming the first bad row.

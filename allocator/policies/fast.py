@@ -50,7 +50,7 @@ ORDERS: tuple[OrderKey, ...] = (
 
 
 # What the order search may spend, in job placements: 3,000 up to 16 GPUs (chosen on the
-# tuning seeds of allocator/bench_quality.py; compiled, a placement costs about a
+# tuning seeds of benchmarks/bench_quality.py; compiled, a placement costs about a
 # microsecond there), then less as a placement's cost grows with the GPUs it scans
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator.envelope import target_curve
+from allocator.core.envelope import target_curve
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import _packc
 from allocator.reservations import OFF

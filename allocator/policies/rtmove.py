@@ -29,7 +29,7 @@ from allocator.policies.decoder import Jobs
 
 # Per plan: trials (a window cleared, the batch work placed again, the objective compared),
 # windows screened (realtime moved out or found immovable: cheap), windows per delayed job,
-# and GPUs tried per realtime piece. Chosen on the tuning seeds of allocator/bench_quality.py
+# and GPUs tried per realtime piece. Chosen on the tuning seeds of benchmarks/bench_quality.py
 # for cost as much as gain: 6 trials and 12 screens gain 0.07 points more at 1.5x the time.
 TRIALS = 2
 SCREENS = 4

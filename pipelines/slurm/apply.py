@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from allocator.core.errors import InputError
+from allocator.core.timeparse import parse_time
 from allocator.model import Reservation
 from pipelines.slurm.parse import Node, QueueJob
 
@@ -65,13 +66,9 @@ def read_plan(doc: Any) -> PlanView:
     grid = doc.get("grid")
     if not isinstance(grid, list) or not grid or not isinstance(grid[0], list):
         raise InputError("expected a grid of steps x GPUs", field="grid")
-    try:
-        start = pd.Timestamp(str(doc.get("start")))
-    except ValueError:
-        start = pd.NaT
-    if start is pd.NaT or doc.get("start") is None:
+    if doc.get("start") is None:
         raise InputError("needs the plan's start time (plan-day writes it)", field="start")
-    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    start = parse_time(doc["start"], "start")
     starts = doc.get("starts")
     if not isinstance(starts, dict):
         raise InputError("expected {job: {start, end, first_gpu}}", field="starts")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import typer
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "finetune_runs"
 MS_SWIFT = DATA / "ms_swift_tuners_a100.csv"
@@ -182,25 +183,22 @@ def check(models: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
+def main(
+    calibrate_only: bool = typer.Option(False, "--calibrate", help="print the prior's "
+                                        "constants fitted on the calibration runs"),
+    write: bool = typer.Option(False, "--write",
+                               help=f"write {RUNS_OUT.name} and {HISTORY_OUT.name} into {DATA}"),
+    models: Path = typer.Option(Path("models"), "--models",
+                                help="estimators to check on the real runs (default models/)"),
+) -> None:
+    """Score the real runs with the estimators (or --calibrate the prior, --write the CSVs)."""
     from forecasting.tables import markdown
 
-    ap = argparse.ArgumentParser(prog="python -m forecasting.real_runs", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calibrate", action="store_true",
-                    help="print the prior's constants fitted on the calibration runs")
-    ap.add_argument("--write", action="store_true",
-                    help=f"write {RUNS_OUT.name} and {HISTORY_OUT.name} into {DATA}")
-    ap.add_argument("--models", type=Path, default=Path("models"),
-                    help="estimators to check on the real runs (default models/)")
-    args = ap.parse_args(argv)
     runs = real_runs()
-    if args.calibrate:
+    if calibrate_only:
         print(calibrate(runs[runs.split == "calibration"]))
-        return 0
-    if args.write:
+        return
+    if write:
         from allocator.core.atomic import atomic_path
         from forecasting.columns import TRAINING_FEATURES
 
@@ -210,10 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_path(HISTORY_OUT) as tmp:
             cal[["id", *TRAINING_FEATURES, "gpus", "gpu_hours"]].to_csv(tmp, index=False)
         print(f"wrote {RUNS_OUT} and {HISTORY_OUT}")
-        return 0
-    print(markdown(check(args.models)))
-    return 0
+        return
+    print(markdown(check(models)))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    typer.run(main)

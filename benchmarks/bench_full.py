@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator.core.markdown import table
 from allocator.model import Scenario
 from allocator.policies.fast import fast
 
@@ -104,14 +105,12 @@ def bound_rows(scenarios: list[Scenario], time_limit: float = 60.0) -> list[dict
 
 
 def bounds_markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["### the two relaxations", "",
-             "| scenario | GPUs | block-capacity bound | seconds | LP bound | seconds |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['scenario']} | {r['gpus']} | {r['block_bound']} "
-                     f"({r['block_status']}) | {r['block_seconds']:.1f} | {r['lp_bound']} "
-                     f"({r['lp_status']}) | {r['lp_seconds']:.1f} |")
-    return "\n".join(lines) + "\n"
+    cells = [[r["scenario"], r["gpus"], f"{r['block_bound']} ({r['block_status']})",
+              f"{r['block_seconds']:.1f}", f"{r['lp_bound']} ({r['lp_status']})",
+              f"{r['lp_seconds']:.1f}"] for r in rows]
+    return "### the two relaxations\n\n" + table(
+        ["scenario", "GPUs", "block-capacity bound", "seconds", "LP bound", "seconds"], cells,
+        ["---", "---:", "---:", "---:", "---:", "---:"])
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -124,17 +123,17 @@ def _pct(value: float | None, digits: int = 1) -> str:
 
 def full_markdown(rows: list[dict[str, Any]]) -> str:
     """The table for BENCHMARKS/docs: ratio as a percentage, gap to two decimals."""
-    head = ("| scenario | GPUs | jobs | fast | full | best bound | fast / optimum "
-            "| gap | status | seconds | CPU s |")
-    lines = ["### fast against the optimum (full mode, MILP)", "", head,
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    cells = []
     for r in rows:
         if r["fast_over_optimum"] is not None:
             ratio = _pct(r["fast_over_optimum"])
         else:  # not proven: the ratio lies between fast/bound and fast/best found
             ratio = f"{_pct(r['fast_over_bound'])} .. {_pct(r['fast_over_best'])}"
         bound = "-" if r["best_bound"] is None else f"{r['best_bound']:.2f}"
-        lines.append(f"| {r['scenario']} | {r['gpus']} | {r['jobs']} | {r['fast']:.2f} "
-                     f"| {r['full']:.2f} | {bound} | {ratio} | {_pct(r['gap'], 2)} "
-                     f"| {r['status']} | {r['solve_seconds']:.1f} | {r['cpu_seconds']:.1f} |")
-    return "\n".join(lines) + "\n"
+        cells.append([r["scenario"], r["gpus"], r["jobs"], f"{r['fast']:.2f}",
+                      f"{r['full']:.2f}", bound, ratio, _pct(r["gap"], 2), r["status"],
+                      f"{r['solve_seconds']:.1f}", f"{r['cpu_seconds']:.1f}"])
+    return "### fast against the optimum (full mode, MILP)\n\n" + table(
+        ["scenario", "GPUs", "jobs", "fast", "full", "best bound", "fast / optimum", "gap",
+         "status", "seconds", "CPU s"], cells,
+        ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---", "---:", "---:"])

@@ -13,17 +13,81 @@ limit: the least any forecast could hold).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from allocator.core.markdown import table as markdown_table
 from forecasting.demand import gpus_needed, hold_next, shape_demand
 from forecasting.profile import WEEK, DemandProfile, pinball
 from forecasting.traffic import ServiceConfig
 
 METHODS = ("profile", "seasonal-naive", "static-peak", "daily-peak", "oracle")
+
+
+def write_table(table: pd.DataFrame, stem: Path, md: str | None = None) -> None:
+    """A table as stem.csv (all digits) and, given its Markdown, stem.md; atomically."""
+    from allocator.core.atomic import write_text
+
+    write_text(stem.with_suffix(".csv"), table.to_csv(index=False, float_format="%.10g"))
+    if md is not None:
+        write_text(stem.with_suffix(".md"), md)
+
+
+def write_eval(traffic: Path, services: Path, out_dir: Path, *, fit_days: int, quantile: float,
+               with_select: bool, with_compare: bool, echo: Callable[[str], object]) -> None:
+    """`gpuplan profile-eval`: the replay's table, plot and targets as one output set (and
+    the week-1 grid, the other methods); InputError on bad input."""
+    from allocator.core import limits
+    from allocator.core.errors import InputError
+    from forecasting.traffic import hourly, load_services, load_traffic
+    from pipelines import outset
+
+    limits.finite(quantile, "--quantile", low=0.5, high=0.999)
+    configs = load_services(services)
+    wide = hourly(load_traffic(traffic))
+    if not any(name in wide.columns for name in configs):
+        raise InputError("no traffic for any configured service", file=str(traffic),
+                         field="service")
+    if len(wide) <= 24 * fit_days:
+        raise InputError(f"{len(wide)} hours of traffic leave nothing to replay after "
+                         f"{fit_days} fit days", file=str(traffic), field="timestamp")
+    if with_select and fit_days < 5:
+        raise InputError("--select fits 4 days and replays the rest of the fit week: "
+                         "needs --fit-days >= 5", field="fit_days")
+    with outset.output_set(out_dir, "profile-eval") as stage:  # one set
+        results = replay(wide, configs, fit_hours=24 * fit_days,
+                         model=DemandProfile(quantile=quantile))
+        table = metrics(results, quantile)
+        write_table(table, stage / "profile_eval", markdown(table, quantile))
+        plot(results, str(stage / "profile_eval.png"),
+             title=f"{traffic.name}: fit {fit_days} d, replay hour by hour (q={quantile})")
+        verdict = targets(table)
+        write_table(verdict, stage / "profile_targets")
+        echo(markdown(table, quantile))
+        echo(verdict.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if with_select:
+            grid = select(wide.iloc[: 24 * fit_days], configs, quantile)
+            write_table(grid, stage / "profile_select")
+            echo(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            chosen = best(grid, quantile)
+            echo("selected (alpha fixed at 0.1, coverage within a point): " + ", ".join(
+                f"{k}={chosen[k]:g}" for k in SELECT_GRID))
+        if with_compare:
+            table = compare_methods(wide, quantile, fit_hours=24 * fit_days)
+            write_table(table, stage / "profile_methods")
+            echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+def write_speed(out_dir: Path, echo: Callable[[str], object]) -> None:
+    """`gpuplan profile-eval --bench`: time fitting and updating 100 services, write it."""
+    result = bench()
+    write_table(pd.DataFrame([result]), out_dir / "profile_bench")
+    for key, value in result.items():
+        echo(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
 
 
 @dataclass(frozen=True)
@@ -145,7 +209,7 @@ def markdown(table: pd.DataFrame, quantile: float) -> str:
     cols = ["service", "method", "gpu_hours_held", "held_vs_static", "demanded_gpu_hours",
             "shortfall_gpu_hours", "shortfall_pct", "pinball", "pinball_day_ahead",
             "coverage", "max_step_change"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     for _, row in table.iterrows():
         cells = []
         for c in cols:
@@ -160,11 +224,10 @@ def markdown(table: pd.DataFrame, quantile: float) -> str:
                 cells.append(f"{v:.2f}%")
             else:
                 cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(f"Pinball loss in requests per hour at quantile {quantile}: one hour ahead "
-                 "(the replay) and, for the profile, day ahead (forecast at midnight).")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    return (markdown_table(cols, rows) + "\n"
+            f"Pinball loss in requests per hour at quantile {quantile}: one hour ahead "
+            "(the replay) and, for the profile, day ahead (forecast at midnight).\n")
 
 
 def plot(results: list[Replay], path: str, title: str = "") -> None:

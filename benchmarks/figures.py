@@ -34,6 +34,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from allocator.core.markdown import table
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "BENCHMARKS.md", "docs/*.md")
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures -->)",
@@ -55,13 +57,6 @@ def figure(name: str, heavy: bool = False) -> Callable[[Callable[[], str]], Call
         FIGURES[name] = Figure(name, heavy, make)
         return make
     return register
-
-
-def table(headers: list[str], rows: list[list[Any]], align: list[str] | None = None) -> str:
-    rule = [a if align else "---" for a in (align or headers)]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(rule) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def pct(value: float, digits: int = 1) -> str:
@@ -162,7 +157,7 @@ def optimum_seed7() -> str:
 def optimum_seeds() -> str:
     from allocator import grid as gridlib
     from allocator.policies import POLICIES
-    from allocator.quality import DIR, _file
+    from allocator.quality import DIR, case_file
     from allocator.result import PolicyResult
     from allocator.scenario_io import load_scenario
 
@@ -176,7 +171,7 @@ def optimum_seeds() -> str:
             rows.append([seed, name, f"{share[key] * c.optimum:.2f}", f"{c.optimum:.2f}",
                          pct(share[key]), "optimal"])
         else:  # not proven: fast against the best plan found and the bound
-            scenario = load_scenario(_file(DIR, int(seed), name))
+            scenario = load_scenario(case_file(DIR, int(seed), name))
             f = gridlib.objective(scenario, PolicyResult.of(POLICIES["fast"](scenario)).grid)
             rows.append([seed, name, f"{f:.2f}", f"<= {record['best_bound']:.2f}",
                          f"{pct(f / record['best_bound'])} .. {pct(f / record['best_found'])}",
@@ -279,7 +274,7 @@ def readme_estimators() -> str:
 
 @cache
 def _profile() -> tuple[Any, dict[str, Any]]:
-    from forecasting import profile_eval as ev
+    from benchmarks import profile_eval as ev
     from forecasting.baselines import matched_seasonal_max
     from forecasting.profile import DemandProfile
     from forecasting.traffic import hourly, load_services, load_traffic

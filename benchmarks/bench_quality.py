@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator.core.markdown import table
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.policies.fast import fast
@@ -144,21 +145,21 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]], title: str) -> str:
-    lines = [f"### {title}", "",
-             "| scenario | GPUs | jobs | fast | full (status) | fast / full | fast / Lagrangian "
-             "| gap | full s | fast ms |", "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    cells = []
     for r in rows:
         share = _share(r["fast"], r.get("full"))
         lag = _share(r["fast"], r["lagrangian"])
         gap = r.get("gap")
-        lines.append(
-            f"| {r['scenario']} | {r['gpus']} | {r['jobs']} | {r['fast']:.2f} "
-            f"| {r.get('full', float('nan')):.2f} ({r.get('status', '-')}) "
-            f"| {'-' if share is None else f'{100 * share:.1f}%'} "
-            f"| {'-' if lag is None else f'{100 * lag:.1f}%'} "
-            f"| {'-' if gap is None else f'{100 * gap:.2f}%'} "
-            f"| {r.get('full_seconds', '-')} | {r['fast_ms']:.2f} |")
-    return "\n".join(lines) + "\n"
+        cells.append([r["scenario"], r["gpus"], r["jobs"], f"{r['fast']:.2f}",
+                      f"{r.get('full', float('nan')):.2f} ({r.get('status', '-')})",
+                      "-" if share is None else f"{100 * share:.1f}%",
+                      "-" if lag is None else f"{100 * lag:.1f}%",
+                      "-" if gap is None else f"{100 * gap:.2f}%",
+                      r.get("full_seconds", "-"), f"{r['fast_ms']:.2f}"])
+    return f"### {title}\n\n" + table(
+        ["scenario", "GPUs", "jobs", "fast", "full (status)", "fast / full",
+         "fast / Lagrangian", "gap", "full s", "fast ms"], cells,
+        ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
 def cases_for(set_name: str, gpus: int, count: int | None = None) -> list[Case]:
@@ -175,7 +176,7 @@ def print_report(set_name: str, gpus: int, count: int | None, time_limit: float,
                  with_full: bool, command: str) -> None:
     """Measure every case, printing progress, then the table and the summary."""
     cases = cases_for(set_name, gpus, count)
-    from allocator.bench import machine
+    from benchmarks.bench import machine
 
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}\n")
     print(f"Command: `{command}`\n")

@@ -9,23 +9,21 @@ guard that needs no timed test.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import statistics
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from allocator.bench import machine
+from allocator.core.markdown import table
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.scenarios import Spec, build
+from benchmarks.bench import machine, write_csv
 
 SIZES: tuple[tuple[int, int], ...] = ((8, 10), (64, 30), (256, 120), (1024, 1000),
                                       (4096, 2000))
@@ -61,10 +59,10 @@ def _repeats(case: ScaleCase) -> int:
     return 30 if case.work <= 100_000 else 10 if case.work <= 5_000_000 else 3
 
 
-def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict[str, Any]:
+def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict:
     scenario = scenario_for(case)
-    row: dict[str, Any] = {"case": case.name, "gpus": case.gpus, "jobs": case.jobs,
-                           "steps": case.steps, "work": case.work}
+    row: dict = {"case": case.name, "gpus": case.gpus, "jobs": case.jobs, "steps": case.steps,
+                 "work": case.work}
     objectives = {}
     for policy in POLICIES:
         plan = make_plan(scenario, policy)  # warm-up, and the validated plan
@@ -97,8 +95,7 @@ def measure(case: ScaleCase, bound_seconds: float, bound_max_gpus: int) -> dict[
 
 
 def run(cases: list[ScaleCase], bound_seconds: float = 60.0,
-        bound_max_gpus: int = 1024,
-        progress: Callable[[ScaleCase], object] | None = None) -> dict[str, Any]:
+        bound_max_gpus: int = 1024, progress=None) -> dict:
     rows = []
     for case in cases:
         rows.append(measure(case, bound_seconds, bound_max_gpus))
@@ -108,12 +105,11 @@ def run(cases: list[ScaleCase], bound_seconds: float = 60.0,
             "machine": machine(), "rows": rows}
 
 
-def all_cases(sizes: Sequence[tuple[int, int]] = SIZES,
-              horizons: Sequence[int] = HORIZONS) -> list[ScaleCase]:
+def all_cases(sizes=SIZES, horizons=HORIZONS) -> list[ScaleCase]:
     return [ScaleCase(g, j, t) for t in horizons for g, j in sizes]
 
 
-def growth_exponent(rows: list[dict[str, Any]], policy: str = "fast") -> float | None:
+def growth_exponent(rows: list[dict], policy: str = "fast") -> float | None:
     """Slope of log(latency) against log(GPUs x jobs x steps): <= 1 means at most linear."""
     points = [(math.log(r["work"]), math.log(r[f"{policy}_ms"])) for r in rows
               if r.get(f"{policy}_ms")]
@@ -123,30 +119,31 @@ def growth_exponent(rows: list[dict[str, Any]], policy: str = "fast") -> float |
     return float(np.polyfit(x, y, 1)[0])
 
 
-def markdown(record: dict[str, Any]) -> str:
-    lines = [f"Machine: {record['machine']}  ", f"Recorded: {record['recorded_at']}", "",
-             "| GPUs | jobs | steps | fast ms | fifo ms | priority ms | fast peak MiB "
-             "| fast objective | Lagrangian bound (ms) | fast / it | block bound | fast / it |",
-             "|" + "---|" * 12]
+def markdown(record: dict) -> str:
+    cells = []
     for r in record["rows"]:
         ratio = "n/a" if r["fast_vs_bound"] is None else f"{100 * r['fast_vs_bound']:.1f}%"
         bound = "n/a" if r["bound"] is None else f"{r['bound']:g}"
         if r["bound"] is not None and r.get("bound_status", "optimal") != "optimal":
             bound += f" ({r['bound_status']} at {r.get('bound_seconds')} s: valid, maybe loose)"
         lag = r.get("fast_vs_lagrangian")
-        lines.append(f"| {r['gpus']} | {r['jobs']} | {r['steps']} | {r['fast_ms']:.3f} "
-                     f"| {r['fifo_ms']:.3f} | {r['priority_ms']:.3f} | {r['fast_peak_mib']} "
-                     f"| {r['fast_objective']:g} | {r.get('lagrangian', 'n/a')} "
-                     f"({r.get('lagrangian_ms', '-')}) "
-                     f"| {'n/a' if lag is None else f'{100 * lag:.1f}%'} | {bound} | {ratio} |")
+        cells.append([r["gpus"], r["jobs"], r["steps"], f"{r['fast_ms']:.3f}",
+                      f"{r['fifo_ms']:.3f}", f"{r['priority_ms']:.3f}", r["fast_peak_mib"],
+                      f"{r['fast_objective']:g}",
+                      f"{r.get('lagrangian', 'n/a')} ({r.get('lagrangian_ms', '-')})",
+                      "n/a" if lag is None else f"{100 * lag:.1f}%", bound, ratio])
+    text = (f"Machine: {record['machine']}  \nRecorded: {record['recorded_at']}\n\n" + table(
+        ["GPUs", "jobs", "steps", "fast ms", "fifo ms", "priority ms", "fast peak MiB",
+         "fast objective", "Lagrangian bound (ms)", "fast / it", "block bound", "fast / it"],
+        cells))
     slope = growth_exponent(record["rows"])
     if slope is not None:
-        lines += ["", f"Growth: latency ~ (GPUs x jobs x steps)^{slope:.2f} for fast "
-                      "(a least-squares fit in log-log; 1.0 is linear)."]
-    return "\n".join(lines) + "\n"
+        text += (f"\nGrowth: latency ~ (GPUs x jobs x steps)^{slope:.2f} for fast "
+                 "(a least-squares fit in log-log; 1.0 is linear).\n")
+    return text
 
 
-def plot_png(record: dict[str, Any]) -> bytes:
+def plot_png(record: dict) -> bytes:
     import io
 
     import matplotlib
@@ -174,7 +171,7 @@ def plot_png(record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def compare(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, Any]]:
+def compare(new: dict, old: dict) -> list[dict]:
     """Latency ratio new/old per case and policy (> 1 is slower), for cases in both."""
     previous = {r["case"]: r for r in old["rows"]}
     out = []
@@ -188,16 +185,12 @@ def compare(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def load_record(path: Path) -> dict[str, Any]:
+def load_record(path: Path) -> dict:
     """A scale record as `gpuplan bench --scale` wrote it; InputError naming what is off."""
-    from allocator.core import limits
     from allocator.core.errors import InputError
+    from allocator.core.readers import read_json
 
-    limits.check_file_size(path)
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read record: {err}", file=str(path)) from None
+    body = read_json(path)
     if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
         raise InputError("a scale record is a JSON object with rows", file=str(path),
                          field="rows")
@@ -214,3 +207,23 @@ def load_record(path: Path) -> dict[str, Any]:
                 raise InputError("must be a finite number >= 0", file=str(path),
                                  job=row["case"], field=f"{policy}_ms")
     return body
+
+
+def run_and_record(out_dir: Path, record_dir: Path, max_gpus: int, bound_seconds: float,
+                   bound_max_gpus: int, progress=None, started=None) -> tuple[str, Path]:
+    """`gpuplan bench --scale`: run the cases up to `max_gpus`, keep the record in
+    `record_dir`, write scale.md, .csv and .png to `out_dir`; (the Markdown, the record)."""
+    from allocator.core import atomic
+
+    cases = [c for c in all_cases() if c.gpus <= max_gpus]
+    if started:
+        started(len(cases))
+    record = run(cases, bound_seconds, bound_max_gpus, progress=progress)
+    stamp = record["recorded_at"].replace(":", "").replace("+0000", "Z")
+    kept = record_dir / f"{stamp}.json"
+    atomic.write_text(kept, atomic.json_text(record, indent=1) + "\n")
+    text = markdown(record)
+    atomic.write_text(out_dir / "scale.md", text)
+    write_csv(out_dir / "scale.csv", record["rows"])
+    atomic.write_bytes(out_dir / "scale.png", plot_png(record))
+    return text, kept

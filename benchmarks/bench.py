@@ -6,14 +6,19 @@ machine is recorded with the results: compare ratios within one run, not across 
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import io
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
+from allocator.core.markdown import table as markdown_table
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
@@ -65,7 +70,7 @@ def _gain(after: float, before: float) -> float | None:
     return None if before == 0 else 100.0 * (after - before) / abs(before)
 
 
-def rows(results: list[ScenarioResult], baseline: str) -> list[dict[str, Any]]:
+def rows(results: list[ScenarioResult], baseline: str) -> list[dict]:
     """One row per scenario: the article's table, fast against `baseline`."""
     out = []
     for r in results:
@@ -100,18 +105,72 @@ def _pct(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
-def markdown(table: list[dict[str, Any]], title: str) -> str:
+def markdown(table: list[dict], title: str) -> str:
     if not table:
         return f"### {title}\n\n(no rows)\n"
-    head = ("| scenario | GPUs | jobs | utilization % | value | value gain | completed "
-            "| rt shortfall | fast ms | fast / bound |")
-    lines = [f"### {title}", "", head, "|" + "---|" * 10]
+    rows = []
     for r in table:
         gain = "n/a" if r["value_gain_pct"] is None else f"{r['value_gain_pct']:+.1f}%"
-        lines.append(
-            f"| {r['scenario']} | {r['gpus']} | {r['jobs']} "
-            f"| {r['util_before']} -> {r['util_after']} | {r['value_before']:g} -> "
-            f"{r['value_after']:g} | {gain} | {r['completed_before']} -> "
-            f"{r['completed_after']} | {r['shortfall_before']} -> {r['shortfall_after']} "
-            f"| {r['fast_ms']:.3f} | {_pct(r['fast_vs_bound'])} |")
-    return "\n".join(lines) + "\n"
+        rows.append([r["scenario"], r["gpus"], r["jobs"],
+                     f"{r['util_before']} -> {r['util_after']}",
+                     f"{r['value_before']:g} -> {r['value_after']:g}", gain,
+                     f"{r['completed_before']} -> {r['completed_after']}",
+                     f"{r['shortfall_before']} -> {r['shortfall_after']}",
+                     f"{r['fast_ms']:.3f}", _pct(r["fast_vs_bound"])])
+    return f"### {title}\n\n" + markdown_table(
+        ["scenario", "GPUs", "jobs", "utilization %", "value", "value gain", "completed",
+         "rt shortfall", "fast ms", "fast / bound"], rows)
+
+
+def write_csv(path: Path, table: list[dict]) -> None:
+    """Rows of dicts as CSV, atomically (nothing when there are no rows)."""
+    from allocator.core import atomic
+
+    if not table:
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(table[0]))
+    writer.writeheader()
+    writer.writerows(table)
+    atomic.write_text(path, buf.getvalue())
+
+
+def write_bench(out_dir: Path, scenarios: list[Scenario], repeats: int, *, full: bool,
+                time_limit: float, png: bool,
+                status: Callable[[str], contextlib.AbstractContextManager] | None = None) -> str:
+    """`gpuplan bench`: the tables (and with `full`, the MILP's), written as one output set
+    (bench.md, bench.csv, bench_full.csv, a PNG per scenario); returns the Markdown."""
+    from allocator.core import atomic
+    from pipelines import outset
+    from pipelines.plan_one import picture
+
+    status = status or (lambda _: contextlib.nullcontext())
+    with status("planning the benchmark scenarios"):
+        results = run(scenarios, repeats=repeats)
+    sections = [f"Machine: {machine()}", "", f"Command: `gpuplan bench --repeats {repeats}`",
+                ""]
+    all_rows = []
+    for baseline in BASELINES:
+        table = rows(results, baseline)
+        all_rows.extend(table)
+        sections.append(markdown(table, f"fast vs {baseline}"))
+    frows: list[dict] = []
+    if full:
+        from benchmarks.bench_full import full_markdown, full_rows
+
+        with status("solving the MILP per scenario"):
+            frows = full_rows(scenarios, time_limit=time_limit)
+        sections.append(full_markdown(frows))
+    report = "\n".join(sections)
+    with outset.output_set(out_dir, "bench") as stage:  # the tables as one set
+        atomic.write_text(stage / "bench.md", report)
+        write_csv(stage / "bench.csv", all_rows)
+        write_csv(stage / "bench_full.csv", frows)
+        if png:
+            from allocator.render import render_png
+
+            for r in results:
+                pair = [r.plans["fast"].to_dict(), r.plans["fifo"].to_dict()]
+                atomic.write_bytes(stage / f"{r.scenario.name}.png",
+                                   render_png(pair, **picture(r.scenario)))
+    return report

@@ -17,12 +17,14 @@ Need is the GPU mapping of the actual hour; NaN hours (trace gaps) are left out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from allocator.core.markdown import table as markdown_table
 from forecasting.demand import (
     capped_gpus,
     demand_for_services,
@@ -200,7 +202,7 @@ def markdown(table: pd.DataFrame, summary: pd.DataFrame) -> str:
     head = ["service", "test-week peak need", "static GPU-h", "static short"]
     head += [f"{m} {x}" for m in methods for x in ("held/static", "short")]
     head += ["profile worst day"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for service, part in table.groupby("service", sort=False):
         p = part.set_index("method")
         cells = [service, str(p.loc["profile", "peak_need"]),
@@ -209,13 +211,67 @@ def markdown(table: pd.DataFrame, summary: pd.DataFrame) -> str:
         for m in methods:
             cells += [f"{p.loc[m, 'held_vs_static']:.3f}", f"{p.loc[m, 'shortfall_pct']:.1f}%"]
         cells.append(f"{p.loc['profile', 'worst_day_vs_static']:.3f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| method | services | GPU-h held | held / static (GPU-h weighted) | "
-              "mean of held / static | shortfall (of needed GPU-h) | worst client-day | "
-              "client-days above static |", "|---|---|---|---|---|---|---|---|"]
-    for _, r in summary.iterrows():
-        lines.append(f"| {r.method} | {r.services} | {r.gpu_hours_held} | "
-                     f"{r.held_vs_static:.3f} | {r.mean_held_vs_static:.3f} | "
-                     f"{r.shortfall_pct:.2f}% | {r.worst_day_vs_static:.3f} | "
-                     f"{r.days_above_static} |")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    totals = [[r.method, r.services, r.gpu_hours_held, f"{r.held_vs_static:.3f}",
+               f"{r.mean_held_vs_static:.3f}", f"{r.shortfall_pct:.2f}%",
+               f"{r.worst_day_vs_static:.3f}", r.days_above_static]
+              for _, r in summary.iterrows()]
+    return markdown_table(head, rows) + "\n" + markdown_table(
+        ["method", "services", "GPU-h held", "held / static (GPU-h weighted)",
+         "mean of held / static", "shortfall (of needed GPU-h)", "worst client-day",
+         "client-days above static"], totals)
+
+
+def write_clients(clients: Path, which: str, *, pools: bool, quantile: float, floor: float,
+                  day_ahead: bool, lift_ceiling: bool, out_dir: Path, traffic: str,
+                  services: str, echo: Callable[[str], object]) -> Path:
+    """`gpuplan profile-clients`: replay the selected clients (and, for the reported set,
+    the pooled series) and write the per-client table and the aggregate; the files' stem.
+    InputError naming the file, client and field on bad input."""
+    from allocator.core.errors import InputError
+    from allocator.core.readers import read_json
+    from benchmarks.profile_eval import write_table
+    from forecasting.clients import clients_wide, load_clients
+    from forecasting.traffic import hourly, load_services, load_traffic
+
+    if which not in ("reported", "tuning"):
+        raise InputError("expected reported or tuning", field="set")
+    selection = read_json(clients / "selection.json")
+    names = selection.get(which) if isinstance(selection, dict) else None
+    if not isinstance(names, list) or not names:
+        raise InputError(f"no {which!r} list", file=str(clients / "selection.json"),
+                         field=which)
+    configs = load_services(clients / "services.json")
+    if lift_ceiling:
+        configs = {n: replace(c, growing=True) for n, c in configs.items()}
+    unsized = [n for n in names if n not in configs]
+    if unsized:
+        raise InputError("selected but not in services.json", job=unsized[0],
+                         file=str(clients / "services.json"), field="service")
+    wide = clients_wide(load_clients(str(clients / "servegen_clients.csv")))
+    absent = [n for n in names if n not in wide.columns]
+    if absent:
+        raise InputError("selected but has no rows", job=absent[0],
+                         file=str(clients / "servegen_clients.csv"), field="client")
+    pooled = None
+    if pools and which == "reported":
+        pooled = (hourly(load_traffic(traffic)), load_services(services))
+
+    def run(frame: pd.DataFrame, sized: dict) -> pd.DataFrame:
+        if day_ahead:
+            return metrics(replay_day_ahead(frame, sized, quantile=quantile, floor=floor))
+        return metrics(replay(frame, sized, model=DemandProfile(quantile=quantile, floor=floor)))
+
+    table = run(wide[names], {n: configs[n] for n in names})
+    summary = aggregate(table)
+    text = markdown(table, summary)
+    if pooled is not None:
+        pool_table = run(pooled[0], pooled[1])
+        text += "\nPooled series (" + traffic + "):\n\n" + markdown(
+            pool_table, aggregate(pool_table))
+        table = pd.concat([table, pool_table], ignore_index=True)
+    stem = out_dir / f"profile_clients_{which}{'_day_ahead' if day_ahead else ''}"
+    write_table(table, stem, text)
+    write_table(summary, stem.with_name(stem.name + "_summary"))
+    echo(text)
+    return stem
