@@ -10,13 +10,8 @@ Each plan, before the policy runs:
 2. **Keep the promises.** Every job already promised a block is promised again at the
    earliest start now feasible (`allocator.reservations.earliest`, which looks past the
    horizon), on the same block when that start ties: a promise moves earlier or stays,
-   and moves later only when a job on its block overran its predicted end, realtime
-   still holds a GPU of it too close to the start to move off, or (`yield_to_realtime`)
-   realtime's current forecast no longer fits beside the block at the promised start
-   (all counted in `later`, the last also in `yielded`). Holding the promise against a
-   grown forecast started the large job into the afternoon peak with the rest of the
-   cluster full of running batch work: the guard's added realtime shortfall
-   (docs/starvation.md). When no later start fits the forecast either, the promise holds.
+   and moves later only when a job on its block overran its predicted end, or realtime
+   still holds a GPU of it too close to the start to move off (both counted).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
    with the highest claim is promised its earliest block (even one that could start now:
    the promise then pins it there). Promising only jobs that cannot start now, as Slurm
@@ -62,8 +57,6 @@ class Guard:
     later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
     made: int = 0
     whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
-    yield_to_realtime: bool = True  # a promise moves later when realtime no longer fits
-    yielded: int = 0  # ... of the later moves, those made for realtime's forecast
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
               started: dict[int, tuple[int, int]]) -> Scenario:
@@ -95,14 +88,11 @@ class Guard:
             job = jobs[waiting[code]]
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
             if got is None or t0 + got.start > start:
-                # The start the promise could keep if realtime's forecast were ignored:
-                # only an overrun on the block (or realtime not yet off it) moves that later.
+                # A promise made is kept even if the realtime forecast has grown since:
+                # only an overrun on the block (or realtime not yet off it) pushes it later.
                 held = earliest(scenario, job, kept, forbidden, False, keep=first,
                                 limit=max(start - t0, 0))
-                if got is None or not self.yield_to_realtime:
-                    got = held if held is not None else got
-                elif held is not None and t0 + held.start <= start:
-                    self.yielded += 1  # kept, it would start into realtime's forecast
+                got = held if held is not None else got
             if got is None:
                 del self.promised[code]
                 continue

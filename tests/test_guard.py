@@ -1,5 +1,4 @@
-"""The replay's starvation guard: promises never move later (unless an overrun or
-realtime's forecast forces it),
+"""The replay's starvation guard: promises never move later (unless an overrun forces it),
 claims grow with the wait, and a guarded replay stays legal and starts the large job."""
 
 from __future__ import annotations
@@ -69,10 +68,7 @@ def test_a_promise_never_moves_later_when_durations_are_exact(world: World,
     rec = sim.replay(world, policy, CONFIG)
     assert rec.guard is not None
     later, _ = _moves(rec.guard.log)
-    # exact durations: the only later moves are those made for realtime's forecast
-    assert later == rec.guard.later == rec.guard.yielded
-    if not world.services or policy == "backfill":  # backfill's promises avoid realtime
-        assert later == 0
+    assert later == 0 and rec.guard.later == 0
     assert sim.integrity(rec) == []
 
 
@@ -122,39 +118,6 @@ def test_promises_go_to_jobs_of_a_node_or_more_unless_told_otherwise() -> None:
         scenario, codes = sim.build_scenario(world, 10, {}, [], config)
         planned = guard.apply(scenario, codes, 10, {})
         assert [r.id for r in planned.reservations] == [want]
-
-
-def _peak_scenario(peak: int):
-    """16 GPUs: block 0-7 frees at step 2, block 8-15 at step 12; realtime `peak` GPUs at
-    steps 3-8."""
-    from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
-
-    demand = tuple(peak if 3 <= t <= 8 else 0 for t in range(12))
-    return Scenario(cluster=Cluster(gpus=16, horizon_steps=12), jobs=(
-        RealtimeJob(id="serve", priority=10.0, demand=demand, swap_limit=4),
-        BatchJob(id="big", kind="training", priority=1.0, gpus=8, duration_steps=3),
-        BatchJob(id="small", kind="training", priority=1.0, gpus=1, duration_steps=4,
-                 running=Running(first_gpu=0, remaining_steps=2)),
-        BatchJob(id="wide", kind="training", priority=1.0, gpus=8, duration_steps=14,
-                 running=Running(first_gpu=8, remaining_steps=12))))
-
-
-def test_a_promise_yields_to_a_grown_realtime_forecast_only_when_told_to() -> None:
-    """Promised block 0-7 from step 2 with no realtime; the forecast then grows to 6 GPUs
-    over steps 3-8, which only fit beside the promise if it moves to block 8-15 at 12."""
-    big = SimJob(id="big", kind="training", priority=1.0, gpus=8, arrival=0, true_steps=3,
-                 predicted_steps=3)
-    world = World(name="peak", gpus=16, steps=24, jobs=(big,), services=())
-    codes = [1, 0, 2, 3]
-    for yields, want in ((True, (12, 8)), (False, (2, 0))):
-        guard = sim.Guard(world, "fast", yield_to_realtime=yields)
-        first = guard.apply(_peak_scenario(0), codes, 0, {})
-        assert [(r.start, r.first_gpu) for r in first.reservations] == [(2, 0)]
-        again = guard.apply(_peak_scenario(6), codes, 0, {})
-        assert [(r.start, r.first_gpu) for r in again.reservations] == [want]
-        assert guard.later == guard.yielded == int(yields)
-        planned = make_plan(again, "fast").starts().get("big")  # legal, the promise kept
-        assert (planned["start"] if planned else None) == (2 if not yields else None)
 
 
 def test_claims_grow_with_the_wait_and_age_zero_is_plain_priority() -> None:
