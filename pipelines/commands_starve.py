@@ -24,7 +24,7 @@ from pipelines.cliutil import input_errors
 from pipelines.philly import PhillyConfig, philly_world
 from pipelines.simulate import SimConfig, run_many
 from pipelines.simulate_report import markdown
-from pipelines.starve import starve_names, starve_world
+from pipelines.starve import exact_durations, starve_names, starve_world
 from pipelines.worlds import World
 
 GUARDED_RUNS = ("fast", "fifo", "priority", "backfill")
@@ -43,6 +43,8 @@ def starvation(
     reservations: int = typer.Option(1, "--reservations", help="Promises held at once."),
     age_in_plan: bool = typer.Option(False, "--age-in-plan",
                                      help="Plan with claims as priorities too."),
+    exact: bool = typer.Option(False, "--exact-durations",
+                               help="Predicted durations = true ones (no duration error)."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -59,12 +61,15 @@ def starvation(
                              field="--age")
     built = [philly_world(PhillyConfig(seed=seed)) if n == "philly" else starve_world(n, seed)
              for n in names]
+    if exact:
+        built = [exact_durations(w) for w in built]
     config = SimConfig(guard=True, age=age, reserve=reservations > 0,
                        reservations=max(reservations, 1), age_in_plan=age_in_plan,
                        ranges=True)
     metrics = measure(built, config, workers)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {seed} --age {age:g} "
-               f"--reservations {reservations}{' --age-in-plan' if age_in_plan else ''} "
+               f"--reservations {reservations}{' --age-in-plan' if age_in_plan else ''}"
+               f"{' --exact-durations' if exact else ''} "
                f"--out {out}")
     text = render(built, metrics, command)
     atomic.write_text(out / "report.md", text)
