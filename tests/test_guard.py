@@ -172,3 +172,16 @@ def test_a_replay_with_ranges_reports_how_often_the_start_fell_inside() -> None:
     assert 0.0 <= m["estimate_range_pct"] <= 100.0
     # The range [p50 - 1, p90 + 1] contains the 1-step window around the point estimate.
     assert m["estimate_range_pct"] >= m["estimate_1h_pct"] - 1e-9
+
+
+def test_exact_durations_keeps_the_world_but_makes_every_prediction_true() -> None:
+    from pipelines.estimates import duration_sigma
+    from pipelines.starve import exact_durations, starve_world
+
+    world = starve_world("fit-00", 7)
+    exact = exact_durations(world)
+    assert [(j.id, j.gpus, j.arrival, j.true_steps) for j in exact.jobs] == \
+        [(j.id, j.gpus, j.arrival, j.true_steps) for j in world.jobs]
+    assert all(j.predicted_steps == j.true_steps for j in exact.jobs)
+    assert any(j.predicted_steps != j.true_steps for j in world.jobs)
+    assert duration_sigma(world) > 0 and duration_sigma(exact) == 0.0
