@@ -171,8 +171,7 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.jobs[i]
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        for g, off in realtime_off_columns(scenario, r):
-            realtime_off[off:, g] = True
+        realtime_off[realtime_off_from(scenario, r):, cols] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -283,25 +282,6 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
         return 0
     lead = -(-2 * r.gpus // min(limits))
     return min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
-
-
-def realtime_off_columns(scenario: Scenario, r: Reservation) -> list[tuple[int, int]]:
-    """(GPU, first step realtime is kept off it) for each GPU of `r`'s block: a staircase.
-
-    Realtime holding n GPUs of the block needs about 2n / swap_limit steps to move off
-    them, so the k-th GPU from the block's top stays open until 2(k + 1) / limit steps
-    before the start (the last one as `realtime_off_from` keeps the whole block): the
-    block's free GPUs serve realtime while it drains, no more of them than it can leave.
-    """
-    limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
-    if not limits:
-        return [(g, 0) for g in range(r.first_gpu, r.first_gpu + r.gpus)]
-    now = vacate_steps(scenario, r.first_gpu, r.gpus)
-    out = []
-    for k in range(r.gpus):
-        lead = -(-2 * (k + 1) // min(limits))
-        out.append((r.first_gpu + r.gpus - 1 - k, min(r.start, max(now, r.start - lead))))
-    return out
 
 
 def claim(priority: float, waited: int, age: float) -> float:
