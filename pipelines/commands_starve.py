@@ -6,8 +6,9 @@ fast with the guard (age claims + the top job's reservation, pipelines/guard.py)
 without it, MODEL.md's fifo and priority, and the Slurm-style `backfill` baseline (priority
 order, backfill, the same top-job reservation), then checks the targets: every size class
 starts, the 8-GPU wait against the 1-GPU wait, value against the unguarded run, value
-and realtime shortfall against the baselines, and whether first start estimates hold. `--exact-durations` replays the same worlds with
-every duration predicted exactly, to show what duration error costs.
+and realtime shortfall against the baselines, and whether first start estimates hold.
+`--exact-durations` replays the same worlds with every duration predicted exactly, to show
+what duration error costs.
 Writes `report.md` and `metrics.json` atomically under --out.
 """
 
