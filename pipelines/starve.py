@@ -11,6 +11,8 @@ days; the last two drain.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, diurnal_load, noisy, predicted
@@ -70,3 +72,12 @@ def starve_names() -> list[str]:
 
 def starve_suite(seed: int = 7) -> list[World]:
     return [starve_world(n, seed) for n in starve_names()]
+
+
+def exact_durations(world: World) -> World:
+    """The same world with every prediction exact: how much of a start estimate's error is
+    duration error, and how much is the queue changing after the estimate."""
+    meta = {k: v for k, v in world.meta.items() if k not in ("config", "spec")}
+    return replace(world, jobs=tuple(replace(j, predicted_steps=j.true_steps)
+                                     for j in world.jobs),
+                   meta={**meta, "duration_sigma": 0.0, "exact_durations": True})
