@@ -5,7 +5,8 @@ aligned block of its size is free for its whole run, and the block that frees fi
 held by named jobs (running, realtime, queued jobs placed ahead, a reservation) until a
 named step. The counterfactuals are not guessed: each is the same policy re-run on the
 scenario with one change (fewer GPUs, a shorter run, a higher priority, a named job held
-back until the job's planned start), and the start that re-plan gives.
+back until the job's planned start), and the start that re-plan gives. A job that starts
+at its arrival, or arrives past the horizon, gets none: no change can start it earlier.
 """
 
 from __future__ import annotations
@@ -83,7 +84,10 @@ def explain(scenario: Scenario, grid: np.ndarray, policy: str, job_id: str,
             reason += "; the horizon ends first"
     else:
         reason = "a block was free earlier, but the policy's objective placed it later"
-    changes = _changes(scenario, policy, job, held, start, movable)
+    # Nothing starts a job before its arrival: one that starts there, or arrives past the
+    # horizon, has no change to re-plan (each re-plan is a whole run of the policy).
+    hopeless = job.arrival_step >= T or (start is not None and start <= job.arrival_step)
+    changes = [] if hopeless else _changes(scenario, policy, job, held, start, movable)
     later = T + 1
     helping = [c for c in changes if (c.start if c.start is not None else later)
                < (start if start is not None else later)]

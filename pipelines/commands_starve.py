@@ -23,6 +23,8 @@ def starvation(
     reservations: int = typer.Option(1, "--reservations", help="Promises held at once."),
     age_in_plan: bool = typer.Option(False, "--age-in-plan",
                                      help="Plan with claims as priorities too."),
+    exact: bool = typer.Option(False, "--exact-durations",
+                               help="Predicted durations = true ones (no duration error)."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -30,7 +32,7 @@ def starvation(
     from pipelines.starvation import StarveArgs, run_starvation
 
     args = StarveArgs(worlds=worlds, seed=seed, age=age, reservations=reservations,
-                      age_in_plan=age_in_plan, out=out, workers=workers)
+                      age_in_plan=age_in_plan, exact=exact, out=out, workers=workers)
     with input_errors():
         report = run_starvation(args)
     typer.echo(f"report -> {report}")

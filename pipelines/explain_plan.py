@@ -7,7 +7,6 @@ change would take seconds each) with one change each.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from allocator.explain import explain as explain_job
 from allocator.model import BatchJob, Scenario
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from pipelines.plan_one import read_plan
 
 ALL = "ALL"
 REPLANNED = ("fast", "fifo", "priority", "backfill")  # any other policy is re-run as fast
@@ -35,12 +35,7 @@ class Explained:
 
 def _read(scenario: Scenario, plan_file: Path, job_id: str) -> tuple[np.ndarray, str]:
     """The plan's grid (job indices, -1 free) and policy, checked legal for the scenario."""
-    try:
-        body = json.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"cannot read plan: {err}") from None
-    if not isinstance(body, dict) or not isinstance(body.get("grid"), list):
-        raise InputError("a plan is a JSON object with a grid", field="grid")
+    body = read_plan(plan_file)  # the checker's reader: NaN, ragged rows, limits
     problems = violations(scenario, body["grid"])
     if problems:
         raise InputError(f"the plan is not legal for this scenario: {problems[0]}",

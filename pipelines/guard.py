@@ -13,11 +13,16 @@ Each plan, before the policy runs:
    and moves later only when a job on its block overran its predicted end, or realtime
    still holds a GPU of it too close to the start to move off (both counted).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
-   with the highest claim is promised its earliest block (even one that could start now:
-   the promise then pins it there). Promising only jobs that cannot start now, as Slurm
-   does, was tried and is worse here: the first large job gets a promise days out (every
-   node holds a multi-day 1-GPU job) and holds the only slot all week (Philly: 0 of 157
-   8-GPU jobs start, against 24 this way).
+   that ranks first (claim per square root of its run, below) is promised its earliest
+   block (even one that could start now: the promise then pins it there). Promising only
+   jobs that cannot start now, as Slurm does, was tried and is worse here: the first
+   large job gets a promise days out (every node holds a multi-day 1-GPU job) and holds
+   the only slot all week (Philly: 0 of 157 8-GPU jobs start, against 24 this way).
+   The pick ranks claim / sqrt(predicted run) (`length_exponent`; 0 ranks by claim alone):
+   a node drained for a promise serves the most waiting jobs when the short ones go
+   first, and age still lifts a long one. By claim alone the Philly week chained its
+   8-GPU jobs on one node until a multi-day one took it, and the next node drained days
+   later (docs/starvation.md: 23 of 157 started against 55).
    Only jobs that need a whole node or more (`whole_nodes`, on by default) are promised:
    fragmentation starves them, not smaller jobs, which fit the gaps any ending job leaves.
    A promise to a long 1-GPU job (often the top claim, after a day of waiting) pinned it
@@ -57,6 +62,7 @@ class Guard:
     later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
     made: int = 0
     whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
+    length_exponent: float = 0.5  # the pick ranks claim / predicted run ** this (0: claim)
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
               started: dict[int, tuple[int, int]]) -> Scenario:
@@ -106,7 +112,9 @@ class Guard:
             top = sorted((c for c in waiting if c not in self.promised
                           and self.world.jobs[c].arrival <= t0
                           and least <= self.world.jobs[c].gpus <= scenario.G),
-                         key=lambda c: (-claims[c],
+                         key=lambda c: (-claims[c]
+                                        / scenario.batch_job_at(waiting[c]).duration_steps
+                                        ** self.length_exponent,
                                         self.world.jobs[c].arrival, c))
             for code in top[:1]:
                 got = earliest(scenario, scenario.batch_job_at(waiting[code]), kept, forbidden,

@@ -37,6 +37,7 @@ class PlanArgs:
     solver: str  # full: highs | cbc
     lp_bound: bool  # full: also the LP-relaxation bound
     search: int | None  # fast: order-search budget (None: scaled to the cluster)
+    clear_blocks: bool  # fast: step 6, services moved out of delayed jobs' windows
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
 
@@ -77,8 +78,10 @@ def plan_file(a: PlanArgs) -> Plan:
     options: dict = {}
     if a.policy == "full":
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
-    elif a.policy == "fast" and a.search is not None:
-        options = {"search": a.search}
+    elif a.policy == "fast":
+        options = {"clear_blocks": a.clear_blocks}
+        if a.search is not None:
+            options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound
             else "auto")
     result = make_plan(loaded, a.policy, bound=mode, block_seconds=a.block_bound or 0.0,

@@ -20,7 +20,7 @@ from allocator.core.errors import InputError
 from pipelines.philly import PhillyConfig, philly_world
 from pipelines.simulate import SimConfig, run_many
 from pipelines.simulate_report import markdown
-from pipelines.starve import starve_names, starve_world
+from pipelines.starve import exact_durations, starve_names, starve_world
 from pipelines.worlds import World
 
 GUARDED_RUNS = ("fast", "fifo", "priority", "backfill")
@@ -38,6 +38,7 @@ class StarveArgs:
     age_in_plan: bool
     out: Path
     workers: int
+    exact: bool = False  # every prediction exact: what duration error costs
 
 
 def run_starvation(a: StarveArgs) -> Path:
@@ -53,13 +54,16 @@ def run_starvation(a: StarveArgs) -> Path:
                          field="--age")
     built = [philly_world(PhillyConfig(seed=a.seed)) if n == "philly"
              else starve_world(n, a.seed) for n in names]
+    if a.exact:
+        built = [exact_durations(w) for w in built]
     config = SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
                        reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
                        ranges=True)
     metrics = measure(built, config, a.workers)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {a.seed} "
                f"--age {a.age:g} --reservations {a.reservations}"
-               f"{' --age-in-plan' if a.age_in_plan else ''} --out {a.out}")
+               f"{' --age-in-plan' if a.age_in_plan else ''}"
+               f"{' --exact-durations' if a.exact else ''} --out {a.out}")
     atomic.write_text(a.out / "report.md", render(built, metrics, command))
     atomic.write_text(a.out / "metrics.json", json.dumps(metrics, indent=1, sort_keys=True))
     return a.out / "report.md"

@@ -11,6 +11,8 @@ days; the last two drain.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipelines.worlds import PRIORITIES, Service, SimJob, World, diurnal_load, noisy, predicted
@@ -66,3 +68,12 @@ def starve_world(name: str, seed: int = 7) -> World:
 
 def starve_names() -> list[str]:
     return [f"{level}-{k:02d}" for level in LOADS for k in range(len(SIZES))]
+
+
+def exact_durations(world: World) -> World:
+    """The same world with every prediction exact: how much of a start estimate's error is
+    duration error, and how much is the queue changing after the estimate."""
+    meta = {k: v for k, v in world.meta.items() if k not in ("config", "spec")}
+    return replace(world, jobs=tuple(replace(j, predicted_steps=j.true_steps)
+                                     for j in world.jobs),
+                   meta={**meta, "duration_sigma": 0.0, "exact_durations": True})

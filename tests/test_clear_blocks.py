@@ -37,17 +37,15 @@ def _clear(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
 def test_cleared_grids_are_legal_and_never_worse(scenario: Scenario) -> None:
     """From fast's own grid, and from the baselines' (realtime held as a peak, batch work
     in a plain order: more delayed jobs, so more windows cleared)."""
-    saved = rtmove.MIN_QUEUE, rtmove.MIN_LOSS, rtmove.TRIALS, rtmove.SCREENS, fastmod.CLEAR_BLOCKS
+    saved = rtmove.MIN_QUEUE, rtmove.MIN_LOSS, rtmove.TRIALS, rtmove.SCREENS
     try:
         rtmove.MIN_QUEUE, rtmove.MIN_LOSS, rtmove.TRIALS, rtmove.SCREENS = 0, 0.0, 8, 16
-        fastmod.CLEAR_BLOCKS = False
         starts = [fastmod.fast(scenario)]
         if not scenario.reservations:  # the baselines know nothing of reservations
             starts += [baselines.fifo(scenario), baselines.priority(scenario)]
         pairs = [(before, _clear(scenario, before)) for before in starts]
     finally:
-        (rtmove.MIN_QUEUE, rtmove.MIN_LOSS, rtmove.TRIALS, rtmove.SCREENS,
-         fastmod.CLEAR_BLOCKS) = saved
+        rtmove.MIN_QUEUE, rtmove.MIN_LOSS, rtmove.TRIALS, rtmove.SCREENS = saved
     for before, after in pairs:
         assert violations(scenario, gridlib.to_ids(scenario, after)) == []
         assert gridlib.objective(scenario, after) >= gridlib.objective(scenario, before) - 1e-9
@@ -86,3 +84,13 @@ def test_a_move_at_the_swap_limit_hands_over_a_step_later(eager: None) -> None:
     assert violations(scenario, gridlib.to_ids(scenario, out)) == []
     assert (out[1:3, 0:2] == 1).all()
     assert out[0, 1] == 0 and out[0, 2] == 0
+
+
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=scenarios())
+def test_fast_with_step_six_is_legal_and_never_worse(scenario: Scenario) -> None:
+    """`fast(clear_blocks=True)` (`plan --clear-blocks`) keeps fast's plan or improves it."""
+    plain = fastmod.fast(scenario)
+    cleared = fastmod.fast(scenario, clear_blocks=True)
+    assert violations(scenario, gridlib.to_ids(scenario, cleared)) == []
+    assert gridlib.objective(scenario, cleared) >= gridlib.objective(scenario, plain) - 1e-9

@@ -84,6 +84,18 @@ def test_counterfactuals_match_replans_on_the_benchmark_scenarios() -> None:
                     assert change.start == again, (name, policy, change)
 
 
+def test_a_job_that_starts_at_its_arrival_gets_no_replans() -> None:
+    """`hog` starts at step 0, its arrival: no change can start it earlier, none is tried."""
+    scenario = scenario_from_dict(WAITING)
+    plan = make_plan(scenario, "fast")
+    assert plan.starts()["hog"]["start"] == 0
+    result = explain(scenario, plan.grid, "fast", "hog")
+    assert result.start == 0 and "starts at its arrival" in result.reason
+    assert result.changes == () and result.best is None
+    # `late` waits, so it still gets every change
+    assert len(explain(scenario, plan.grid, "fast", "late").changes) == 4
+
+
 def test_the_command_prints_the_explanation_and_rejects_an_unknown_job(tmp_path: Path) -> None:
     scenario_file = tmp_path / "s.json"
     scenario_file.write_text(json.dumps(WAITING))
@@ -98,3 +110,18 @@ def test_the_command_prints_the_explanation_and_rejects_an_unknown_job(tmp_path:
     bad = runner.invoke(build_app(), ["explain", str(scenario_file), str(plan_file), "nope"])
     assert bad.exit_code == 2
     assert "nope" in bad.output
+
+
+def test_a_broken_plan_file_is_one_line_naming_the_file_and_field(tmp_path: Path) -> None:
+    """explain reads plans as `gpuplan check` does: NaN and a non-string cell are refused."""
+    scenario_file = tmp_path / "s.json"
+    scenario_file.write_text(json.dumps(WAITING))
+    body = json.loads(make_plan(scenario_from_dict(WAITING), "fast").to_json())
+    runner = CliRunner()
+    for broken, needle in (({**body, "metrics": {"value": float("nan")}}, "not valid JSON"),
+                           ({**body, "grid": [[1, None]]}, "grid[0][0]")):
+        plan_file = tmp_path / "p.json"
+        plan_file.write_text(json.dumps(broken))
+        out = runner.invoke(build_app(), ["explain", str(scenario_file), str(plan_file), "late"])
+        assert out.exit_code == 2, out.output
+        assert needle in out.output and str(plan_file) in out.output

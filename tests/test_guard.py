@@ -172,3 +172,32 @@ def test_a_replay_with_ranges_reports_how_often_the_start_fell_inside() -> None:
     assert 0.0 <= m["estimate_range_pct"] <= 100.0
     # The range [p50 - 1, p90 + 1] contains the 1-step window around the point estimate.
     assert m["estimate_range_pct"] >= m["estimate_1h_pct"] - 1e-9
+
+
+def test_exact_durations_keeps_the_world_but_makes_every_prediction_true() -> None:
+    from pipelines.estimates import duration_sigma
+    from pipelines.starve import exact_durations, starve_world
+
+    world = starve_world("fit-00", 7)
+    exact = exact_durations(world)
+    assert [(j.id, j.gpus, j.arrival, j.true_steps) for j in exact.jobs] == \
+        [(j.id, j.gpus, j.arrival, j.true_steps) for j in world.jobs]
+    assert all(j.predicted_steps == j.true_steps for j in exact.jobs)
+    assert any(j.predicted_steps != j.true_steps for j in world.jobs)
+    assert duration_sigma(world) > 0 and duration_sigma(exact) == 0.0
+
+
+def test_the_promise_goes_to_the_short_whole_node_job_of_two_with_equal_claims() -> None:
+    """Two fresh 8-GPU jobs of the same priority: the 2-step one is promised first (a
+    drained node then serves both sooner); ranked by claim alone, the earlier arrival."""
+    jobs = (SimJob(id="long", kind="training", priority=2.0, gpus=8, arrival=0,
+                   true_steps=40, predicted_steps=40),
+            SimJob(id="short", kind="training", priority=2.0, gpus=8, arrival=0,
+                   true_steps=2, predicted_steps=2))
+    world = World(name="two-big", gpus=16, steps=30, jobs=jobs, services=())
+    config = sim.SimConfig(horizon=6, guard=True)
+    for exponent, want in ((0.5, "short"), (0.0, "long")):
+        guard = sim.Guard(world, "fast", length_exponent=exponent)
+        scenario, codes = sim.build_scenario(world, 0, {}, [], config)
+        planned = guard.apply(scenario, codes, 0, {})
+        assert [r.id for r in planned.reservations] == [want]

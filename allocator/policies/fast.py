@@ -13,7 +13,8 @@
    step spare; long batch runs then need not dodge peaks placed before them.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
-6. Up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
+6. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+   BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
    a trial is kept only if the objective rises.
@@ -29,10 +30,9 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
-from allocator.policies import baselines
+from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
-from allocator.policies.rtmove import clear_blocks
 
 OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
@@ -55,15 +55,17 @@ ORDERS: tuple[OrderKey, ...] = (
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
 
-# Step 6 on or off, and the share of `search` each of its trials' order search gets.
-CLEAR_BLOCKS = True
+# The share of `search` each of step 6's trials' order search gets.
 CLEAR_SHARE = 4
 
 
-def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
+def fast(scenario: Scenario, *, search: int | None = None,
+         clear_blocks: bool = False) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
+    `clear_blocks` adds step 6: better one-shot plans up to 16 GPUs, but worse realized
+    value in the rolling replay (BENCHMARKS.md), so it is off by default.
     """
     if search is None:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
@@ -107,9 +109,9 @@ def fast(scenario: Scenario, *, search: int | None = None) -> np.ndarray:
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
-    if not CLEAR_BLOCKS or scenario.G > 16:  # past 16 GPUs a trial costs too much
+    if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
-    return clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
+    return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
 
 
