@@ -43,6 +43,8 @@ STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
 CUT_SHARE = 0.6
+# The first block-capacity solve's cap: a share of the limit, at most this many seconds.
+BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
 
 @dataclass
@@ -59,6 +61,7 @@ class Search:
     warnings: list[str]
     statuses: list[str] = field(default_factory=list)
     bounds: list[float] = field(default_factory=list)  # proven, from unrestricted solves
+    effort: dict[str, int] = field(default_factory=lambda: {"nodes": 0, "iterations": 0})
 
     def offer(self, grid: np.ndarray | None, objective: float) -> None:
         if grid is not None and objective > self.objective:
@@ -74,6 +77,8 @@ class Search:
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
                             mip_gap=self.mip_gap, start=values, target=milp_target)
         self.statuses.append(result.status)
+        self.effort["nodes"] += result.nodes
+        self.effort["iterations"] += result.iterations
         if result.bound is not None and not restricted:
             self.bounds.append(result.bound + fixed)
         if not result.has_solution:
@@ -211,6 +216,7 @@ class FullSolve:
         self.search: Search | None = None
         self.cuts = 0
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
+        self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
     def left(self) -> float:
         return max(self.deadline - time.perf_counter(), 0.0)
@@ -221,8 +227,17 @@ class FullSolve:
         self.report["phases"][name] = round(now - self.mark, 3)
         self.mark = now
 
+    def _count(self, blk: bounds.Bound) -> bounds.Bound:
+        self.block_effort["nodes"] += blk.nodes
+        self.block_effort["iterations"] += blk.iterations
+        return blk
+
     def result(self, grid: np.ndarray) -> PolicyResult:
         self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
+        # Solver effort, beside the seconds: nodes and iterations do not grow with load.
+        milp = self.search.effort if self.search is not None else {"nodes": 0, "iterations": 0}
+        for key in ("nodes", "iterations"):
+            self.report["phases"][key] = self.block_effort[key] + milp[key]
         report = {**self.report, "warnings": tuple(self.warnings),
                   "phases": dict(self.report["phases"])}
         return PolicyResult(grid, SolveReport(**report))
@@ -267,10 +282,18 @@ class FullSolve:
         if not solver_available("highs"):  # the relaxation is solved by HiGHS
             return
         self.block_model = bounds.build_block_model(self.scenario)
-        blk = bounds.solve_block(self.block_model, time_limit=self._half_left())
+        start = self.block_model.start_values(self.scenario, self.fast_grid) \
+            if self.warm_start else None
+        blk = self._count(bounds.solve_block(self.block_model, start=start,
+                                             time_limit=self._first_block_limit()))
         if blk.value is not None:
             self.target = self._tighten(blk.value)
             self.relaxed_starts = blk.starts
+
+    def _first_block_limit(self) -> float:
+        """The relaxation proves most optima (fast at its bound, or its starts placed at it),
+        so its first solve may take up to BLOCK_SHARE of the limit."""
+        return max(min(self.left() * BLOCK_SHARE, BLOCK_SECONDS), 0.1)
 
     def _half_left(self) -> float:
         return max(min(self.left() / 2, 10.0), 0.1)
@@ -321,7 +344,8 @@ class FullSolve:
             assert self.block_model is not None
             self.block_model.exclude(starts)
             self.cuts += 1
-            nxt = bounds.solve_block(self.block_model, time_limit=self._half_left())
+            nxt = self._count(bounds.solve_block(self.block_model,
+                                                 time_limit=self._half_left()))
             if nxt.value is None:
                 break
             self.target = self._tighten(max(excluded, nxt.value))
