@@ -43,6 +43,9 @@ STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
 CUT_SHARE = 0.6
+# At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) in
+# 15-25 s; this share of what is left is the cap, and windows get the rest.
+LARGE_PLACE_SHARE = 0.5
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -326,14 +329,16 @@ class FullSolve:
             and self.block_model is not None
         cut_until = self.began + CUT_SHARE * self.time_limit
         excluded = -math.inf  # the best objective of any plan whose start set was cut off
-        if scenario.G >= LNS_MIN_GPUS:
-            self.relaxed_starts = None  # placing them whole stalls at this size: windows instead
+        # One placement only at 32+ GPUs: its LP alone takes seconds, and windows need the rest.
+        large = scenario.G >= LNS_MIN_GPUS
+        if large and LARGE_PLACE_SHARE <= 0:
+            self.relaxed_starts = None
         while self.relaxed_starts is not None and model.start_counts:
             starts = self.relaxed_starts
             model.restrict_starts(starts)
             allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
-            placed = search.attempt(min(self.left() / 2, 10.0), allowed, self.target,
-                                    restricted=True)
+            cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
+            placed = search.attempt(cap, allowed, self.target, restricted=True)
             model.restrict_starts(None)
             if (self.target is not None and search.objective >= self.target) or not cutting \
                     or placed.status != "optimal" or placed.bound is None \
