@@ -35,8 +35,8 @@ from allocator.model import Scenario
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import violations
 
-# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so most of the
-# time goes to solving windows of the cluster with everything outside held fixed.
+# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so after one
+# placement of the relaxation's starts the time goes to windows of the cluster, the rest fixed.
 LNS_MIN_GPUS = 32
 WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole limit
 STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
