@@ -86,8 +86,8 @@ def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float 
     return solve_block(build_block_model(scenario), time_limit, mip_gap)
 
 
-# HiGHS restarts its search after presolve whenever root fixings leave part of the model
-# inactive; on the relaxation those restarts throw away cuts and cost 30-40% more time.
+# HiGHS restarts its search whenever root fixings leave part of the model inactive; on this
+# small model a restart throws away the root's cuts and re-deriving them costs more time.
 BLOCK_OPTIONS = {"mip_allow_restart": False}
 
 

@@ -43,8 +43,8 @@ STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
 CUT_SHARE = 0.6
-# At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) in
-# 15-25 s; this share of what is left is the cap, and windows get the rest.
+# At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) well
+# within a minute at 64 GPUs; this share of what is left is the cap, windows get the rest.
 LARGE_PLACE_SHARE = 0.5
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
