@@ -9,6 +9,7 @@ from hypothesis import given, settings
 
 from allocator import grid as gridlib
 from allocator.milp import bounds
+from allocator.policies.fast import fast
 from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
 from tests.brute_force import brute_force
@@ -71,3 +72,19 @@ def test_a_no_good_cut_removes_exactly_that_set_of_starts() -> None:
     second = bounds.solve_block(model)
     assert second.starts != first.starts
     assert second.value <= first.value + 1e-9
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
+def test_a_legal_grid_is_a_feasible_warm_start_for_the_relaxation(scenario) -> None:
+    """The relaxation's warm start (fast's grid) satisfies every row, at the grid's worth."""
+    grid = fast(scenario)
+    model = bounds.build_block_model(scenario)
+    values = model.start_values(scenario, grid)
+    assert values is not None
+    for var in model.prob.variables():
+        var.varValue = values[var.name]
+    broken = [row.name for row in model.prob.constraints() if not row.valid(1e-9)]
+    assert broken == []
+    worth = (model.prob.objective.value() or 0.0) + model.fixed
+    assert worth == pytest.approx(gridlib.objective(scenario, grid), rel=1e-9, abs=1e-9)

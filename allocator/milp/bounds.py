@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pulp
 
-from allocator.milp.model import block_rows, build_model, pinned_cells
+from allocator.grid import placements
+from allocator.milp.model import block_rows, build_model, pinned_cells, touched_values
 from allocator.milp.solvers import solve_highs
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
@@ -31,6 +32,8 @@ class Bound:
     status: str  # optimal: the relaxation was solved exactly; otherwise its best bound
     seconds: float
     starts: dict[int, int] = field(default_factory=dict)  # block_capacity: job -> start
+    nodes: int = 0  # HiGHS branch-and-bound nodes and simplex iterations spent
+    iterations: int = 0
 
 
 def lp_relaxation(scenario: Scenario, time_limit: float = 60.0) -> Bound:
@@ -50,7 +53,25 @@ class BlockModel:
     chosen: list[tuple[pulp.LpVariable, int, int]]  # (z, job, start)
     fixed: float  # running jobs' objective
     empty: bool  # nothing to decide: the bound is `fixed`
+    held: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (job, t)
+    short: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (job, t)
+    touched: list[tuple[pulp.LpVariable, int, int, int]] = field(default_factory=list)
     cuts: int = 0
+
+    def start_values(self, scenario: Scenario, grid: np.ndarray) -> dict[str, float] | None:
+        """Every variable's value for a legal grid (a warm start), or None if the grid has a
+        start the relaxation has no variable for (it cannot: every legal start has one)."""
+        chosen = {(i, p.start) for i, p in placements(scenario, grid, queued_only=True).items()}
+        values = {z.name: float((i, s) in chosen) for z, i, s in self.chosen}
+        if sum(values.values()) != len(chosen):
+            return None
+        for (i, t), h in self.held.items():
+            held = int((grid[t] == i).sum())
+            values[h.name] = float(held)
+            values[self.short[i, t].name] = float(
+                max(0, scenario.realtime_job_at(i).demand[t] - held))
+        values.update(touched_values(scenario, grid, self.touched))
+        return values
 
     def exclude(self, starts: dict[int, int]) -> None:
         """A no-good cut: the relaxation may no longer pick exactly this set of starts."""
@@ -66,17 +87,28 @@ def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float 
     return solve_block(build_block_model(scenario), time_limit, mip_gap)
 
 
-def solve_block(model: BlockModel, time_limit: float = 10.0, mip_gap: float = 1e-6) -> Bound:
-    """The relaxation's proven bound (its dual bound) and the starts of its best solution."""
+# HiGHS restarts its search whenever root fixings leave part of the model inactive; on this
+# small model a restart throws away the root's cuts and re-deriving them costs more time.
+BLOCK_OPTIONS = {"mip_allow_restart": False}
+
+
+def solve_block(model: BlockModel, time_limit: float = 10.0, mip_gap: float = 1e-6,
+                start: dict[str, float] | None = None) -> Bound:
+    """The relaxation's proven bound (its dual bound) and the starts of its best solution.
+
+    `start` (BlockModel.start_values of a legal grid) gives HiGHS an incumbent to prune by.
+    """
     began = time.perf_counter()
     if model.empty:
         return Bound(model.fixed, "optimal", 0.0)
-    result = solve_highs(model.prob, time_limit=max(time_limit, 0.1), mip_gap=mip_gap)
+    result = solve_highs(model.prob, time_limit=max(time_limit, 0.1), mip_gap=mip_gap,
+                         start=start, options=BLOCK_OPTIONS)
     # The dual bound, not the incumbent: the relaxation's optimum may sit up to a gap above.
     value = None if result.bound is None else result.bound + model.fixed
     starts = {i: s for z, i, s in model.chosen
               if result.has_solution and (z.varValue or 0) > 0.5}
-    return Bound(value, result.status, time.perf_counter() - began, starts)
+    return Bound(value, result.status, time.perf_counter() - began, starts,
+                 result.nodes, result.iterations)
 
 
 def build_block_model(scenario: Scenario) -> BlockModel:
@@ -122,6 +154,8 @@ def build_block_model(scenario: Scenario) -> BlockModel:
             prob += pulp.lpSum(starts) <= 1, f"c2_at_most_once_j{i}"
 
     held: list[list[pulp.LpVariable]] = [[] for _ in range(T)]
+    held_by: dict[tuple[int, int], pulp.LpVariable] = {}
+    short_by: dict[tuple[int, int], pulp.LpVariable] = {}
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
@@ -130,6 +164,7 @@ def build_block_model(scenario: Scenario) -> BlockModel:
         for t in range(T):
             held[t].append(h[t])
             short = prob.add_variable(f"short_j{i}_t{t}", lowBound=0)
+            held_by[i, t], short_by[i, t] = h[t], short
             objective.append((short, -penalty * job.priority))
             prob += short + h[t] >= job.demand[t], f"c2_shortfall_j{i}_t{t}"
         # 4. Swap limit, on counts: |A xor A'| >= | |A| - |A'| |.
@@ -143,5 +178,6 @@ def build_block_model(scenario: Scenario) -> BlockModel:
                 prob += h[0] >= now - job.swap_limit, f"c4_fall_j{i}_t0"
 
     prob += pulp.LpAffineExpression(objective), "objective"
-    block_rows(prob, scenario, pinned, cells, held)
-    return BlockModel(prob, chosen, fixed, empty=not objective)
+    touched = block_rows(prob, scenario, pinned, cells, held)
+    return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
+                      touched=touched)

@@ -88,14 +88,7 @@ class MilpModel:
         for (i, t), var in self.shortfall.items():
             values[var.name] = float(max(0, scenario.realtime_job_at(i).demand[t]
                                          - held.get((i, t), 0)))
-        # Batch jobs as their size, realtime as 0 (always small), pins and free cells as G+1.
-        sizes = np.array([j.gpus if isinstance(j, BatchJob) else 0 for j in scenario.jobs]
-                         + [scenario.G + 1])
-        cell_size = sizes[np.where(grid >= 0, grid, len(scenario.jobs))]
-        cell_size[pinned_cells(scenario)] = scenario.G + 1
-        for var, k, t, outside in self.touched:
-            small = int((cell_size[t] < k).sum())
-            values[var.name] = float(max(0, -(-(small - outside) // k)))
+        values.update(touched_values(scenario, grid, self.touched))
         return values
 
     def grid(self, scenario: Scenario) -> np.ndarray:
@@ -110,6 +103,21 @@ class MilpModel:
             if (var.varValue or 0.0) > 0.5:
                 out[t, g] = i
         return out
+
+
+def touched_values(scenario: Scenario, grid: np.ndarray,
+                   touched: list[tuple[pulp.LpVariable, int, int, int]]) -> dict[str, float]:
+    """The `touched` counts of block_rows for a legal grid: k-blocks its small cells spoil."""
+    # Batch jobs as their size, realtime as 0 (always small), pins and free cells as G+1.
+    sizes = np.array([j.gpus if isinstance(j, BatchJob) else 0 for j in scenario.jobs]
+                     + [scenario.G + 1])
+    cell_size = sizes[np.where(grid >= 0, grid, len(scenario.jobs))]
+    cell_size[pinned_cells(scenario)] = scenario.G + 1
+    values = {}
+    for var, k, t, outside in touched:
+        small = int((cell_size[t] < k).sum())
+        values[var.name] = float(max(0, -(-(small - outside) // k)))
+    return values
 
 
 def pinned_cells(scenario: Scenario) -> np.ndarray:

@@ -35,14 +35,19 @@ from allocator.model import Scenario
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import violations
 
-# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so most of the
-# time goes to solving windows of the cluster with everything outside held fixed.
+# From this many GPUs the whole MILP rarely closes in a minute (docs/sources.md), so after one
+# placement of the relaxation's starts the time goes to windows of the cluster, the rest fixed.
 LNS_MIN_GPUS = 32
 WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole limit
 STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
 CUT_SHARE = 0.6
+# At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) well
+# within a minute at 64 GPUs; this share of what is left is the cap, windows get the rest.
+LARGE_PLACE_SHARE = 0.5
+# The first block-capacity solve's cap: a share of the limit, at most this many seconds.
+BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
 
 @dataclass
@@ -59,6 +64,7 @@ class Search:
     warnings: list[str]
     statuses: list[str] = field(default_factory=list)
     bounds: list[float] = field(default_factory=list)  # proven, from unrestricted solves
+    effort: dict[str, int] = field(default_factory=lambda: {"nodes": 0, "iterations": 0})
 
     def offer(self, grid: np.ndarray | None, objective: float) -> None:
         if grid is not None and objective > self.objective:
@@ -74,6 +80,8 @@ class Search:
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
                             mip_gap=self.mip_gap, start=values, target=milp_target)
         self.statuses.append(result.status)
+        self.effort["nodes"] += result.nodes
+        self.effort["iterations"] += result.iterations
         if result.bound is not None and not restricted:
             self.bounds.append(result.bound + fixed)
         if not result.has_solution:
@@ -211,6 +219,7 @@ class FullSolve:
         self.search: Search | None = None
         self.cuts = 0
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
+        self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
     def left(self) -> float:
         return max(self.deadline - time.perf_counter(), 0.0)
@@ -221,8 +230,17 @@ class FullSolve:
         self.report["phases"][name] = round(now - self.mark, 3)
         self.mark = now
 
+    def _count(self, blk: bounds.Bound) -> bounds.Bound:
+        self.block_effort["nodes"] += blk.nodes
+        self.block_effort["iterations"] += blk.iterations
+        return blk
+
     def result(self, grid: np.ndarray) -> PolicyResult:
         self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
+        # Solver effort, beside the seconds: nodes and iterations do not grow with load.
+        milp = self.search.effort if self.search is not None else {"nodes": 0, "iterations": 0}
+        for key in ("nodes", "iterations"):
+            self.report["phases"][key] = self.block_effort[key] + milp[key]
         report = {**self.report, "warnings": tuple(self.warnings),
                   "phases": dict(self.report["phases"])}
         return PolicyResult(grid, SolveReport(**report))
@@ -267,10 +285,18 @@ class FullSolve:
         if not solver_available("highs"):  # the relaxation is solved by HiGHS
             return
         self.block_model = bounds.build_block_model(self.scenario)
-        blk = bounds.solve_block(self.block_model, time_limit=self._half_left())
+        start = self.block_model.start_values(self.scenario, self.fast_grid) \
+            if self.warm_start else None
+        blk = self._count(bounds.solve_block(self.block_model, start=start,
+                                             time_limit=self._first_block_limit()))
         if blk.value is not None:
             self.target = self._tighten(blk.value)
             self.relaxed_starts = blk.starts
+
+    def _first_block_limit(self) -> float:
+        """The relaxation proves most optima (fast at its bound, or its starts placed at it),
+        so its first solve may take up to BLOCK_SHARE of the limit."""
+        return max(min(self.left() * BLOCK_SHARE, BLOCK_SECONDS), 0.1)
 
     def _half_left(self) -> float:
         return max(min(self.left() / 2, 10.0), 0.1)
@@ -303,14 +329,16 @@ class FullSolve:
             and self.block_model is not None
         cut_until = self.began + CUT_SHARE * self.time_limit
         excluded = -math.inf  # the best objective of any plan whose start set was cut off
-        if scenario.G >= LNS_MIN_GPUS:
-            self.relaxed_starts = None  # placing them whole stalls at this size: windows instead
+        # One placement only at 32+ GPUs: its LP alone takes seconds, and windows need the rest.
+        large = scenario.G >= LNS_MIN_GPUS
+        if large and LARGE_PLACE_SHARE <= 0:
+            self.relaxed_starts = None
         while self.relaxed_starts is not None and model.start_counts:
             starts = self.relaxed_starts
             model.restrict_starts(starts)
             allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
-            placed = search.attempt(min(self.left() / 2, 10.0), allowed, self.target,
-                                    restricted=True)
+            cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
+            placed = search.attempt(cap, allowed, self.target, restricted=True)
             model.restrict_starts(None)
             if (self.target is not None and search.objective >= self.target) or not cutting \
                     or placed.status != "optimal" or placed.bound is None \
@@ -321,7 +349,8 @@ class FullSolve:
             assert self.block_model is not None
             self.block_model.exclude(starts)
             self.cuts += 1
-            nxt = bounds.solve_block(self.block_model, time_limit=self._half_left())
+            nxt = self._count(bounds.solve_block(self.block_model,
+                                                 time_limit=self._half_left()))
             if nxt.value is None:
                 break
             self.target = self._tighten(max(excluded, nxt.value))

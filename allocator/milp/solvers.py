@@ -33,6 +33,8 @@ class Solve:
     objective: float | None  # as the solver reports it (the MILP part, no fixed value)
     bound: float | None  # a proven upper bound on the MILP part, when the solver gives one
     seconds: float
+    nodes: int = 0  # branch-and-bound nodes (HiGHS): effort that does not depend on load
+    iterations: int = 0  # simplex iterations (HiGHS), likewise
 
 
 def solver_available(name: str) -> bool:
@@ -57,10 +59,11 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
     """
 
     def __init__(self, start: dict[str, float] | None = None, target: float | None = None,
-                 **kwargs: Any) -> None:
+                 options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start = start
         self.target = target
+        self.options = options or {}
         self.result: Solve | None = None
 
     def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
@@ -75,6 +78,8 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
         self.buildSolverModel(lp)
         h = lp.solverModel
         variables = lp.variables()
+        for key, option in self.options.items():
+            h.setOptionValue(key, option)
         if self.start is not None:
             index = np.array([v.index for v in variables], dtype=np.int32)
             value = np.array([self.start.get(v.name, 0.0) for v in variables], dtype=np.float64)
@@ -106,7 +111,9 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
             bound = bound if math.isfinite(bound) else None
         else:
             bound = objective if name == "optimal" else None
-        self.result = Solve(name, has_solution, objective, bound, time.perf_counter() - began)
+        self.result = Solve(name, has_solution, objective, bound, time.perf_counter() - began,
+                            nodes=max(int(info.mip_node_count), 0) if self.mip else 0,
+                            iterations=max(int(info.simplex_iteration_count), 0))
         lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
         return int(lp.status)
 
@@ -139,8 +146,8 @@ def _quiet_banner() -> None:
 
 def solve_highs(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
                 start: dict[str, float] | None = None, target: float | None = None,
-                mip: bool = True) -> Solve:
-    solver = _HiGHS(start=start, target=target, mip=mip, msg=False,
+                mip: bool = True, options: dict[str, Any] | None = None) -> Solve:
+    solver = _HiGHS(start=start, target=target, options=options, mip=mip, msg=False,
                     timeLimit=max(time_limit, 0.0), gapRel=mip_gap)
     began = time.perf_counter()
     try:
