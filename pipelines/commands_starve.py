@@ -25,6 +25,10 @@ def starvation(
                                      help="Plan with claims as priorities too."),
     exact: bool = typer.Option(False, "--exact-durations",
                                help="Predicted durations = true ones (no duration error)."),
+    margin: float = typer.Option(0.15, "--margin",
+                                 help="fast's headroom on the realtime forecast."),
+    baseline_margin: float = typer.Option(0.15, "--baseline-margin",
+                                          help="The same for fifo, priority and backfill."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -32,7 +36,8 @@ def starvation(
     from pipelines.starvation import StarveArgs, run_starvation
 
     args = StarveArgs(worlds=worlds, seed=seed, age=age, reservations=reservations,
-                      age_in_plan=age_in_plan, exact=exact, out=out, workers=workers)
+                      age_in_plan=age_in_plan, exact=exact, margin=margin,
+                      baseline_margin=baseline_margin, out=out, workers=workers)
     with input_errors():
         report = run_starvation(args)
     typer.echo(f"report -> {report}")

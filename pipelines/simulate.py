@@ -423,7 +423,14 @@ def run_many(worlds: Sequence[World], policies: Sequence[str], config: SimConfig
     `progress` is called once per finished replay; past `deadline` (time.monotonic()) the
     remaining replays are abandoned, running workers stopped, and OutOfTime raised.
     """
-    tasks = [(w, p, config) for w in worlds for p in policies]
+    return run_tasks([(w, p, config) for w in worlds for p in policies], workers,
+                     progress=progress, deadline=deadline)
+
+
+def run_tasks(tasks: Sequence[tuple[World, str, SimConfig]], workers: int = 1, *,
+              progress: Callable[[], None] | None = None, deadline: float | None = None
+              ) -> list[tuple[str, str, dict[str, float], Replay]]:
+    """`run_many` over explicit (world, policy, config) replays, each with its own config."""
     tick = progress or (lambda: None)
     if workers <= 1 or len(tasks) == 1:
         out = []
