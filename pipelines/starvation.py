@@ -20,7 +20,7 @@ from allocator.core.errors import InputError
 from pipelines.philly import PhillyConfig, philly_world
 from pipelines.simulate import SimConfig, run_tasks
 from pipelines.simulate_report import markdown
-from pipelines.starve import exact_durations, starve_names, starve_world
+from pipelines.starve import FAST_MARGIN, exact_durations, starve_names, starve_world
 from pipelines.worlds import World
 
 GUARDED_RUNS = ("fast", "fifo", "priority", "backfill")
@@ -39,7 +39,8 @@ class StarveArgs:
     out: Path
     workers: int
     exact: bool = False  # every prediction exact: what duration error costs
-    margin: float = SimConfig.margin  # fast's headroom on the realtime forecast (+ no guard)
+    margin: float = FAST_MARGIN  # fast's headroom on the realtime forecast (+ no guard)
+    half_nodes: int = 0  # promises held for half-node jobs, besides `reservations`
     baseline_margin: float = SimConfig.margin  # the same for fifo, priority and backfill
 
 
@@ -54,8 +55,9 @@ def run_starvation(a: StarveArgs) -> Path:
     for flag, value in (("--margin", a.margin), ("--baseline-margin", a.baseline_margin)):
         if not 0 <= value <= 10:  # also refuses NaN
             raise InputError(f"{flag} must be in [0, 10], got {value}", field=flag)
-    if a.age < 0 or a.reservations < 0 or a.workers < 1:
-        raise InputError("--age and --reservations must be >= 0, --workers >= 1",
+    if a.age < 0 or a.reservations < 0 or a.half_nodes < 0 or a.workers < 1:
+        raise InputError("--age, --reservations and --half-node-reservations must be >= 0, "
+                         "--workers >= 1",
                          field="--age")
     built = [philly_world(PhillyConfig(seed=a.seed)) if n == "philly"
              else starve_world(n, a.seed) for n in names]
@@ -63,10 +65,11 @@ def run_starvation(a: StarveArgs) -> Path:
         built = [exact_durations(w) for w in built]
     config = SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
                        reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
-                       ranges=True, margin=a.margin)
+                       ranges=True, margin=a.margin, half_node_reservations=a.half_nodes)
     metrics = measure(built, config, a.workers, a.baseline_margin)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {a.seed} "
-               f"--age {a.age:g} --reservations {a.reservations} --margin {a.margin:g} "
+               f"--age {a.age:g} --reservations {a.reservations} "
+               f"--half-node-reservations {a.half_nodes} --margin {a.margin:g} "
                f"--baseline-margin {a.baseline_margin:g}"
                f"{' --age-in-plan' if a.age_in_plan else ''}"
                f"{' --exact-durations' if a.exact else ''} --out {a.out}")
