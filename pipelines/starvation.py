@@ -55,10 +55,11 @@ def run_starvation(a: StarveArgs) -> Path:
     for flag, value in (("--margin", a.margin), ("--baseline-margin", a.baseline_margin)):
         if not 0 <= value <= 10:  # also refuses NaN
             raise InputError(f"{flag} must be in [0, 10], got {value}", field=flag)
-    if a.age < 0 or a.reservations < 0 or a.half_nodes < 0 or a.workers < 1:
-        raise InputError("--age, --reservations and --half-node-reservations must be >= 0, "
-                         "--workers >= 1",
-                         field="--age")
+    counts = (("--age", a.age, 0), ("--reservations", a.reservations, 0),
+              ("--half-node-reservations", a.half_nodes, 0), ("--workers", a.workers, 1))
+    for flag, value, low in counts:
+        if value < low:
+            raise InputError(f"{flag} must be >= {low}, got {value:g}", field=flag)
     built = [philly_world(PhillyConfig(seed=a.seed)) if n == "philly"
              else starve_world(n, a.seed) for n in names]
     if a.exact:

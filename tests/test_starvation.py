@@ -127,3 +127,16 @@ def test_fast_gets_its_margin_guarded_and_not_the_baselines_theirs(monkeypatch):
     assert out["w"][UNGUARDED] == {"policy": "fast"}
     assert out["w"]["fast"] == {"policy": "fast"}
     assert set(out["w"]) == {"fast", "fifo", "priority", "backfill", UNGUARDED}
+
+
+@pytest.mark.parametrize(("field", "flag"), [("age", "--age"), ("reservations",
+                                              "--reservations"),
+                                             ("half_nodes", "--half-node-reservations")])
+def test_a_negative_count_names_its_own_flag(tmp_path, monkeypatch, field, flag):
+    monkeypatch.setattr(starvation, "measure", lambda *a: pytest.fail("replayed"))
+    given = {"age": 0.25, "reservations": 1, field: -1}
+    args = StarveArgs(worlds="fit-00", seed=7, age_in_plan=False, out=tmp_path / "out",
+                      workers=1, **given)
+    with pytest.raises(InputError) as caught:
+        run_starvation(args)
+    assert caught.value.field == flag
