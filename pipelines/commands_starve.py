@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from pipelines.cliutil import input_errors
-from pipelines.starve import starve_names
+from pipelines.starve import FAST_MARGIN, starve_names
 
 
 def register(app: typer.Typer) -> None:
@@ -21,10 +21,16 @@ def starvation(
     seed: int = typer.Option(7, "--seed", help="Seed of the worlds and Philly priorities."),
     age: float = typer.Option(0.25, "--age", help="Claim per step waited (0: off)."),
     reservations: int = typer.Option(1, "--reservations", help="Promises held at once."),
+    half_nodes: int = typer.Option(0, "--half-node-reservations",
+                                   help="Promises held for half-node jobs, besides them."),
     age_in_plan: bool = typer.Option(False, "--age-in-plan",
                                      help="Plan with claims as priorities too."),
     exact: bool = typer.Option(False, "--exact-durations",
                                help="Predicted durations = true ones (no duration error)."),
+    margin: float = typer.Option(FAST_MARGIN, "--margin",
+                                 help="fast's headroom on the realtime forecast."),
+    baseline_margin: float = typer.Option(0.15, "--baseline-margin",
+                                          help="The same for fifo, priority and backfill."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -32,7 +38,9 @@ def starvation(
     from pipelines.starvation import StarveArgs, run_starvation
 
     args = StarveArgs(worlds=worlds, seed=seed, age=age, reservations=reservations,
-                      age_in_plan=age_in_plan, exact=exact, out=out, workers=workers)
+                      age_in_plan=age_in_plan, exact=exact, margin=margin,
+                      baseline_margin=baseline_margin, half_nodes=half_nodes, out=out,
+                      workers=workers)
     with input_errors():
         report = run_starvation(args)
     typer.echo(f"report -> {report}")

@@ -41,6 +41,7 @@ class SimConfig:
     age: float = 0.25  # ... its claim per step waited; 0: off
     reserve: bool = True  # the top job's reservation for fast/full/backfill; False: off
     reservations: int = 1  # promises held at once
+    half_node_reservations: int = 0  # ... and besides them, for jobs of half a node or more
     age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
     ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
 
@@ -156,7 +157,8 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
     sigma = duration_sigma(world)
     if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
         rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
-                          count=config.reservations, age_in_plan=config.age_in_plan)
+                          count=config.reservations, age_in_plan=config.age_in_plan,
+                          half_nodes=config.half_node_reservations)
     for t0 in range(0, L, config.replan_every):
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
         if rec.guard is not None:
@@ -424,7 +426,14 @@ def run_many(worlds: Sequence[World], policies: Sequence[str], config: SimConfig
     `progress` is called once per finished replay; past `deadline` (time.monotonic()) the
     remaining replays are abandoned, running workers stopped, and OutOfTime raised.
     """
-    tasks = [(w, p, config) for w in worlds for p in policies]
+    return run_tasks([(w, p, config) for w in worlds for p in policies], workers,
+                     progress=progress, deadline=deadline)
+
+
+def run_tasks(tasks: Sequence[tuple[World, str, SimConfig]], workers: int = 1, *,
+              progress: Callable[[], None] | None = None, deadline: float | None = None
+              ) -> list[tuple[str, str, dict[str, float], Replay]]:
+    """`run_many` over explicit (world, policy, config) replays, each with its own config."""
     tick = progress or (lambda: None)
     if workers <= 1 or len(tasks) == 1:
         out: list[tuple[str, str, dict[str, float], Replay]] = []

@@ -21,6 +21,11 @@ LOADS: dict[str, float] = {"fit": 0.8, "over": 1.4}
 SIZES: tuple[int, ...] = (32, 64, 32)
 DAYS = 7
 SIGMA = 0.3  # duration prediction error, as the seeded suite's
+# fast's realtime headroom in `gpuplan starvation` (the replay's default is 0.15): fast
+# follows the forecast curve where the baselines hold its peak, so it needs more headroom
+# to be short no more often. Chosen on the seed-11 worlds (13 of 38 checks at 0.15, 17 at
+# 0.3, 22 at 0.35 and 0.4, 20 at 0.45, 19 at 0.5), applied to every world alike.
+FAST_MARGIN = 0.4
 
 
 def starve_world(name: str, seed: int = 7) -> World:

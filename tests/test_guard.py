@@ -201,3 +201,39 @@ def test_the_promise_goes_to_the_short_whole_node_job_of_two_with_equal_claims()
         scenario, codes = sim.build_scenario(world, 0, {}, [], config)
         planned = guard.apply(scenario, codes, 0, {})
         assert [r.id for r in planned.reservations] == [want]
+
+
+def test_a_half_node_promise_only_when_told_soon_and_off_the_large_jobs_node() -> None:
+    """A 4-GPU job waits beside an 8-GPU one on 16 GPUs (node 8): with one half-node
+    promise it is promised a block too, on the node the 8-GPU promise does not take; a
+    block free only past `half_node_within` steps is not promised; off by default."""
+    jobs = (SimJob(id="big", kind="training", priority=1.0, gpus=8, arrival=0,
+                   true_steps=5, predicted_steps=5),
+            SimJob(id="half", kind="training", priority=1.0, gpus=4, arrival=0,
+                   true_steps=5, predicted_steps=5))
+    world = World(name="half", gpus=16, steps=30, jobs=jobs, services=())
+    config = sim.SimConfig(horizon=6, guard=True)
+    scenario, codes = sim.build_scenario(world, 0, {}, [], config)
+    assert [r.id for r in sim.Guard(world, "fast").apply(scenario, codes, 0, {})
+            .reservations] == ["big"]
+    planned = sim.Guard(world, "fast", half_nodes=1).apply(scenario, codes, 0, {})
+    blocks = {r.id: (r.first_gpu, r.start) for r in planned.reservations}
+    assert set(blocks) == {"big", "half"}
+    assert blocks["big"][0] // 8 != blocks["half"][0] // 8
+    # 1-GPU jobs hold the other node for 9 steps: no half-node block within 4 steps
+    busy = jobs + tuple(SimJob(id=f"s{k}", kind="training", priority=8.0, gpus=1,
+                               arrival=0, true_steps=9, predicted_steps=9)
+                        for k in range(8))
+    world = replace(world, jobs=busy)
+    starts = {2 + k: (0, 8 + k) for k in range(8)}
+    scenario, codes = sim.build_scenario(world, 1, starts, [], config)
+    planned = sim.Guard(world, "fast", half_nodes=1).apply(scenario, codes, 1, starts)
+    assert [r.id for r in planned.reservations] == ["big"]
+
+
+def test_the_replay_passes_half_node_reservations_to_the_guard() -> None:
+    world = _starving_world()
+    rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True,
+                                                  half_node_reservations=1))
+    assert rec.guard is not None and rec.guard.half_nodes == 1
+    assert sim.integrity(rec) == []

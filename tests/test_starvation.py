@@ -74,8 +74,9 @@ def test_the_command_writes_report_and_metrics(tmp_path, monkeypatch):
 
     seen = {}
 
-    def measure(worlds, config, workers):
-        seen.update(names=[w.name for w in worlds], config=config, workers=workers)
+    def measure(worlds, config, workers, baseline_margin):
+        seen.update(names=[w.name for w in worlds], config=config, workers=workers,
+                    baseline_margin=baseline_margin)
         return {w.name: suite() for w in worlds}
 
     monkeypatch.setattr(starvation, "measure", measure)
@@ -83,13 +84,59 @@ def test_the_command_writes_report_and_metrics(tmp_path, monkeypatch):
     out = tmp_path / "out"
     result = CliRunner().invoke(build_app("starvation"), [
         "starvation", "--worlds", "fit-00", "--age", "0.5", "--reservations", "2",
-        "--workers", "1", "--out", str(out)])
+        "--workers", "1", "--margin", "0.3", "--baseline-margin", "0.2",
+        "--half-node-reservations", "1", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"report -> {out / 'report.md'}"
     assert seen["workers"] == 1
     assert (seen["config"].age, seen["config"].reservations, seen["config"].guard) == (
         0.5, 2, True)
+    assert (seen["config"].margin, seen["baseline_margin"]) == (0.3, 0.2)
+    assert seen["config"].half_node_reservations == 1
     assert json.loads((out / "metrics.json").read_text()) == {"w": suite()}
     report = (out / "report.md").read_text()
     assert "--worlds fit-00 --seed 7 --age 0.5 --reservations 2" in report
     assert "**6 of 6 target checks met.**" in report
+
+
+@pytest.mark.parametrize("field", ["margin", "baseline_margin"])
+@pytest.mark.parametrize("value", [-0.1, float("nan"), 11.0])
+def test_a_margin_out_of_range_is_bad_input_before_any_replay(tmp_path, monkeypatch, field,
+                                                              value):
+    monkeypatch.setattr(starvation, "measure", lambda *a: pytest.fail("replayed"))
+    args = StarveArgs(worlds="fit-00", seed=7, age=0.25, reservations=1, age_in_plan=False,
+                      out=tmp_path / "out", workers=1, **{field: value})
+    with pytest.raises(InputError) as caught:
+        run_starvation(args)
+    assert caught.value.field == "--" + field.replace("_", "-")
+
+
+def test_fast_gets_its_margin_guarded_and_not_the_baselines_theirs(monkeypatch):
+    seen = []
+
+    def run_tasks(tasks, workers):
+        seen.extend((p, c.margin, c.guard) for _, p, c in tasks)
+        return [(w.name, p, {"policy": p}, None) for w, p, _ in tasks]
+
+    monkeypatch.setattr(starvation, "run_tasks", run_tasks)
+    config = starvation.SimConfig(guard=True, margin=0.4)
+    out = starvation.measure([world(0.5)], config, 1, baseline_margin=0.15)
+    assert sorted(seen) == sorted([("fast", 0.4, True), ("fifo", 0.15, True),
+                                   ("priority", 0.15, True), ("backfill", 0.15, True),
+                                   ("fast", 0.4, False)])
+    assert out["w"][UNGUARDED] == {"policy": "fast"}
+    assert out["w"]["fast"] == {"policy": "fast"}
+    assert set(out["w"]) == {"fast", "fifo", "priority", "backfill", UNGUARDED}
+
+
+@pytest.mark.parametrize(("field", "flag"), [("age", "--age"), ("reservations",
+                                              "--reservations"),
+                                             ("half_nodes", "--half-node-reservations")])
+def test_a_negative_count_names_its_own_flag(tmp_path, monkeypatch, field, flag):
+    monkeypatch.setattr(starvation, "measure", lambda *a: pytest.fail("replayed"))
+    given = {"age": 0.25, "reservations": 1, field: -1}
+    args = StarveArgs(worlds="fit-00", seed=7, age_in_plan=False, out=tmp_path / "out",
+                      workers=1, **given)
+    with pytest.raises(InputError) as caught:
+        run_starvation(args)
+    assert caught.value.field == flag
