@@ -12,6 +12,7 @@ at its arrival, or arrives past the horizon, gets none: no change can start it e
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def replan_start(scenario: Scenario, policy: str, job_id: str) -> int | None:
     return None if got is None else got["start"]
 
 
-def _with_job(scenario: Scenario, job_id: str, **changes) -> Scenario:
+def _with_job(scenario: Scenario, job_id: str, **changes: Any) -> Scenario:
     jobs = tuple(replace(j, **changes) if j.id == job_id else j for j in scenario.jobs)
     return replace(scenario, jobs=jobs)
 
@@ -90,7 +91,7 @@ def explain(scenario: Scenario, grid: np.ndarray, policy: str, job_id: str,
     later = T + 1
     helping = [c for c in changes if (c.start if c.start is not None else later)
                < (start if start is not None else later)]
-    best = min(helping, key=lambda c: c.start) if helping else None
+    best = min(helping, key=lambda c: later if c.start is None else c.start) if helping else None
     return Explanation(job_id, start, reason, tuple(held), tuple(changes), best)
 
 
@@ -104,7 +105,7 @@ def holders(scenario: Scenario, grid: np.ndarray, index: int, job: BatchJob,
     others = np.where(grid == index, -1, grid)
     best: tuple[int, int] | None = None  # (earliest free window, first GPU)
     for b in range(0, G - k + 1, k):
-        busy = (others[:, b : b + k] >= 0).any(axis=1)
+        busy = np.any(others[:, b : b + k] >= 0, axis=1)
         fits = [t for t in range(t0, T) if not busy[t : min(t + job.duration_steps, T)].any()]
         free_from = fits[0] if fits else T
         if best is None or free_from < best[0]:

@@ -8,17 +8,23 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from allocator.model import BatchJob, Scenario
 
 FREE = -1
 
+# The plan as the policies hold it (see above); MODEL.md's id grid exists only at the edges.
+Grid = NDArray[np.int32]
+# A (T, G) or per-GPU yes/no: busy cells, pinned cells, blocked columns.
+Mask = NDArray[np.bool_]
 
-def empty(scenario: Scenario) -> np.ndarray:
+
+def empty(scenario: Scenario) -> Grid:
     return np.full((scenario.T, scenario.G), FREE, dtype=np.int32)
 
 
-def pin_running(scenario: Scenario, grid: np.ndarray) -> None:
+def pin_running(scenario: Scenario, grid: Grid) -> None:
     """Constraint 2, inherited work: a running job holds its block from step 0."""
     for index, job in enumerate(scenario.jobs):
         if isinstance(job, BatchJob) and job.running:
@@ -34,7 +40,7 @@ class Placement(NamedTuple):
     end: int
 
 
-def placement(grid: np.ndarray, index: int) -> Placement | None:
+def placement(grid: Grid, index: int) -> Placement | None:
     """Job `index`'s cells in `grid` as a placement (None: it has none)."""
     rows, cols = np.nonzero(grid == index)
     if not len(rows):
@@ -42,7 +48,7 @@ def placement(grid: np.ndarray, index: int) -> Placement | None:
     return Placement(int(rows.min()), int(cols.min()), int(rows.max()) + 1)
 
 
-def placements(scenario: Scenario, grid: np.ndarray, *,
+def placements(scenario: Scenario, grid: Grid, *,
                queued_only: bool = False) -> dict[int, Placement]:
     """Every placed batch job's placement, by job index (running jobs left out if
     `queued_only`: their placement is pinned, not chosen)."""
@@ -55,12 +61,12 @@ def placements(scenario: Scenario, grid: np.ndarray, *,
     return out
 
 
-def to_ids(scenario: Scenario, grid: np.ndarray) -> list[list[str | None]]:
+def to_ids(scenario: Scenario, grid: Grid) -> list[list[str | None]]:
     ids = [job.id for job in scenario.jobs]
     return [[ids[c] if c >= 0 else None for c in row] for row in grid.tolist()]
 
 
-def objective(scenario: Scenario, grid: np.ndarray) -> float:
+def objective(scenario: Scenario, grid: Grid) -> float:
     """MODEL.md's objective, vectorised for comparing candidate grids inside a policy.
 
     The validator's `compute_metrics` is the reference; a test holds the two equal.

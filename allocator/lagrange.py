@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
@@ -45,19 +46,19 @@ class QuickBound:
 @dataclass(frozen=True)
 class _Problem:
     T: int
-    decay_cum: np.ndarray  # (T+1,)
-    free: np.ndarray  # (T,) unpinned GPUs per step
-    sizes: np.ndarray  # (K,) block sizes 2, 4, ... <= G
-    block_cap: np.ndarray  # (K, T): k x pin-free aligned k-blocks
+    decay_cum: NDArray[np.float64]  # (T+1,)
+    free: NDArray[np.float64]  # (T,) unpinned GPUs per step
+    sizes: NDArray[np.int64]  # (K,) block sizes 2, 4, ... <= G
+    block_cap: NDArray[np.float64]  # (K, T): k x pin-free aligned k-blocks
     fixed: float  # running jobs' objective
-    gpus: np.ndarray  # (J,) queued batch jobs
-    weight: np.ndarray  # (J,) priority x gpus
-    level: np.ndarray  # (J,) how many sizes in `sizes` are <= gpus
-    starts_ok: np.ndarray  # (J, T) a start is allowed
-    ends: np.ndarray  # (J, T) run end per start
+    gpus: NDArray[np.int64]  # (J,) queued batch jobs
+    weight: NDArray[np.float64]  # (J,) priority x gpus
+    level: NDArray[np.int64]  # (J,) how many sizes in `sizes` are <= gpus
+    starts_ok: NDArray[np.bool_]  # (J, T) a start is allowed
+    ends: NDArray[np.int64]  # (J, T) run end per start
     rt_floor: float  # the shortfall penalty if realtime held nothing
-    rt_gain: np.ndarray  # (T, H+1): penalty avoided by holding h GPUs, best jobs first
-    rt_ceil: np.ndarray  # (K, T, H+1): k x ceil((h - outside_k(t))+ / k), blocks spoilt
+    rt_gain: NDArray[np.float64]  # (T, H+1): penalty avoided by holding h GPUs, best jobs first
+    rt_ceil: NDArray[np.float64]  # (K, T, H+1): k x ceil((h - outside_k(t))+ / k), blocks spoilt
 
 
 def _problem(scenario: Scenario) -> _Problem:
@@ -72,17 +73,17 @@ def _problem(scenario: Scenario) -> _Problem:
         if isinstance(job, RealtimeJob):
             realtime.append(job)
         elif job.running:
-            steps = min(job.running.remaining_steps, T)
+            remaining = min(job.running.remaining_steps, T)
             first = job.running.first_gpu
-            pinned[:steps, first : first + job.gpus] = True
-            fixed += job.priority * job.gpus * float(cum[steps])
+            pinned[:remaining, first : first + job.gpus] = True
+            fixed += job.priority * job.gpus * float(cum[remaining])
         else:
             queued.append(job)
     free = G - pinned.sum(axis=1)
     sizes = np.array([1 << p for p in range(1, G.bit_length()) if (1 << p) <= G],
                      dtype=np.int64)
     block_cap = np.zeros((len(sizes), T))
-    pin_free: dict[int, np.ndarray] = {}  # size -> (T+1, n) cumulative pinned count per block
+    pin_free: dict[int, NDArray[np.int64]] = {}  # size -> (T+1, n) pinned count per block
     for k in [1, *sizes.tolist()]:
         n = G // k
         per_block = pinned[:, : n * k].reshape(T, n, k).any(axis=2)
@@ -127,7 +128,7 @@ def _problem(scenario: Scenario) -> _Problem:
         rt_ceil=rt_ceil.astype(np.float64))
 
 
-def _initial_prices(p: _Problem) -> np.ndarray:
+def _initial_prices(p: _Problem) -> NDArray[np.float64]:
     """Per step, the value density of the last cell a fractional greedy would fill."""
     lam = np.zeros(p.T)
     if not len(p.gpus):
@@ -146,7 +147,8 @@ def _initial_prices(p: _Problem) -> np.ndarray:
     return lam
 
 
-def _evaluate(p: _Problem, lam: np.ndarray, mu: np.ndarray):
+def _evaluate(p: _Problem, lam: NDArray[np.float64], mu: NDArray[np.float64]
+              ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
     """The Lagrangian's value at (lam, mu) and a subgradient (capacity minus usage)."""
     T = p.T
     # Price of one GPU-step for a job at each level: lam plus mu of every size it fills.

@@ -97,6 +97,21 @@ class Scenario:
     def T(self) -> int:
         return self.cluster.horizon_steps
 
+    def batch_job_at(self, index: int) -> BatchJob:
+        """jobs[index] where the caller's index can only be a batch job's (a start variable,
+        a decoder order); TypeError if it is not."""
+        job = self.jobs[index]
+        if not isinstance(job, BatchJob):
+            raise TypeError(f"job {index} ({job.id}) is not a batch job")
+        return job
+
+    def realtime_job_at(self, index: int) -> RealtimeJob:
+        """jobs[index] where the caller's index can only be a realtime job's; TypeError if not."""
+        job = self.jobs[index]
+        if not isinstance(job, RealtimeJob):
+            raise TypeError(f"job {index} ({job.id}) is not a realtime job")
+        return job
+
     def job(self, job_id: str) -> Job:
         for j in self.jobs:
             if j.id == job_id:

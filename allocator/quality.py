@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from allocator import grid as gridlib
+from allocator.grid import Grid
 from allocator.model import Scenario
+from allocator.result import PolicyResult
 from allocator.scenario_io import load_scenario
 
 DIR = Path(__file__).resolve().parents[1] / "data" / "quality"
@@ -59,12 +59,12 @@ def load_cases(directory: Path = DIR) -> list[Case]:
     return cases
 
 
-def shares(policy: Callable[[Scenario], np.ndarray], cases: Sequence[Case]) -> list[float]:
+def shares(policy: Callable[[Scenario], Grid | PolicyResult],
+           cases: Sequence[Case]) -> list[float]:
     """policy's objective / the optimum, per case (the optima here are all positive)."""
     out = []
     for case in cases:
-        grid = policy(case.scenario)
-        grid = grid[0] if isinstance(grid, tuple) else grid
+        grid = PolicyResult.of(policy(case.scenario)).grid
         out.append(gridlib.objective(case.scenario, grid) / case.optimum)
     return out
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import io
 from datetime import datetime, timedelta
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
 FAMILIES = {
@@ -37,15 +39,16 @@ CHAR_W_IN = 0.064  # one character of the 7 pt label font, in inches (a safe ove
 ROW_H_IN = 0.22  # one GPU row
 MAX_PANEL_IN = 14.0
 MAX_LEGEND = 60
+RGBA = tuple[float, float, float, float]  # a colour as matplotlib's colour maps return it
 HATCHES = ("xxx", "///", "\\\\\\", "++", "..", "oo")  # one per realtime service
 
 
-def _colours(ids: list[str], kinds: dict[str, str]) -> dict[str, tuple]:
+def _colours(ids: list[str], kinds: dict[str, str]) -> dict[str, RGBA]:
     """Shades of each kind's colour family, spread so neighbours in id order differ."""
     by_kind: dict[str, list[str]] = {}
     for job in ids:
         by_kind.setdefault(kinds.get(job, "training"), []).append(job)
-    out = {}
+    out: dict[str, RGBA] = {}
     for kind, jobs in by_kind.items():
         cmap = plt.get_cmap(FAMILIES.get(kind, "Greys"))
         n = len(jobs)
@@ -56,7 +59,7 @@ def _colours(ids: list[str], kinds: dict[str, str]) -> dict[str, tuple]:
     return out
 
 
-def _runs(grid: list[list], job: str, g: int) -> list[tuple[int, int]]:
+def _runs(grid: list[list[str | None]], job: str, g: int) -> list[tuple[int, int]]:
     """Maximal [start, end) step runs where GPU g holds `job`."""
     out, start = [], None
     for t, row in enumerate(grid):
@@ -70,7 +73,7 @@ def _runs(grid: list[list], job: str, g: int) -> list[tuple[int, int]]:
     return out
 
 
-def _clock(plans: list[dict]) -> tuple[datetime | None, int]:
+def _clock(plans: list[dict[str, Any]]) -> tuple[datetime | None, int]:
     first = plans[0] if plans else {}
     minutes = int(first.get("step_minutes") or 60)
     start = first.get("start")
@@ -82,7 +85,7 @@ def _clock(plans: list[dict]) -> tuple[datetime | None, int]:
     return None, minutes
 
 
-def _ticks(ax, T: int, start: datetime | None, minutes: int) -> None:
+def _ticks(ax: Axes, T: int, start: datetime | None, minutes: int) -> None:
     every = max(1, round(T / 12))
     ticks = list(range(0, T + 1, every))
     ax.set_xticks(ticks)
@@ -99,7 +102,7 @@ def _ticks(ax, T: int, start: datetime | None, minutes: int) -> None:
     ax.set_xlabel("time (UTC)", fontsize=9)
 
 
-def render_png(plans: list[dict], *, node_size: int | None = None,
+def render_png(plans: list[dict[str, Any]], *, node_size: int | None = None,
                step_minutes: int | None = None, start: datetime | str | None = None) -> bytes:
     """PNG bytes for plan dicts (as written by `gpuplan plan` / `plan-day`), one panel each.
 
@@ -232,14 +235,14 @@ def render_png(plans: list[dict], *, node_size: int | None = None,
     return buf.getvalue()
 
 
-def _label(ax, job: str, x: float, y: float, w: float, h: float, cell_w: float,
+def _label(ax: Axes, job: str, x: float, y: float, w: float, h: float, cell_w: float,
            cell_h: float, numbered: list[str], realtime: bool = False) -> None:
     """The id inside the box when it fits (horizontally, or turned for tall boxes),
     else a number listed below the picture."""
     box_w, box_h = w * cell_w, h * cell_h
     need = CHAR_W_IN * len(job) + 0.1
     cx, cy = x + w / 2, y + h / 2
-    style = {"ha": "center", "va": "center", "fontsize": 7, "clip_on": True,
+    style: dict[str, Any] = {"ha": "center", "va": "center", "fontsize": 7, "clip_on": True,
              "bbox": {"boxstyle": "round,pad=0.12", "facecolor": (1, 1, 1, 0.75),
                       "edgecolor": "darkred" if realtime else "none", "linewidth": 0.6}}
     if box_w >= need and box_h >= 0.12:

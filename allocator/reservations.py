@@ -170,7 +170,7 @@ def holds(scenario: Scenario) -> Holds:
     realtime_off = np.zeros((T, G), dtype=bool)
     for r in scenario.reservations:
         i = index[r.id]
-        job = scenario.jobs[i]
+        job = scenario.batch_job_at(i)
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
         realtime_off[realtime_off_from(scenario, r):, cols] = True
         if r.start < T:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
+from allocator.grid import Grid
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,11 @@ class SolveReport:
 class PolicyResult:
     """A policy's grid, and the solve's report when the policy is the MILP."""
 
-    grid: np.ndarray
+    grid: Grid
     solve: SolveReport | None = None
 
     @classmethod
-    def of(cls, result: np.ndarray | PolicyResult) -> PolicyResult:
+    def of(cls, result: Grid | PolicyResult) -> PolicyResult:
         return result if isinstance(result, PolicyResult) else cls(result)
 
     def extras(self) -> dict[str, Any]:

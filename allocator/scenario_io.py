@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ def _parse_float(text: str) -> Any:
 def _find_non_finite(node: Any, path: list[str | int]) -> list[str | int] | None:
     if isinstance(node, _NonFinite):
         return path
+    items: Iterable[tuple[Any, Any]]
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):
@@ -175,7 +177,7 @@ def _default(default: object, job: str | None, name: str) -> object:
     return default
 
 
-def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
+def _int(obj: dict[str, Any], key: str, *, job: str | None = None, field: str | None = None,
          default: int | None = None, minimum: int | None = None,
          maximum: int | None = None) -> int:
     name = field or key
@@ -192,7 +194,7 @@ def _int(obj: dict, key: str, *, job: str | None = None, field: str | None = Non
     return value
 
 
-def _number(obj: dict, key: str, *, job: str | None = None, field: str | None = None,
+def _number(obj: dict[str, Any], key: str, *, job: str | None = None, field: str | None = None,
             default: float | None = None) -> float:
     name = field or key
     value = obj.get(key)
@@ -262,7 +264,8 @@ def _job(raw: Any, index: int, cluster: Cluster) -> Job:
     return _batch(raw, job_id, kind, priority, cluster)
 
 
-def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster) -> BatchJob:
+def _batch(raw: dict[str, Any], job_id: str, kind: str, priority: float,
+           cluster: Cluster) -> BatchJob:
     gpus = _int(raw, "gpus", job=job_id, minimum=1)
     if gpus & (gpus - 1) or gpus > cluster.gpus:
         raise InputError(f"must be a power of two from 1 to {cluster.gpus}, got {gpus}",
@@ -272,12 +275,12 @@ def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster)
                    maximum=limits.MAX_DURATION)
     running = None
     if raw.get("running") is not None:
-        rr = raw["running"]
-        if not isinstance(rr, dict):
+        raw_running = raw["running"]
+        if not isinstance(raw_running, dict):
             raise InputError("must be an object or null", job=job_id, field="running")
-        first = _int(rr, "first_gpu", job=job_id, field="running.first_gpu", minimum=0)
-        remaining = _int(rr, "remaining_steps", job=job_id, field="running.remaining_steps",
-                         minimum=1)
+        first = _int(raw_running, "first_gpu", job=job_id, field="running.first_gpu", minimum=0)
+        remaining = _int(raw_running, "remaining_steps", job=job_id,
+                         field="running.remaining_steps", minimum=1)
         if remaining > duration:
             raise InputError(f"must be <= duration_steps ({duration}), got {remaining}",
                              job=job_id, field="running.remaining_steps")
@@ -291,7 +294,7 @@ def _batch(raw: dict, job_id: str, kind: str, priority: float, cluster: Cluster)
                     duration_steps=duration, arrival_step=arrival, running=running)
 
 
-def _realtime(raw: dict, job_id: str, priority: float, cluster: Cluster) -> RealtimeJob:
+def _realtime(raw: dict[str, Any], job_id: str, priority: float, cluster: Cluster) -> RealtimeJob:
     demand = raw.get("demand")
     if not isinstance(demand, list):
         raise InputError("is required: a list of integers, one per step", job=job_id,
@@ -309,17 +312,17 @@ def _realtime(raw: dict, job_id: str, priority: float, cluster: Cluster) -> Real
     swap = _int(raw, "swap_limit", job=job_id, minimum=0, maximum=limits.MAX_SWAP)
     current = None
     if raw.get("current_gpus") is not None:
-        cg = raw["current_gpus"]
-        if not isinstance(cg, list):
+        raw_gpus = raw["current_gpus"]
+        if not isinstance(raw_gpus, list):
             raise InputError("must be a list of GPU indices or null", job=job_id,
                              field="current_gpus")
-        for value in cg:
+        for value in raw_gpus:
             if type(value) is not int or not 0 <= value < cluster.gpus:
                 raise InputError(f"must hold GPU indices in [0, {cluster.gpus}), got "
                                  f"{json.dumps(value)}", job=job_id, field="current_gpus")
-        if len(set(cg)) != len(cg):
+        if len(set(raw_gpus)) != len(raw_gpus):
             raise InputError("GPUs must be distinct", job=job_id, field="current_gpus")
-        current = tuple(cg)
+        current = tuple(raw_gpus)
     return RealtimeJob(id=job_id, priority=priority, demand=tuple(demand), swap_limit=swap,
                        current_gpus=current)
 
@@ -344,7 +347,7 @@ def _check_occupancy(jobs: list[Job], cluster: Cluster) -> None:
                 owner[g] = job.id
 
 
-def scenario_to_dict(scenario: Scenario) -> dict:
+def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     """The scenario back as contract JSON (for generated scenarios and round trips)."""
     jobs = []
     for job in scenario.jobs:

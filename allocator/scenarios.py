@@ -123,8 +123,8 @@ def _batch_jobs(rng: np.random.Generator, spec: Spec, budget: float) -> list[Bat
                        p=[spec.training_share, other, other])
     jobs = []
     for k, kind in enumerate(kinds):
-        sizes, weights, (lo, hi) = KIND_SHAPES[str(kind)]
-        sizes = [s for s in sizes if s <= spec.gpus]
+        shapes, weights, (lo, hi) = KIND_SHAPES[str(kind)]
+        sizes = [s for s in shapes if s <= spec.gpus]
         w = np.array(weights[: len(sizes)])
         gpus = int(rng.choice(sizes, p=w / w.sum()))
         duration = int(rng.integers(lo, hi + 1))

@@ -23,7 +23,7 @@ class Metrics:
     completed: int
     objective: float
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
@@ -57,7 +57,7 @@ def _cells_by_job(scenario: Scenario, grid: IdGrid) -> tuple[dict[str, list[set[
     return cells, problems
 
 
-def batch_runs(scenario: Scenario, grid: IdGrid) -> dict[str, BatchRun]:
+def _batch_runs(scenario: Scenario, grid: IdGrid) -> dict[str, BatchRun]:
     """Start, end and block of every batch job present in a (legal) grid."""
     cells, _ = _cells_by_job(scenario, grid)
     runs = {}
@@ -79,10 +79,10 @@ def violations(scenario: Scenario, grid: IdGrid) -> list[str]:
     T, G = scenario.T, scenario.G
     for job in scenario.batch_jobs:
         problems.extend(_batch_violations(job, cells[job.id], T, G))
-    for job in scenario.realtime_jobs:
-        problems.extend(_swap_violations(job, cells[job.id]))
+    for service in scenario.realtime_jobs:
+        problems.extend(_swap_violations(service, cells[service.id]))
     if scenario.reservations and not problems:
-        runs = batch_runs(scenario, grid)
+        runs = _batch_runs(scenario, grid)
         problems.extend(plan_problems(scenario, {j: (r.start, r.first_gpu)
                                                  for j, r in runs.items()}))
     return problems
@@ -163,20 +163,20 @@ def compute_metrics(scenario: Scenario, grid: IdGrid) -> Metrics:
     served = 0
     shortfall_total = 0
     penalty = 0.0
-    for job in scenario.realtime_jobs:
-        for t, need in enumerate(job.demand):
-            have = len(cells[job.id][t])
+    for service in scenario.realtime_jobs:
+        for t, need in enumerate(service.demand):
+            have = len(cells[service.id][t])
             served += min(have, need)
             short = max(0, need - have)
             shortfall_total += short
-            penalty += job.priority * short
+            penalty += service.priority * short
     objective -= scenario.weights.realtime_penalty * penalty
     utilization = (batch_cells + served) / (G * T)
     return Metrics(utilization=utilization, value=value, rt_shortfall=shortfall_total,
                    completed=completed, objective=objective)
 
 
-def metrics_agree(claimed: dict, actual: Metrics) -> list[str]:
+def metrics_agree(claimed: dict[str, object], actual: Metrics) -> list[str]:
     """MODEL.md's tolerance: relative 1e-6, `completed` exact."""
     out = []
     for name, want in actual.as_dict().items():

@@ -12,6 +12,8 @@ import importlib
 import time
 from typing import Any
 
+import numpy as np
+
 from allocator import grid as gridlib
 from allocator.core.markdown import table
 from allocator.model import Scenario
@@ -60,12 +62,13 @@ def full_rows(scenarios: list[Scenario], time_limit: float = 30.0, solver: str =
             "improved_fast": report.improved_fast,
         })
         if diagnose:  # outside the timing above
-            best = best_batch_for_realtime(scenario, fast_grid, time_limit)
-            rows[-1]["best_with_fast_realtime"] = None if best is None else round(best, 3)
+            kept = best_batch_for_realtime(scenario, fast_grid, time_limit)
+            rows[-1]["best_with_fast_realtime"] = None if kept is None else round(kept, 3)
     return rows
 
 
-def best_batch_for_realtime(scenario: Scenario, grid, time_limit: float = 60.0) -> float | None:
+def best_batch_for_realtime(scenario: Scenario, grid: np.ndarray,
+                            time_limit: float = 60.0) -> float | None:
     """The best plan that keeps `grid`'s realtime cells: splits fast's loss in two.
 
     If it equals fast, fast lost only through where it put realtime GPUs; what it

@@ -158,6 +158,7 @@ def optimum_seeds() -> str:
     from allocator import grid as gridlib
     from allocator.policies import POLICIES
     from allocator.quality import DIR, case_file
+    from allocator.result import PolicyResult
     from allocator.scenario_io import load_scenario
 
     cases, records, variants = _quality()
@@ -171,7 +172,7 @@ def optimum_seeds() -> str:
                          pct(share[key]), "optimal"])
         else:  # not proven: fast against the best plan found and the bound
             scenario = load_scenario(case_file(DIR, int(seed), name))
-            f = gridlib.objective(scenario, POLICIES["fast"](scenario))
+            f = gridlib.objective(scenario, PolicyResult.of(POLICIES["fast"](scenario)).grid)
             rows.append([seed, name, f"{f:.2f}", f"<= {record['best_bound']:.2f}",
                          f"{pct(f / record['best_bound'])} .. {pct(f / record['best_found'])}",
                          record["status"]])

@@ -17,6 +17,7 @@ rule fixed before any result was seen.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,8 +40,9 @@ MS_SWIFT_TOKENS = round(7900 * 2048 / 78237)
 ITERATIONS = 1000  # a Qwen README run: 1000 iterations at the published seconds/iteration
 
 
-def _row(**kw) -> dict:
-    base = {"variant": "lora-sft", "seq_len": 2048, "epochs": 1.0, "global_batch_size": 16,
+def _row(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+            "variant": "lora-sft", "seq_len": 2048, "epochs": 1.0, "global_batch_size": 16,
             "lora_rank": 8, "lora_targets": 7, "precision": "bf16", "gpu_type": "A100-80GB",
             "gradient_checkpointing": 1, "optimizer": "adamw", "zero_stage": 0,
             "flash_attention": 1, "packing": 0, "rollouts_per_prompt": 0,

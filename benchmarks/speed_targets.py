@@ -65,6 +65,8 @@ def full_window_target() -> list[tuple[str, float, str]]:
     scenario = build("wide", Spec(gpus=32, jobs=14, realtime=2, running=2),
                      np.random.default_rng(3))
     report = full(scenario, time_limit=8.0).solve
+    if report is None:  # full always reports its solve; a bare grid would be a bug there
+        raise RuntimeError("full returned no solve report")
     return [("full mode, 32 GPUs, time limit 8 s: solve seconds", report.solve_seconds,
              "<= 13 (the limit plus one model build)")]
 

@@ -91,7 +91,8 @@ def select_clients(rows: pd.DataFrame) -> Selection:
         reported += drawn[:n_rep]
         tuning += drawn[n_rep: n_rep + n_tune]
     key = {s: i for i, s in enumerate(ordered)}
-    return Selection(tuple(sorted(reported, key=key.get)), tuple(sorted(tuning, key=key.get)))
+    return Selection(tuple(sorted(reported, key=key.__getitem__)),
+                     tuple(sorted(tuning, key=key.__getitem__)))
 
 
 def client_services(wide: pd.DataFrame, names: list[str] | tuple[str, ...]

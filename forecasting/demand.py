@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,9 @@ from allocator.core.errors import InputError
 from allocator.core.limits import MAX_DEMAND
 from allocator.core.timeparse import to_utc
 from forecasting.traffic import ServiceConfig
+
+if TYPE_CHECKING:
+    from forecasting.profile import DemandProfile
 
 # A rate a floating-point hair above a whole number of GPUs does not buy another GPU.
 _REL = 1e-12
@@ -104,7 +108,7 @@ def hold_next(raw: np.ndarray, swap_limit: int, previous: int | None) -> int:
     return int(np.clip(first, previous - swap_limit, previous + swap_limit))
 
 
-def demand_for_services(model: object, services: Mapping[str, ServiceConfig]
+def demand_for_services(model: DemandProfile, services: Mapping[str, ServiceConfig]
                         | Iterable[ServiceConfig], start: pd.Timestamp | str, steps: int,
                         step_minutes: int = 60,
                         current: Mapping[str, int] | None = None) -> dict[str, list[int]]:

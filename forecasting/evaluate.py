@@ -15,7 +15,7 @@ import pandas as pd
 from allocator.core.markdown import table as markdown_table
 from forecasting.memory import min_training_gpus
 from forecasting.published import published_frame
-from forecasting.quantization import QuantizationCostEstimator, reserve
+from forecasting.quantization import QuantizationCostEstimator, booked_gpu_hours
 from forecasting.training import PowerLawBaseline, TrainingCostEstimator
 
 
@@ -69,6 +69,9 @@ def quant_table(est, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray) -> pd.Dat
 
 MARGINS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
+# A cost history as the estimators read it: (features X, GPUs per job, GPU-hours per job).
+History = tuple[pd.DataFrame, np.ndarray, np.ndarray]
+
 
 def margin_tradeoff(est, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray) -> pd.DataFrame:
     """What one uniform log-margin per algorithm would give on held-out jobs: the price of
@@ -80,7 +83,7 @@ def margin_tradeoff(est, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray) -> pd
             continue
         log_wall = model.predict_log(X[m])
         for margin in MARGINS:
-            r = reserve(log_wall, margin, gpus[m])
+            r = booked_gpu_hours(log_wall, margin, gpus[m])
             rows.append({"algorithm": algo, "margin": f"x{np.exp(margin):.2f}",
                          "under_rate": float(np.mean(r < y[m])),
                          "mean_over_gpu_h": float(np.mean(np.maximum(r - y[m], 0.0)))})
@@ -140,13 +143,15 @@ def target_checks(training: pd.DataFrame | None, quant: pd.DataFrame | None,
     return pd.DataFrame(rows, columns=["target", "measured", "met"])
 
 
-def evaluate(train_hist: tuple | None, quant_hist: tuple | None, *, test_fraction: float = 0.25,
-             seed: int = 0, noise_floor: float | None = None,
-             training_params: dict | None = None, extra_training: tuple | None = None) -> Report:
+def evaluate(train_hist: History | None, quant_hist: History | None, *,
+             test_fraction: float = 0.25, seed: int = 0, noise_floor: float | None = None,
+             training_params: dict[str, object] | None = None,
+             extra_training: History | None = None) -> Report:
     """Fit on a seeded split of each history (X, gpus, gpu_hours) and score the rest;
     `extra_training` (X, gpus, gpu_hours) joins the training fit, never the held-out part."""
     tt = qt = pt = tr = None
-    setup = {"test_fraction": test_fraction, "seed": seed, "noise_floor_mdape": noise_floor}
+    setup: dict[str, object] = {"test_fraction": test_fraction, "seed": seed,
+                                "noise_floor_mdape": noise_floor}
     if train_hist is not None:
         X, g, y = train_hist
         fit, test = split_index(len(y), test_fraction, seed)
@@ -168,12 +173,12 @@ def evaluate(train_hist: tuple | None, quant_hist: tuple | None, *, test_fractio
     return Report(tt, qt, pt, target_checks(tt, qt, pt, noise_floor), setup, tr)
 
 
-def join_histories(*parts: tuple | None) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+def join_histories(*parts: History | None) -> History:
     """(X, gpus, gpu_hours) of several histories, one after the other (None skipped)."""
-    parts = [p for p in parts if p is not None]
-    return (pd.concat([p[0] for p in parts], ignore_index=True),
-            np.concatenate([np.asarray(p[1]) for p in parts]),
-            np.concatenate([np.asarray(p[2], dtype=float) for p in parts]))
+    present = [p for p in parts if p is not None]
+    return (pd.concat([p[0] for p in present], ignore_index=True),
+            np.concatenate([np.asarray(p[1]) for p in present]),
+            np.concatenate([np.asarray(p[2], dtype=np.float64) for p in present]))
 
 
 def _fmt(df: pd.DataFrame) -> pd.DataFrame:

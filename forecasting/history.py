@@ -147,8 +147,8 @@ def with_canonical_gpus(df: pd.DataFrame) -> pd.DataFrame:
 def training_problems(df: pd.DataFrame, *, outcomes: bool = False) -> Problems:
     """Per-row problems of the 22 training features (and `gpus`, `gpu_hours` if asked)."""
     p = Problems(len(df))
-    for col, allowed in TRAINING_CATEGORICAL.items():
-        categorical(df, col, allowed, p)
+    for col, names in TRAINING_CATEGORICAL.items():
+        categorical(df, col, names, p)
     ints = {"n_layers", "hidden_size", "seq_len", "dataset_samples", "global_batch_size",
             "lora_rank", "lora_targets", "rollouts_per_prompt", "max_new_tokens"}
     vals = {}

@@ -12,7 +12,7 @@ conformal) so that its coverage returns to `quantile` when volatility changes.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -153,7 +153,7 @@ class _quiet:
         self._ctx.__enter__()
         warnings.simplefilter("ignore", RuntimeWarning)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._ctx.__exit__(*exc)
 
 
@@ -348,7 +348,8 @@ class DemandProfile(BaseEstimator):
             ok = ~np.isnan(actual[i])
             ok[: max(warm - 1, 0)] = False
             hours_known = int(np.sum(~np.isnan(y[i])))
-            entry = {"hours": int(y.shape[1]), "gap_hours": int(y.shape[1] - hours_known)}
+            entry: dict[str, float] = {"hours": int(y.shape[1]),
+                                       "gap_hours": int(y.shape[1] - hours_known)}
             if ok.any():
                 a = actual[i, ok]
                 c = self._exp(pred[i, ok], np.full(ok.sum(), i))

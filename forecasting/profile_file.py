@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -74,7 +74,7 @@ class ProfileFile:
             raise err.located(str(path)) from None
 
 
-def rounded(values: object) -> tuple[float, ...]:
+def rounded(values: Iterable[float]) -> tuple[float, ...]:
     """Rates as written: one decimal, a non-finite value (no traffic) as 0."""
     return tuple(round(float(v), 1) if math.isfinite(v) else 0.0 for v in values)
 

@@ -36,7 +36,8 @@ def size_tier(params_b: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.asarray(TIER_EDGES), np.asarray(params_b, float), side="right")
 
 
-def reserve(log_wall: np.ndarray, margin: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+def booked_gpu_hours(log_wall: np.ndarray, margin: np.ndarray | float,
+                     gpus: np.ndarray) -> np.ndarray:
     """Whole GPU-hours reserved: ceil(wall hours x margin x GPUs), at least 1."""
     raw = np.exp(log_wall + margin) * gpus
     return np.maximum(1.0, np.ceil(raw - 1e-9))
@@ -61,14 +62,11 @@ class AlgorithmModel:
 
         design = self.design(frame)
         result = sm.OLS(log_wall, design).fit()
-        # Keep the coefficients and fit statistics only: the result object holds the data.
+        # Keep the coefficients only: the result object holds the data.
         self.params = np.asarray(result.params)
-        self.rsquared = float(result.rsquared)
-        self.resid_sd = float(np.sqrt(result.scale))
-        self.n_jobs = int(result.nobs)
 
     @staticmethod
-    def _tokens(frame: pd.DataFrame) -> np.ndarray:
+    def _tokens(frame: pd.DataFrame) -> pd.Series:
         return np.maximum(frame["calibration_samples"] * frame["calibration_seq_len"], 1.0)
 
     def tier_of(self, params_b) -> np.ndarray:
@@ -140,7 +138,7 @@ class QuantizationCostEstimator(RegressorMixin, BaseEstimator):
         over, miss = {}, {}
         for t in model.tiers:
             rows = tier == t
-            res = reserve(pred[rows][None, :], MARGIN_GRID[:, None], gpus[rows][None, :])
+            res = booked_gpu_hours(pred[rows][None, :], MARGIN_GRID[:, None], gpus[rows][None, :])
             over[t] = np.maximum(res - y[rows][None, :], 0.0).sum(axis=1)
             miss[t] = (res < y[rows][None, :]).sum(axis=1)
         budget = self.target_underprediction * len(y)
@@ -169,7 +167,7 @@ class QuantizationCostEstimator(RegressorMixin, BaseEstimator):
             log_wall = model.predict_log(part)
             margin = np.vectorize(self.margins_[algo].get)(model.tier_of(part["params_b"]))
             p50[rows] = np.exp(log_wall) * gpus[rows]
-            res[rows] = reserve(log_wall, margin, gpus[rows])
+            res[rows] = booked_gpu_hours(log_wall, margin, gpus[rows])
         return pd.DataFrame({"gpus": gpus.astype(np.int64), "gpu_hours_p50": p50,
                              "gpu_hours_p90": res}, index=X.index)
 

@@ -7,7 +7,9 @@ and reload the same objects later; the manifest records what they were fitted on
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import joblib
 
@@ -49,7 +51,7 @@ def save_estimators(models_dir: str | Path, info: dict | None = None, **estimato
     write_text(manifest_path, json_text(manifest, indent=2, sort_keys=True) + "\n")
 
 
-def load_estimators(models_dir: str | Path) -> dict:
+def load_estimators(models_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The estimators present in `models_dir`, by name; InputError if there are none."""
     models_dir = Path(models_dir)
     found = {}

@@ -8,9 +8,10 @@ wide frame this module builds, so the messy parts of real traces are handled onc
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,12 +47,12 @@ class ServiceConfig:
 # ---------------------------------------------------------------- traffic files
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     """CSV (gzipped too) or Parquet by extension (FORECASTING.md), services as strings."""
     return readers.read_table(path, dtype={"service": str})
 
 
-def load_traffic(path: str | Path) -> pd.DataFrame:
+def load_traffic(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read and validate a traffic file: UTC timestamps, string services, counts >= 0 or empty."""
     try:
         return validate_traffic(read_table(path))
@@ -158,7 +159,7 @@ _SERVICE_FIELDS = {
 }
 
 
-def load_services(path: str | Path) -> dict[str, ServiceConfig]:
+def load_services(path: str | os.PathLike[str]) -> dict[str, ServiceConfig]:
     """Read SERVICES.json into frozen configs keyed by service, in file order."""
     doc = readers.read_json(path)
     try:
@@ -183,7 +184,7 @@ def parse_services(doc: object) -> dict[str, ServiceConfig]:
             raise InputError("listed twice", job=name, field="service")
         if "requests_per_gpu_hour" not in entry:
             raise InputError("required", job=name, field="requests_per_gpu_hour")
-        values = {}
+        values: dict[str, Any] = {}
         for field, kind in _SERVICE_FIELDS.items():
             if field in entry:
                 values[field] = _number(entry[field], kind, name, field)

@@ -113,7 +113,7 @@ class TrainingCostEstimator(RegressorMixin, BaseEstimator):
         return tags
 
     def _lgbm(self, **objective) -> lgb.LGBMRegressor:
-        seed = self.random_state if isinstance(self.random_state, Integral) else 0
+        seed = int(self.random_state) if isinstance(self.random_state, Integral) else 0
         # A small history (a few dozen of a team's own runs) still gets leaves: at
         # least a tenth of its jobs per leaf, never more than min_child_samples.
         leaf = min(self.min_child_samples, max(3, getattr(self, "n_fit_", 10**9) // 10))

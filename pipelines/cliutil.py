@@ -13,6 +13,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import typer
 
@@ -81,7 +83,7 @@ def describe(err: BaseException) -> tuple[int, str]:
                            "or GPUPLAN_DEBUG=1 for the traceback)")
 
 
-def _click_modules() -> list:
+def _click_modules() -> list[ModuleType]:
     """click's exceptions, from typer's own copy (typer >= 0.20) and from click itself."""
     found = []
     for name in ("typer._click.exceptions", "click.exceptions"):
@@ -92,7 +94,9 @@ def _click_modules() -> list:
     return found
 
 
-def _classes(modules: list, name: str) -> tuple[type, ...]:
+def _classes(modules: list[ModuleType], name: str) -> tuple[Any, ...]:
+    """The class `name` from each module that has it (typed Any: click's exception classes
+    have attributes, such as exit_code, that a bare `type[BaseException]` would hide)."""
     return tuple(getattr(m, name) for m in modules if isinstance(getattr(m, name, None), type))
 
 

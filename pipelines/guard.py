@@ -97,7 +97,7 @@ class Guard:
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
         kept: list[Reservation] = []
         for code, (start, first) in list(self.promised.items()):
-            job = jobs[waiting[code]]
+            job = scenario.batch_job_at(waiting[code])
             got = earliest(scenario, job, kept, forbidden, floor, keep=first)
             if got is None or t0 + got.start > start:
                 # A promise made is kept even if the realtime forecast has grown since:
@@ -123,14 +123,15 @@ class Guard:
                     and low <= self.world.jobs[c].gpus <= high]
             if sum(low <= self.world.jobs[c].gpus <= high for c in self.promised) >= count:
                 continue
-            top = sorted(pool, key=lambda c: (-claims[c] / jobs[waiting[c]].duration_steps
+            top = sorted(pool, key=lambda c: (-claims[c]
+                                              / scenario.batch_job_at(waiting[c]).duration_steps
                                               ** self.length_exponent,
                                               self.world.jobs[c].arrival, c))
             whole = high >= node
             avoid = forbidden if whole else forbidden | _large_nodes(scenario, kept, node)
             for code in top[:1]:
-                got = earliest(scenario, jobs[waiting[code]], kept, avoid, floor,
-                               limit=FOREVER if whole else self.half_node_within)
+                got = earliest(scenario, scenario.batch_job_at(waiting[code]), kept, avoid,
+                               floor, limit=FOREVER if whole else self.half_node_within)
                 if got is not None:
                     self.promised[code] = (t0 + got.start, got.first_gpu)
                     kept.append(got)

@@ -30,8 +30,6 @@ class Verdict:
     kind: str
     promote: bool
     reason: str
-    new_mdape: float | None = None
-    champion_mdape: float | None = None
 
 
 def heldout_mdape(estimator: Any, X: Any, y: np.ndarray, kind: str) -> float:
@@ -46,8 +44,7 @@ def decide(kind: str, new_mdape: float | None, champion: tuple[Any, Any] | None,
     """The verdict for one estimator. `champion` is (model, ModelRef) or None; `heldout`
     the (X, y) rows the new version was evaluated on."""
     if champion is None:
-        return Verdict(kind, True, f"{kind}: no @champion yet, the new version takes it",
-                       new_mdape)
+        return Verdict(kind, True, f"{kind}: no @champion yet, the new version takes it")
     model, ref = champion
     if heldout is None or new_mdape is None:
         if force:
@@ -62,18 +59,16 @@ def decide(kind: str, new_mdape: float | None, champion: tuple[Any, Any] | None,
     if old is None:
         verdict = f"{kind}: champion {ref.uri} cannot score these rows ({why[:100]})"
         if force:
-            return Verdict(kind, True, verdict + "; promoted by --promote", new_mdape)
-        return Verdict(kind, False, verdict + "; not promoted (use --promote to force)",
-                       new_mdape)
+            return Verdict(kind, True, verdict + "; promoted by --promote")
+        return Verdict(kind, False, verdict + "; not promoted (use --promote to force)")
     figures = (f"held-out MdAPE {new_mdape:.3f} vs champion {ref.uri} {old:.3f} on the same "
                f"{len(heldout[1])} rows")
     if new_mdape <= old:
-        return Verdict(kind, True, f"{kind}: promoted to @champion: {figures}", new_mdape, old)
+        return Verdict(kind, True, f"{kind}: promoted to @champion: {figures}")
     if force:
-        return Verdict(kind, True, f"{kind}: promoted by --promote although worse: {figures}",
-                       new_mdape, old)
+        return Verdict(kind, True, f"{kind}: promoted by --promote although worse: {figures}")
     return Verdict(kind, False, f"{kind}: not promoted, @champion stays {ref.uri}: {figures} "
-                   "(use --promote to force)", new_mdape, old)
+                   "(use --promote to force)")
 
 
 def size_warning(kind: str, rows: int) -> str | None:

@@ -7,6 +7,7 @@ bookkeeping, so the report tells the truth about whichever plan it is given.
 from __future__ import annotations
 
 import html as htmllib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,9 @@ from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.plan import Plan
 
 MAX_WINDOWS = 15
+
+# A step's wall-clock label in the report ("Mon 09:00"), optionally in another format.
+Clock = Callable[..., str]
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ def free_blocks(free: np.ndarray, size: int) -> np.ndarray:
     """(T, G // size) booleans: is the aligned block [b*size, (b+1)*size) free at t."""
     T, G = free.shape
     n = G // size
-    return free[:, : n * size].reshape(T, n, size).all(axis=2)
+    return np.all(free[:, : n * size].reshape(T, n, size), axis=2)
 
 
 def sizes(G: int) -> list[int]:
@@ -94,19 +98,20 @@ def _longest_run(free: np.ndarray) -> int:
     return best
 
 
-def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob, at=str) -> str:
+def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob,
+                 clock: Clock = str) -> str:
     """Plain words for a job the plan leaves out, judged against the final grid."""
     T = scenario.T
     after = "after it arrives"
     if job.arrival_step:
-        after += f" ({at(job.arrival_step)})"
+        after += f" ({clock(job.arrival_step)})"
     if job.arrival_step >= T:
         return "it arrives after the end of this plan"
     free = free_blocks(grid < 0, job.gpus)[job.arrival_step:]
     for s in range(free.shape[0]):
         need = min(job.duration_steps, free.shape[0] - s)
         if free[s: s + need].all(axis=0).any():
-            return (f"a {job.gpus}-GPU block is free from {at(s + job.arrival_step)}, but "
+            return (f"a {job.gpus}-GPU block is free from {clock(s + job.arrival_step)}, but "
                     "the planner kept it for more valuable work")
     best = _longest_run(free)
     if best == 0:
@@ -118,9 +123,10 @@ def why_unplaced(scenario: Scenario, grid: np.ndarray, job: BatchJob, at=str) ->
 
 
 def waits(plan: Plan, ids: list[str]) -> list[int]:
+    """Steps each started batch job of `ids` waits after its arrival."""
     starts = plan.starts()
-    s = plan.scenario
-    return [starts[j]["start"] - s.job(j).arrival_step for j in ids if j in starts]
+    batch = {job.id: job for job in plan.scenario.batch_jobs}
+    return [starts[j]["start"] - batch[j].arrival_step for j in ids if j in starts]
 
 
 # ---------------------------------------------------------------- words
@@ -190,7 +196,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
     s = day.scenario
     step = s.cluster.step_minutes
 
-    def at(t: int, fmt: str = "%a %H:%M") -> str:
+    def clock(t: int, fmt: str = "%a %H:%M") -> str:
         return day.time(t).strftime(fmt)
 
     title = (f"GPU plan from {day.start.strftime('%a %d %b %Y %H:%M')} UTC, "
@@ -218,7 +224,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
                   + f", {solve.solve_seconds:.1f} s.", ""]
 
     # -- 1. the committed first step
-    lines += [f"## Do now: step 0, {at(0)} to {at(1, '%H:%M')}", ""]
+    lines += [f"## Do now: step 0, {clock(0)} to {clock(1, '%H:%M')}", ""]
     new = sorted((j for j in day.queued if j in starts and starts[j]["start"] == 0),
                  key=lambda j: starts[j]["first_gpu"])
     if new:
@@ -230,7 +236,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
             lines.append(f"- **{j}** ({job.kind}, priority {job.priority:g}) on "
                          f"{gpu_range(starts[j]['first_gpu'], job.gpus, s.cluster.node_size)}"
                          f", expected to take {hours(job.duration_steps, step)}, until "
-                         f"{at(end)}.")
+                         f"{clock(end)}.")
     else:
         lines.append("**No new job starts at this step.**")
         later = [j for j in day.queued if j in starts]
@@ -239,7 +245,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
             nxt = sorted((j for j in later if starts[j]["start"] == first),
                          key=lambda j: starts[j]["first_gpu"])
             lines.append("")
-            lines.append(f"Next starts at {at(first)}: " + "; ".join(
+            lines.append(f"Next starts at {clock(first)}: " + "; ".join(
                 f"{j} ({s.job(j).kind}) on "
                 f"{gpu_range(starts[j]['first_gpu'], s.job(j).gpus, s.cluster.node_size)}"
                 for j in nxt) + ".")
@@ -253,7 +259,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
             lines.append(f"- {j} ({job.kind}) on "
                          f"{gpu_range(job.running.first_gpu, job.gpus, s.cluster.node_size)}"
                          f", {hours(job.running.remaining_steps, step)} left, until "
-                         f"{at(job.running.remaining_steps)}.")
+                         f"{clock(job.running.remaining_steps)}.")
         lines.append("")
     if rt_jobs:
         lines.append("**Realtime serving holds now:**")
@@ -287,20 +293,20 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
         rt_need = sum(j.demand[t] for j in rt_jobs)
         batch = int(s.G - (plan.grid[t] < 0).sum()) - rt_held
         begin = [j for j in day.queued if j in starts and starts[j]["start"] == t]
-        rows.append([at(t), batch, f"{rt_held} ({rt_need})", int((plan.grid[t] < 0).sum()),
+        rows.append([clock(t), batch, f"{rt_held} ({rt_need})", int((plan.grid[t] < 0).sum()),
                      biggest[t] or "-", ", ".join(begin) or ""])
     lines += [_table(["time", "batch GPUs", "realtime held (need)", "free GPUs",
                       "largest free block", "jobs starting"], rows), ""]
 
     # -- 4. realtime coverage risk
-    lines += _coverage(plan, at)
+    lines += _coverage(plan, clock)
 
     # -- 5. idle windows
-    lines += _idle(plan, at, step)
+    lines += _idle(plan, clock, step)
 
     # -- 6. expected starts, 7. not placed
-    lines += _expected(plans, at, step)
-    lines += _unplaced(plans, at)
+    lines += _expected(plans, clock, step)
+    lines += _unplaced(plans, clock)
 
     # -- 8. provenance
     lines += ["## Where the numbers come from", ""]
@@ -331,7 +337,7 @@ def _comparison(plans) -> list[str]:
         w = waits(p, day.queued)
         return f"{np.mean(w) * step_h:.1f} h" if w else "-"
 
-    rows = [
+    rows: list[list[object]] = [
         ["GPU utilization", f"{100 * pm.utilization:.1f}%", f"{100 * fm.utilization:.1f}%"],
         ["batch GPU-hours run", f"{batch_hours(plan):g}", f"{batch_hours(fifo):g}"],
         ["queued jobs started", started(plan), started(fifo)],
@@ -350,7 +356,7 @@ def _comparison(plans) -> list[str]:
             _table(["", f"this plan ({plan.policy})", "fifo"], rows), ""]
 
 
-def _coverage(plan: Plan, at) -> list[str]:
+def _coverage(plan: Plan, clock: Clock) -> list[str]:
     s = plan.scenario
     rt = s.realtime_jobs
     if not rt:
@@ -373,7 +379,7 @@ def _coverage(plan: Plan, at) -> list[str]:
             tight_steps += 1
         else:
             risk = "ok"
-        rows.append([at(t), *cells, short, room, spare, risk])
+        rows.append([clock(t), *cells, short, room, spare, risk])
     intro = ("Held/needed GPUs per service and step. The need is the upper-quantile traffic "
              "forecast converted to GPUs with each service's own headroom. *Shortfall* is "
              "planned under-provisioning; *headroom* is GPUs held above the need; *spare* "
@@ -387,7 +393,7 @@ def _coverage(plan: Plan, at) -> list[str]:
                     "spare", "risk"], rows), ""]
 
 
-def _idle(plan: Plan, at, step: int) -> list[str]:
+def _idle(plan: Plan, clock: Clock, step: int) -> list[str]:
     s = plan.scenario
     windows = idle_windows(plan)
     lines = ["## Idle windows", ""]
@@ -405,16 +411,16 @@ def _idle(plan: Plan, at, step: int) -> list[str]:
     lines += [_table(["block size", "steps with one free", "block-steps free",
                       "longest window"], rows), ""]
     for w in windows[:MAX_WINDOWS]:
-        until = "the end of the plan" if w.end >= s.T else at(w.end)
+        until = "the end of the plan" if w.end >= s.T else clock(w.end)
         lines.append(f"- {gpu_range(w.first_gpu, w.size, s.cluster.node_size)}: free from "
-                     f"{at(w.start)} until {until} ({hours(w.end - w.start, step)}).")
+                     f"{clock(w.start)} until {until} ({hours(w.end - w.start, step)}).")
     if len(windows) > MAX_WINDOWS:
         lines.append(f"- ... and {len(windows) - MAX_WINDOWS} smaller window(s).")
     lines.append("")
     return lines
 
 
-def _expected(plans, at, step: int) -> list[str]:
+def _expected(plans, clock: Clock, step: int) -> list[str]:
     day, plan, fifo = plans.day, plans.plan, plans.fifo
     s = day.scenario
     starts, fstarts = plan.starts(), fifo.starts()
@@ -425,12 +431,12 @@ def _expected(plans, at, step: int) -> list[str]:
         job = s.job(j)
         st = starts[j]
         end = st["start"] + job.duration_steps
-        fs = at(fstarts[j]["start"]) if j in fstarts else "not today"
+        fs = clock(fstarts[j]["start"]) if j in fstarts else "not today"
         rows.append([j, job.kind, f"{job.priority:g}", job.gpus,
-                     hours(job.duration_steps, step), at(st["start"]),
-                     at(end) + ("" if end <= s.T else " (after this plan)"),
+                     hours(job.duration_steps, step), clock(st["start"]),
+                     clock(end) + ("" if end <= s.T else " (after this plan)"),
                      gpu_range(st["first_gpu"], job.gpus, s.cluster.node_size), fs,
-                     _waits_for(s, plan, job, st["start"], at)])
+                     _waits_for(s, plan, job, st["start"], clock)])
     lines = ["## Expected start of every queued job", "",
              "Like `squeue --start`: when and where each queued job is planned to run, "
              "sorted by start. Estimates move as jobs finish early or late; the plan is "
@@ -447,16 +453,16 @@ def _expected(plans, at, step: int) -> list[str]:
     return lines
 
 
-def _waits_for(s, plan, job, start: int, at) -> str:
+def _waits_for(s, plan, job, start: int, clock: Clock) -> str:
     """Who holds the block the job waits for, and until when (allocator.explain)."""
     if start <= job.arrival_step:
         return "-"
     index = next(i for i, j in enumerate(s.jobs) if j.id == job.id)
     held = holders(s, plan.grid, index, job, start)
-    return ", ".join(f"{h.job} ({h.kind}) until {at(h.until)}" for h in held) or "-"
+    return ", ".join(f"{h.job} ({h.kind}) until {clock(h.until)}" for h in held) or "-"
 
 
-def _unplaced(plans, at) -> list[str]:
+def _unplaced(plans, clock: Clock) -> list[str]:
     day, plan = plans.day, plans.plan
     s = day.scenario
     starts = plan.starts()
@@ -464,7 +470,7 @@ def _unplaced(plans, at) -> list[str]:
     for j in day.queued:
         if j not in starts:
             job = s.job(j)
-            rows.append([j, job.kind, job.gpus, why_unplaced(s, plan.grid, job, at)])
+            rows.append([j, job.kind, job.gpus, why_unplaced(s, plan.grid, job, clock)])
     for r in day.rejected:
         rows.append([r.id, r.kind or "-", "-", r.reason])
     lines = ["## Not placed today", ""]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -24,8 +25,6 @@ from allocator.plan import make_plan
 from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
 from pipelines.worlds import Service, World
-
-POLICIES: tuple[str, ...] = ("fast", "fifo", "priority")
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,8 @@ def build_scenario(world: World, t0: int, starts: dict[int, tuple[int, int]],
     for i, job in enumerate(world.jobs):
         if job.arrival > t0:
             continue
-        common = {"id": job.id, "kind": job.kind, "priority": job.priority, "gpus": job.gpus}
+        common: dict[str, Any] = {"id": job.id, "kind": job.kind, "priority": job.priority,
+                                  "gpus": job.gpus}
         if i in starts:
             start, first = starts[i]
             if start + job.true_steps <= t0:
@@ -222,7 +222,8 @@ def _commit(world: World, rec: Replay, scenario: Scenario, codes: list[int],
         now = _within_swap_limit(held[r], planned, free, world.services[r].swap_limit)
         row[sorted(now)] = code
         held[r] = now
-        rec.provisioned[t, r] = scenario.jobs[p].demand[t - t0]
+        if rec.provisioned is not None:
+            rec.provisioned[t, r] = scenario.realtime_job_at(p).demand[t - t0]
 
 
 def _within_swap_limit(before: set[int] | None, planned: set[int], free: set[int],
@@ -435,7 +436,7 @@ def run_tasks(tasks: Sequence[tuple[World, str, SimConfig]], workers: int = 1, *
     """`run_many` over explicit (world, policy, config) replays, each with its own config."""
     tick = progress or (lambda: None)
     if workers <= 1 or len(tasks) == 1:
-        out = []
+        out: list[tuple[str, str, dict[str, float], Replay]] = []
         for task in tasks:
             if deadline is not None and time.monotonic() > deadline:
                 raise OutOfTime(f"finished {len(out)} of {len(tasks)} replays")

@@ -75,10 +75,6 @@ def starve_names() -> list[str]:
     return [f"{level}-{k:02d}" for level in LOADS for k in range(len(SIZES))]
 
 
-def starve_suite(seed: int = 7) -> list[World]:
-    return [starve_world(n, seed) for n in starve_names()]
-
-
 def exact_durations(world: World) -> World:
     """The same world with every prediction exact: how much of a start estimate's error is
     duration error, and how much is the queue changing after the estimate."""

@@ -67,7 +67,7 @@ def synth_history(a: SynthArgs) -> list[Path]:
             write_table(frame, stage / name)
         write_text(stage / "meta.json", meta)
     written = [a.out / name for name, _ in tables]
-    if queue is not None:
+    if queue is not None and a.queue_out is not None:
         write_table(queue, a.queue_out)
         written.append(a.queue_out)
     return written

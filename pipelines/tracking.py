@@ -18,12 +18,13 @@ as good on the same held-out rows (or `--promote`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -382,7 +383,7 @@ class Run:
         if Path(path).exists():
             self._guard("log an artifact", lambda: mlflow.log_artifact(str(path), folder))
 
-    def artifacts(self, paths: list[str | os.PathLike[str]], folder: str | None = None) -> None:
+    def artifacts(self, paths: Sequence[str | os.PathLike[str]], folder: str | None = None) -> None:
         for path in paths:
             self.artifact(path, folder)
 
@@ -428,21 +429,15 @@ class Run:
         return ref
 
 
-_DEFAULT: Tracker | None = None
+_PROCESS_TRACKER: Tracker | None = None
 
 
 def get_tracker() -> Tracker:
     """The process's tracker (one warning per process, however many runs)."""
-    global _DEFAULT
-    if _DEFAULT is None or _DEFAULT.uri != tracking_uri():
-        _DEFAULT = Tracker()
-    return _DEFAULT
-
-
-def reset() -> None:
-    """Forget the process tracker (tests switch stores between cases)."""
-    global _DEFAULT
-    _DEFAULT = None
+    global _PROCESS_TRACKER
+    if _PROCESS_TRACKER is None or _PROCESS_TRACKER.uri != tracking_uri():
+        _PROCESS_TRACKER = Tracker()
+    return _PROCESS_TRACKER
 
 
 # -- the estimators: registry first, models/ second ------------------------------------------
@@ -496,10 +491,10 @@ def load_estimators(models_dir: str | os.PathLike[str] | None = None,
         return (local or {}).get(kind)
 
     found = {}
-    refs: dict[str, ModelRef] = {}
+    refs = {}
     for kind in ESTIMATOR_KINDS:
         path = fallback_dir / FILES[kind]
-        model, ref = tracker.load_champion(kind, lambda k=kind: from_disk(k), str(path))
+        model, ref = tracker.load_champion(kind, functools.partial(from_disk, kind), str(path))
         if model is not None:
             found[kind], refs[kind] = model, ref
     if not found:

@@ -126,7 +126,7 @@ def _register(a: TrainArgs, estimators: dict, rep: Any, data: dict,
     paths = {"training": a.history, "quantization": a.quantization}
     for kind in tracking.ESTIMATOR_KINDS:
         path, rows = paths[kind], data[kind]
-        if rows is None:
+        if rows is None or path is None:
             continue
         _, test = split_index(len(rows[2]), a.test_fraction, a.seed)
         heldout = (rows[0].iloc[test].assign(gpus=rows[1][test]) if kind == "quantization"

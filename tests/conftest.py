@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.pipeline_fixtures import as_new_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,9 +32,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # the real-Slurm fixtures (`slurm`, `slurm_session`), for tests/test_slurm_*.py
 from tests.slurm_cluster import slurm, slurm_session  # noqa: E402, F401
 
-# Variables a caller may have exported that change what gpuplan reads or writes.
-_ISOLATED = ("GPUPLAN_TRACKING", "MLFLOW_TRACKING_URI", "GPUPLAN_HOME", "MLFLOW_EXPERIMENT_NAME",
-             "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID")
+# Variables a caller may have exported that change what gpuplan reads or writes: every
+# GPUPLAN_* one (home, tracking, GPU catalog, Slurm binaries, debug), and MLflow's store and
+# run. GPUPLAN_PIN_PLANS is the one kept: it is the suite's own switch to rewrite the pins.
+_ISOLATED_PREFIX = "GPUPLAN_"
+_KEPT = ("GPUPLAN_PIN_PLANS",)
+_ISOLATED = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID",
+             "MLFLOW_RUN_ID")
 
 
 # One fresh gpuplan home for the session: tests never write into the checkout's out/ or
@@ -40,7 +47,8 @@ _HOME = tempfile.mkdtemp(prefix="gpuplan-test-home-")
 
 
 def _isolate(patch: pytest.MonkeyPatch) -> None:
-    for name in _ISOLATED:
+    exported = [n for n in os.environ if n.startswith(_ISOLATED_PREFIX) and n not in _KEPT]
+    for name in (*exported, *_ISOLATED):
         patch.delenv(name, raising=False)
     patch.setenv("GPUPLAN_TRACKING", "off")
     patch.setenv("GPUPLAN_HOME", _HOME)
@@ -56,7 +64,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts from the same environment, whatever the caller exported and
     whatever an earlier test left behind (MLflow, for one, exports the URI it is given).
 
@@ -64,6 +72,10 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     store; a test about tracking turns it on and points it at its own tmp_path), no store
     URI or gpuplan home is inherited, the working directory is the project root (the
     CLI's default paths, such as data/scenarios, are relative to it), and `sys.argv` holds
-    no pytest options (reports quote the command they were made by).
+    no pytest options (reports quote the command they were made by). The process's MLflow
+    tracker is forgotten before and after, so none outlives the environment it was made in.
     """
     _isolate(monkeypatch)
+    as_new_process()
+    yield
+    as_new_process()

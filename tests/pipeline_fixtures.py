@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipelines import tracking
+
 SERVICES = {"services": [
     {"service": "chat", "requests_per_gpu_hour": 1000, "headroom": 0.2, "min_gpus": 1,
      "swap_limit": 2, "priority": 10},
@@ -62,3 +64,9 @@ def scored_queue(path: Path, n: int = 14, seed: int = 1) -> Path:
     frame.loc[1, "priority"] = 0  # not a valid priority
     frame.to_csv(path, index=False)
     return path
+
+
+def as_new_process() -> None:
+    """Forget the process's MLflow tracker, as a new `gpuplan` process starts without one
+    (its one warning per process, its store): for tests that run several commands."""
+    tracking._PROCESS_TRACKER = None

@@ -12,8 +12,8 @@ from forecasting.history import load_training_history, read_table
 from forecasting.quantization import QuantizationCostEstimator
 from forecasting.store import load_estimators
 from forecasting.training import TrainingCostEstimator
-from pipelines import tracking
 from tests.forecast_fixtures import HISTORY, MODELS, QUEUE, forecast_app
+from tests.pipeline_fixtures import as_new_process
 
 REAL_RUNS = HISTORY.parent / "finetune_runs" / "calibration_history.csv"
 
@@ -23,7 +23,7 @@ runner = CliRunner()
 def run(*args):
     """Untracked, so that tests never register champions in the working tree's mlruns/
     (MLflow is tested in tests/test_tracking_*.py)."""
-    tracking.reset()
+    as_new_process()
     return runner.invoke(forecast_app(), [str(a) for a in args],
                          env={"GPUPLAN_TRACKING": "off"})
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from pipelines import tracking
 from pipelines.cli import main
-from tests.pipeline_fixtures import scored_queue, write_inputs
+from tests.pipeline_fixtures import as_new_process, scored_queue, write_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "data" / "scenarios" / "mixed-control.json"
@@ -46,12 +46,10 @@ class Outcome:
 
 
 def gpuplan(*args: object) -> Outcome:
-    """One run of the command line, in this process, untracked."""
-    tracking.reset()
+    """One run of the command line, in this process (untracked: the suite's fixture)."""
+    as_new_process()
     out, err = io.StringIO(), io.StringIO()
     argv = ["gpuplan", *(str(a) for a in args)]
-    saved = os.environ.get("GPUPLAN_TRACKING")
-    os.environ["GPUPLAN_TRACKING"] = "off"
     code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
@@ -59,11 +57,6 @@ def gpuplan(*args: object) -> Outcome:
             main()
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    finally:
-        if saved is None:
-            os.environ.pop("GPUPLAN_TRACKING", None)
-        else:
-            os.environ["GPUPLAN_TRACKING"] = saved
     return Outcome(code, out.getvalue(), err.getvalue())
 
 
@@ -621,7 +614,6 @@ def test_one_row_with_an_offset_shifts_nothing(w: World) -> None:
 
 def _spawn(*args: object) -> subprocess.Popen:
     env = dict(os.environ, GPUPLAN_TRACKING="off", PYTHONPATH=str(ROOT))
-    env.pop("PYTEST_CURRENT_TEST", None)
     return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *map(str, args)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -705,7 +697,6 @@ def test_a_killed_train_leaves_the_old_models_or_the_new(w: World) -> None:
 def _spawn_tracked(uri: str, *args: object) -> subprocess.Popen:
     env = dict(os.environ, GPUPLAN_TRACKING="on", MLFLOW_TRACKING_URI=uri,
                PYTHONPATH=str(ROOT))
-    env.pop("PYTEST_CURRENT_TEST", None)
     return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *map(str, args)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)

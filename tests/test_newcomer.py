@@ -13,12 +13,13 @@ from typer.testing import CliRunner
 from pipelines import home as homelib
 from pipelines import tracking
 from tests.forecast_fixtures import MODELS, QUEUE, forecast_app
+from tests.pipeline_fixtures import as_new_process
 
 runner = CliRunner()
 
 
 def run(*args, env: dict[str, str] | None = None):
-    tracking.reset()
+    as_new_process()
     return runner.invoke(forecast_app(), [str(a) for a in args], env=env or {})
 
 
@@ -116,11 +117,11 @@ def store(tmp_path, monkeypatch):
                   "--sigma", sigma)
         assert res.exit_code == 0, res.output
     yield tmp_path
-    tracking.reset()
+    as_new_process()
 
 
 def _champion_version() -> str | None:
-    tracking.reset()
+    as_new_process()
     found = tracking.get_tracker().champion("training")
     return None if found is None else found[1].version
 

@@ -18,14 +18,6 @@ from pipelines.report import gpu_list, idle_windows
 from tests.pipeline_fixtures import scored_queue, write_inputs
 
 
-@pytest.fixture
-def untracked(monkeypatch):
-    monkeypatch.setenv("GPUPLAN_TRACKING", "off")
-    tracking.reset()
-    yield
-    tracking.reset()
-
-
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -40,7 +32,7 @@ def day_args(tmp_path: Path, out: str = "day", **extra) -> DayArgs:
                    out_dir=tmp_path / out, **extra)
 
 
-def test_plan_day_writes_a_legal_plan_and_a_report(tmp_path, untracked):
+def test_plan_day_writes_a_legal_plan_and_a_report(tmp_path):
     result = run_day(day_args(tmp_path))
     out = result.outputs
     for path in out.all():
@@ -64,7 +56,7 @@ def test_plan_day_writes_a_legal_plan_and_a_report(tmp_path, untracked):
     assert rows[0].startswith("step,time,gpu0") and len(rows) == 1 + 24
 
 
-def test_same_inputs_same_plan(tmp_path, untracked):
+def test_same_inputs_same_plan(tmp_path):
     args = day_args(tmp_path, "a")
     first = run_day(args)
     args.out_dir = tmp_path / "b"
@@ -86,13 +78,13 @@ def test_unreachable_mlflow_warns_once_and_still_writes(tmp_path, monkeypatch):
     assert len(lines) == 1 and "MLflow tracking" in lines[0] and "still written" in lines[0]
 
 
-def test_half_step_plans_a_day_in_48_steps(tmp_path, untracked):
+def test_half_step_plans_a_day_in_48_steps(tmp_path):
     result = run_day(day_args(tmp_path, step_minutes=30))
     s = result.plans.day.scenario
     assert s.cluster.step_minutes == 30 and s.T == 48
 
 
-def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, untracked):
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path):
     from pipelines.cli import build_app
 
     args = day_args(tmp_path)
@@ -124,7 +116,7 @@ def test_gpu_list_is_compact():
     assert gpu_list([]) == "none"
 
 
-def test_an_interrupted_write_leaves_whole_files(tmp_path, untracked, monkeypatch):
+def test_an_interrupted_write_leaves_whole_files(tmp_path, monkeypatch):
     from pipelines import report
 
     args = day_args(tmp_path)

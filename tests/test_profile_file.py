@@ -13,18 +13,9 @@ from typer.testing import CliRunner
 from allocator.core.errors import InputError
 from allocator.scenario_io import load_scenario
 from forecasting.profile_file import ProfileFile
-from pipelines import tracking
 from tests.pipeline_fixtures import scored_queue, write_inputs
 
 START = "2026-11-30T00:00:00Z"  # the hour after the fixture's traffic ends
-
-
-@pytest.fixture
-def untracked(monkeypatch):
-    monkeypatch.setenv("GPUPLAN_TRACKING", "off")
-    tracking.reset()
-    yield
-    tracking.reset()
 
 
 def gpuplan(*args: str):
@@ -56,7 +47,7 @@ def test_round_trip_is_byte_for_byte(written):
     assert all(len(s.demand) == 24 and len(s.profile) == 168 for s in doc.services)
 
 
-def test_plan_day_plans_with_the_profile_as_written(written, tmp_path, untracked):
+def test_plan_day_plans_with_the_profile_as_written(written, tmp_path):
     inputs, path = written
     doc = ProfileFile.read(path)
     result = gpuplan("plan-day", "--queue", str(scored_queue(tmp_path / "queue.csv")),
@@ -111,7 +102,7 @@ BROKEN = [  # (what, change, the field the error names)
 
 
 @pytest.mark.parametrize(("what", "change", "field"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_a_broken_field_is_named_and_plans_nothing(written, tmp_path, untracked, what,
+def test_a_broken_field_is_named_and_plans_nothing(written, tmp_path, what,
                                                    change, field):
     inputs, path = written
     doc = json.loads(path.read_text())

@@ -19,7 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.client_eval import known_peaks, metrics, replay, trailing_peak
-from forecasting.clients import client_services, clients_wide, load_clients
+from forecasting.clients import (
+    Selection,
+    client_services,
+    clients_wide,
+    load_clients,
+    services_json,
+    subset_csv,
+)
 from forecasting.demand import (
     capped_gpus,
     ceiling_curve,
@@ -229,6 +236,17 @@ def test_bundled_client_sizing_is_the_written_rule():
     assert client_services(wide, names) == load_services(CLIENTS / "services.json")
     for name, config in client_services(wide, names).items():
         assert 4 <= gpus_needed([wide[name].max()], config)[0] <= 60
+
+
+def test_the_rebuild_recipe_writes_the_bundled_files_byte_for_byte():
+    """SOURCE.md's recipe: services_json and subset_csv, given the bundled rows and the
+    selection, write services.json and servegen_clients.csv exactly as bundled."""
+    rows = load_clients(str(CLIENTS / "servegen_clients.csv"))
+    chosen = json.loads((CLIENTS / "selection.json").read_text())
+    selection = Selection(tuple(chosen["reported"]), tuple(chosen["tuning"]))
+    configs = client_services(clients_wide(rows), [*selection.reported, *selection.tuning])
+    assert services_json(configs) == (CLIENTS / "services.json").read_text()
+    assert subset_csv(rows, selection) == (CLIENTS / "servegen_clients.csv").read_text()
 
 
 def test_replay_holds_at_most_the_static_peak_or_a_swap_limited_fall():

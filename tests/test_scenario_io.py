@@ -502,3 +502,18 @@ def test_installed_command_prints_exactly_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert str(src) in lines[0] and "awq" in lines[0] and "running.first_gpu" in lines[0]
     assert not out.exists()
+
+
+def test_an_index_of_the_other_kind_is_refused_not_misread() -> None:
+    """batch_job_at / realtime_job_at narrow a job index for the planner's code; an index of
+    the other kind is a bug there, raised at once rather than read as the wrong job."""
+    scenario = load_scenario(
+        Path(__file__).resolve().parents[1] / "data" / "scenarios" / "mixed-control.json")
+    batch = next(i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob))
+    service = next(i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob))
+    assert scenario.batch_job_at(batch) is scenario.jobs[batch]
+    assert scenario.realtime_job_at(service) is scenario.jobs[service]
+    with pytest.raises(TypeError, match="not a batch job"):
+        scenario.batch_job_at(service)
+    with pytest.raises(TypeError, match="not a realtime job"):
+        scenario.realtime_job_at(batch)

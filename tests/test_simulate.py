@@ -33,6 +33,7 @@ def world(jobs: list[SimJob], services: list[Service], gpus: int = 4, steps: int
                  services=tuple(services))
 
 
+POLICIES = ("fast", "fifo", "priority")  # the planners the replays compare
 EXACT = sim.SimConfig(horizon=6, margin=0.0, lead=0)
 
 
@@ -66,7 +67,7 @@ def test_an_overrun_stays_where_it_is_and_nothing_is_interrupted() -> None:
     # 2 GPUs, one of them serving; `long` is predicted at 1 step but runs 4.
     w = world([job("long", true=4, pred=1, priority=8), job("next", true=1, pred=1)],
               [service([1.0] * 6)], gpus=2, steps=6)
-    for policy in sim.POLICIES:
+    for policy in POLICIES:
         rec = sim.replay(w, policy, EXACT)
         assert sim.integrity(rec) == []
         start, first = rec.starts[0]
@@ -137,7 +138,7 @@ def test_suite_is_seeded_and_spans_three_levels() -> None:
 
 def test_fast_beats_the_online_baselines_on_a_contended_world() -> None:
     w = suite_world("high-06", days=1)
-    got = {p: sim.realized(sim.replay(w, p)) for p in sim.POLICIES}
+    got = {p: sim.realized(sim.replay(w, p)) for p in POLICIES}
     assert got["fast"]["value"] >= got["fifo"]["value"]
     assert got["fast"]["value"] >= got["priority"]["value"]
     assert all(m["violations"] == 0 for m in got.values())
@@ -146,7 +147,7 @@ def test_fast_beats_the_online_baselines_on_a_contended_world() -> None:
 @pytest.mark.slow
 def test_suite_targets() -> None:
     """The issue's targets on the seeded suite (21 worlds, 2 days, forecast error on)."""
-    results = sim.run_many(suite(7), sim.POLICIES, sim.SimConfig(), workers=2)
+    results = sim.run_many(suite(7), POLICIES, sim.SimConfig(), workers=2)
     by: dict[str, dict[str, dict[str, float]]] = {}
     for name, policy, metrics, _ in results:
         by.setdefault(name, {})[policy] = metrics

@@ -25,7 +25,7 @@ NODES = [Node("n2", 8, "IDLE"), Node("n1", 8, "MIXED"), Node("login", 0, "IDLE")
 def job(jid: str, gpus: int, state: str = "PENDING", **kw) -> QueueJob:
     base = dict(id=jid, name=f"j{jid}", user="alice", state=state,
                 reason="JobHeldUser" if state == "PENDING" else "None", gpus=gpus,
-                nodes_requested=1, time_limit_minutes=120, priority=0 if state == "PENDING"
+                time_limit_minutes=120, priority=0 if state == "PENDING"
                 else 100, submit_time=T0 - 600, start_time=0, eligible_time=0, nodes=(),
                 required_nodes=(), gpu_index={}, comment="", admin_comment="",
                 reservation="")

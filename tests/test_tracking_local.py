@@ -15,10 +15,8 @@ def embedded(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPLAN_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("GPUPLAN_TRACKING", "on")  # the suite's fixture turns tracking off
-    tracking.reset()
     lines: list[str] = []
-    yield tracking.Tracker(warn=lines.append), lines
-    tracking.reset()
+    return tracking.Tracker(warn=lines.append), lines
 
 
 def test_store_is_in_gpuplan_home_and_registers_champions(embedded, tmp_path):
@@ -67,6 +65,9 @@ def test_tests_leave_the_project_store_alone(tmp_path):
 
     assert os.environ["GPUPLAN_TRACKING"] == "off"
     assert "MLFLOW_TRACKING_URI" not in os.environ
+    # no other GPUPLAN_* setting of the caller's shell (catalog, Slurm path, debug) gets in
+    inherited = {n for n in os.environ if n.startswith("GPUPLAN_")}
+    assert inherited <= {"GPUPLAN_TRACKING", "GPUPLAN_HOME", "GPUPLAN_PIN_PLANS"}
     assert Path.cwd() == Path(__file__).resolve().parents[1]
     lines: list[str] = []
     assert not tracking.Tracker(warn=lines.append).enabled and lines == []

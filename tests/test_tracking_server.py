@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines import tracking
-from tests.pipeline_fixtures import write_inputs
+from tests.pipeline_fixtures import as_new_process, write_inputs
 
 STARTUP_TIMEOUT_S = 120
 
@@ -100,7 +100,7 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
     # A loaded CI machine answers slowly: generous timeouts, so slowness is not "unreachable".
     monkeypatch.setattr(tracking, "PROBE_TIMEOUT_S", 30.0)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
-    tracking.reset()
+    as_new_process()
     history, quant, queue = small_history(tmp_path / "history")
     inputs = write_inputs(tmp_path / "in", gpus=32)
     models = tmp_path / "models"
@@ -156,7 +156,7 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
 def test_train_score_plan_day_without_a_server_warn_and_write(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # closed
     monkeypatch.delenv("GPUPLAN_TRACKING", raising=False)
-    tracking.reset()
+    as_new_process()
     history, quant, queue = small_history(tmp_path / "history")
     inputs = write_inputs(tmp_path / "in", gpus=32)
     models, scored = tmp_path / "models", tmp_path / "scored.csv"
@@ -177,4 +177,4 @@ def test_train_score_plan_day_without_a_server_warn_and_write(tmp_path, monkeypa
     assert "training_cost.joblib (local file)" in outputs[1]
     assert (tmp_path / "day" / "plan.json").exists()
     assert (tmp_path / "day" / "report.md").exists()
-    tracking.reset()
+    as_new_process()

@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from allocator.core.errors import InputError
 
@@ -123,7 +124,7 @@ def _mode_of(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def json_text(obj: object, **options: object) -> str:
+def json_text(obj: object, **options: Any) -> str:
     """Standard JSON (RFC 8259): a NaN or an infinity, where a metric has none, is null."""
     return json.dumps(_finite(obj), allow_nan=False, **options)
 

@@ -8,6 +8,7 @@ JSON is read finite-only (NaN and Infinity are not JSON, and a plan cannot use t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from allocator.core.errors import InputError
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 
 
-def read_table(path: str | Path, *, dtype: Any = None, blank_is_missing: bool = True) -> Any:
+def read_table(path: str | os.PathLike[str], *, dtype: Any = None,
+               blank_is_missing: bool = True) -> Any:
     """A CSV (gzipped too) or Parquet file, by extension, as a DataFrame; InputError naming
     the file. `dtype` is the CSV's (Parquet carries its own types); with
     `blank_is_missing=False` a blank CSV cell stays an empty string."""
@@ -45,7 +47,7 @@ def _not_json(name: str) -> object:
     raise ValueError(f"{name} is not allowed")
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | os.PathLike[str]) -> Any:
     """A JSON file, NaN and Infinity rejected; InputError naming the file."""
     path = Path(path)
     limits.check_file_size(path)

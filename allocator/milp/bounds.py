@@ -68,7 +68,8 @@ class BlockModel:
         for (i, t), h in self.held.items():
             held = int((grid[t] == i).sum())
             values[h.name] = float(held)
-            values[self.short[i, t].name] = float(max(0, scenario.jobs[i].demand[t] - held))
+            values[self.short[i, t].name] = float(
+                max(0, scenario.realtime_job_at(i).demand[t] - held))
         values.update(touched_values(scenario, grid, self.touched))
         return values
 

@@ -69,7 +69,7 @@ class MilpModel:
                 found.add((st.job, st.start, st.first))
         if found != chosen:
             return None
-        held = {}
+        held: dict[tuple[int, int], int] = {}
         for (i, g, t), var in self.realtime.items():
             values[var.name] = float(grid[t, g] == i)
             held[i, t] = held.get((i, t), 0) + int(grid[t, g] == i)
@@ -78,7 +78,7 @@ class MilpModel:
             if t > 0:
                 before = grid[t - 1, g] == i
             else:
-                before = g in (scenario.jobs[i].current_gpus or ())
+                before = g in (scenario.realtime_job_at(i).current_gpus or ())
             values[var.name] = float(now != before)
         for name, (what, i, u) in self.counts.items():
             if what == "start":
@@ -86,7 +86,8 @@ class MilpModel:
             else:
                 values[name] = float(held.get((i, u), 0))
         for (i, t), var in self.shortfall.items():
-            values[var.name] = float(max(0, scenario.jobs[i].demand[t] - held.get((i, t), 0)))
+            values[var.name] = float(max(0, scenario.realtime_job_at(i).demand[t]
+                                         - held.get((i, t), 0)))
         values.update(touched_values(scenario, grid, self.touched))
         return values
 
@@ -96,7 +97,8 @@ class MilpModel:
         gridlib.pin_running(scenario, out)
         for var, st in self.starts:
             if (var.varValue or 0.0) > 0.5:
-                out[st.start : st.end, st.first : st.first + scenario.jobs[st.job].gpus] = st.job
+                out[st.start : st.end,
+                    st.first : st.first + scenario.batch_job_at(st.job).gpus] = st.job
         for (i, g, t), var in self.realtime.items():
             if (var.varValue or 0.0) > 0.5:
                 out[t, g] = i
@@ -152,6 +154,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
     prob = pulp.LpProblem("gpuplan_full", pulp.LpMaximize)
     model = MilpModel(prob)
     pinned = pinned_cells(scenario)
+    job: BatchJob | RealtimeJob
     for job in scenario.batch_jobs:
         if job.running:
             steps = min(job.running.remaining_steps, T)
@@ -161,7 +164,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
     cover: dict[tuple[int, int], list[pulp.LpVariable]] = {}
     per_job: dict[int, list[pulp.LpVariable]] = {}
     for st in batch_starts(scenario, pinned):
-        job = scenario.jobs[st.job]
+        job = scenario.batch_job_at(st.job)
         var = prob.add_variable(f"run_j{st.job}_s{st.start}_g{st.first}", cat=pulp.LpBinary)
         model.starts.append((var, st))
         per_job.setdefault(st.job, []).append(var)
@@ -198,7 +201,8 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
     # 2. Demand range: a realtime job's shortfall is what it holds below demand.
     for (i, t), short in model.shortfall.items():
         held = [model.realtime[i, g, t] for g in range(G) if (i, g, t) in model.realtime]
-        prob += short + pulp.lpSum(held) >= scenario.jobs[i].demand[t], f"c2_shortfall_j{i}_t{t}"
+        prob += (short + pulp.lpSum(held) >= scenario.realtime_job_at(i).demand[t],
+                 f"c2_shortfall_j{i}_t{t}")
 
     # 3. Contiguous power-of-two blocks: only aligned blocks [b, b+k), b % k == 0, have a
     #    variable (see batch_starts), so the family needs no rows.
@@ -238,7 +242,7 @@ def _strengthen(model: MilpModel, scenario: Scenario, pinned: np.ndarray,
         model.start_counts[i, s] = z
         prob += z == pulp.lpSum(vars_), f"c2_start_count_j{i}_s{s}"
         for t in range(s, ends[i, s]):
-            cells[t].append((scenario.jobs[i].gpus, z))
+            cells[t].append((scenario.batch_job_at(i).gpus, z))
     held: list[list[Any]] = [[] for _ in range(T)]
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
@@ -265,7 +269,7 @@ def _swap_rows(model: MilpModel, scenario: Scenario, i: int, job: RealtimeJob) -
         for g in range(G):
             now = model.realtime.get((i, g, t))
             if t == 0:
-                before: pulp.LpVariable | float = 1.0 if g in current else 0.0
+                before: pulp.LpVariable | float = 1.0 if g in (current or ()) else 0.0
             else:
                 before = model.realtime.get((i, g, t - 1), 0.0)
             if now is None and isinstance(before, float):
@@ -286,7 +290,8 @@ def free_blocks(pinned: np.ndarray, k: int) -> np.ndarray:
     n = G // k
     if n == 0:
         return np.zeros(T, dtype=np.int64)
-    return (~pinned[:, : n * k].reshape(T, n, k).any(axis=2)).sum(axis=1)
+    free: np.ndarray = (~pinned[:, : n * k].reshape(T, n, k).any(axis=2)).sum(axis=1)
+    return free
 
 
 def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
@@ -337,7 +342,7 @@ def hold_reservations(model: MilpModel, scenario: Scenario) -> None:
         rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
                       reservations.realtime_off_from(scenario, r)))
     for var, st in model.starts:
-        job = scenario.jobs[st.job]
+        job = scenario.batch_job_at(st.job)
         for i, r, block, _ in rules:
             if st.job == i:
                 on = st.start == r.start and st.first == r.first_gpu

@@ -151,7 +151,7 @@ def free_window(model: MilpModel, scenario: Scenario, grid: np.ndarray, lo: int,
     """Bounds for one neighbourhood: GPUs (or steps) [lo, hi) free, the rest as in `grid`."""
     by_steps = axis == "steps"
     for var, st in model.starts:
-        k = scenario.jobs[st.job].gpus
+        k = scenario.batch_job_at(st.job).gpus
         inside = (lo <= st.start and st.end <= hi) if by_steps else \
             (lo <= st.first and st.first + k <= hi)
         if inside:
@@ -170,7 +170,7 @@ def free_window(model: MilpModel, scenario: Scenario, grid: np.ndarray, lo: int,
 
 def keep_starts(scenario: Scenario, grid: np.ndarray, starts: dict[int, int]) -> np.ndarray:
     """`grid` without the batch jobs whose start is not the allowed one (still legal)."""
-    out = grid.copy()
+    out: np.ndarray = grid.copy()
     for i, p in gridlib.placements(scenario, grid, queued_only=True).items():
         if starts.get(i) != p.start:
             out[out == i] = gridlib.FREE

@@ -52,7 +52,7 @@ def _cbc(**kwargs: Any) -> pulp.LpSolver:
         return pulp.PULP_CBC_CMD(**kwargs)
 
 
-class _HiGHS(pulp.HiGHS):
+class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS is Any
     """pulp.HiGHS with a real warm start (setSolution), an objective target and the bound.
 
     PuLP 3.3's HiGHS interface ignores warmStart; highspy takes a start directly.
@@ -115,7 +115,7 @@ class _HiGHS(pulp.HiGHS):
                             nodes=max(int(info.mip_node_count), 0) if self.mip else 0,
                             iterations=max(int(info.simplex_iteration_count), 0))
         lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
-        return lp.status
+        return int(lp.status)
 
 
 _BANNER = {"quiet": False}
@@ -137,7 +137,7 @@ def _quiet_banner() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
-        highspy.Highs()
+        highspy.Highs()  # type: ignore[no-untyped-call]  # highspy's __init__ is unannotated
     finally:
         os.dup2(saved, 1)
         os.close(saved)

@@ -11,11 +11,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 
-import numpy as np
-
+from allocator.grid import Grid
 from allocator.result import PolicyResult
 
-Policy = Callable[..., np.ndarray | PolicyResult]
+Policy = Callable[..., Grid | PolicyResult]
 
 # name -> "module:attribute", imported when the policy is first asked for.
 BUILTIN: dict[str, str] = {

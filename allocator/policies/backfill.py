@@ -15,41 +15,44 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import reservations
+from allocator.grid import Grid, Mask
 from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
+from allocator.policies.peak_reservation import reserve_peak
 from allocator.policies.placement import find, place
-from allocator.policies.reservation import reserve
 
 
-def backfill(scenario: Scenario) -> np.ndarray:
+def backfill(scenario: Scenario) -> Grid:
     """Priority order with backfill around the reserved jobs (legal by construction)."""
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     held = reservations.holds(scenario)
     busy = grid >= 0
     if held.realtime_off is None:
-        reserve(scenario, grid, busy)
+        reserve_peak(scenario, grid, busy)
     else:
-        reserve(scenario, grid, busy, blocked=held.realtime_off.any(axis=0))
+        reserve_peak(scenario, grid, busy, blocked=np.asarray(held.realtime_off.any(axis=0)))
         held.pin(grid)
-        busy |= held.batch_busy
+        if held.batch_busy is not None:
+            busy |= held.batch_busy
     index = BlockIndex(busy)
-    order = sorted((i for i, job in enumerate(scenario.jobs)
-                    if isinstance(job, BatchJob) and not job.running and i not in held.reserved),
-                   key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))
+    queued = {i: job for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in held.reserved}
+    order = sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
     for i in order:
-        job = scenario.jobs[i]
+        job = queued[i]
         spot = find(index, job, job.arrival_step, best_fit=False)
         if spot is not None:
             place(grid, index, i, job, *spot)
     return grid
 
 
-def static_columns(scenario: Scenario) -> np.ndarray:
+def static_columns(scenario: Scenario) -> Mask:
     """The GPUs the static realtime reservation takes (a reservation must avoid them)."""
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
     pinned = busy.copy()
-    reserve(scenario, grid, busy)
-    return (busy & ~pinned).any(axis=0)
+    reserve_peak(scenario, grid, busy)
+    columns: Mask = (busy & ~pinned).any(axis=0)
+    return columns

@@ -8,29 +8,29 @@ Both take the earliest start first, then the lowest aligned block, through fast'
 
 from __future__ import annotations
 
-import numpy as np
-
 from allocator import grid as gridlib
+from allocator.grid import Grid, Mask
 from allocator.model import BatchJob, Scenario
 from allocator.policies.decoder import Decoder, Jobs
-from allocator.policies.reservation import reserve
+from allocator.policies.peak_reservation import reserve_peak
 
 
-def _start(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+def _start(scenario: Scenario) -> tuple[Grid, Mask]:
     grid = gridlib.empty(scenario)
     gridlib.pin_running(scenario, grid)
     busy = grid >= 0
-    reserve(scenario, grid, busy)
+    reserve_peak(scenario, grid, busy)
     return grid, busy
 
 
-def _queued(scenario: Scenario) -> list[int]:
-    return [i for i, job in enumerate(scenario.jobs)
-            if isinstance(job, BatchJob) and not job.running]
+def _queued(scenario: Scenario) -> dict[int, BatchJob]:
+    """The batch jobs still to place, by their index in the scenario (file order)."""
+    return {i: job for i, job in enumerate(scenario.jobs)
+            if isinstance(job, BatchJob) and not job.running}
 
 
 def _place(scenario: Scenario, order: list[int], fifo: bool,
-           compiled: bool | None) -> np.ndarray:
+           compiled: bool | None) -> Grid:
     """Each job of `order` at its earliest start (fifo: not before the last placed one's),
     on the lowest free aligned block; a job that fits nowhere is left out."""
     grid, busy = _start(scenario)
@@ -41,14 +41,15 @@ def _place(scenario: Scenario, order: list[int], fifo: bool,
     return grid
 
 
-def fifo(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
+def fifo(scenario: Scenario, *, compiled: bool | None = None) -> Grid:
     """Arrival order (then file order); each start >= the last placed job's start."""
-    order = sorted(_queued(scenario), key=lambda i: (scenario.jobs[i].arrival_step, i))
+    queued = _queued(scenario)
+    order = sorted(queued, key=lambda i: (queued[i].arrival_step, i))
     return _place(scenario, order, fifo=True, compiled=compiled)
 
 
-def priority(scenario: Scenario, *, compiled: bool | None = None) -> np.ndarray:
+def priority(scenario: Scenario, *, compiled: bool | None = None) -> Grid:
     """Highest priority first (ties: arrival, file order), each at its earliest feasible start."""
-    order = sorted(_queued(scenario),
-                   key=lambda i: (-scenario.jobs[i].priority, scenario.jobs[i].arrival_step, i))
+    queued = _queued(scenario)
+    order = sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
     return _place(scenario, order, fifo=False, compiled=compiled)

@@ -12,27 +12,36 @@ numpy's per-call overhead would cost more than the loop.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 _FAST_BITS = 63
 SMALL_G = 32
 
 
-def _bit_length(words: np.ndarray) -> np.ndarray:
+def _bit_length(words: NDArray[Any]) -> NDArray[np.int64]:
+    lengths: NDArray[np.int64]
     if words.dtype == object:
-        return np.frompyfunc(int.bit_length, 1, 1)(words).astype(np.int64)
-    if not (words >> np.uint64(53)).any():  # exact in float64: the exponent is the length
-        return np.frexp(words.astype(np.float64))[1].astype(np.int64)
-    smeared = words.copy()
-    for shift in (1, 2, 4, 8, 16, 32):
-        smeared |= smeared >> np.uint64(shift)
-    return np.bitwise_count(smeared).astype(np.int64)
+        lengths = np.frompyfunc(int.bit_length, 1, 1)(words).astype(np.int64)
+    elif not (words >> np.uint64(53)).any():  # exact in float64: the exponent is the length
+        lengths = np.frexp(words.astype(np.float64))[1].astype(np.int64)
+    else:
+        smeared = words.copy()
+        for shift in (1, 2, 4, 8, 16, 32):
+            smeared |= smeared >> np.uint64(shift)
+        lengths = np.bitwise_count(smeared).astype(np.int64)
+    return lengths
 
 
-def _popcount(words: np.ndarray) -> np.ndarray:
+def _popcount(words: NDArray[Any]) -> NDArray[np.int64]:
+    counts: NDArray[np.int64]
     if words.dtype == object:
-        return np.frompyfunc(int.bit_count, 1, 1)(words).astype(np.int64)
-    return np.bitwise_count(words).astype(np.int64)
+        counts = np.frompyfunc(int.bit_count, 1, 1)(words).astype(np.int64)
+    else:
+        counts = np.bitwise_count(words).astype(np.int64)
+    return counts
 
 
 class BlockIndex:
@@ -50,7 +59,9 @@ class BlockIndex:
         else:
             weights = np.left_shift(np.uint64(1), np.arange(T, dtype=np.uint64))
             cols = (busy.astype(np.uint64) * weights[:, None]).sum(axis=0, dtype=np.uint64)
-        self.levels: dict[int, np.ndarray] = {1: cols}
+        # Per block size, one busy word per block: uint64 arrays (T <= 63), arrays of Python
+        # ints (wider horizons), or, for a small cluster, plain lists of Python ints.
+        self.levels: dict[int, Any] = {1: cols}
         k = 1
         while 2 * k <= G:
             prev = self.levels[k]
@@ -66,16 +77,18 @@ class BlockIndex:
         clone.levels = {k: v.copy() for k, v in self.levels.items()}  # list or array copy
         return clone
 
-    def _bits(self, start: int, end: int):
+    def _bits(self, start: int, end: int) -> int | np.uint64:
         """Bits start .. end-1 set, in this index's word type."""
         value = ((1 << (end - start)) - 1) << start
         return value if self._wide else np.uint64(value)
 
-    def _below(self, n: np.ndarray) -> np.ndarray:
+    def _below(self, n: NDArray[np.int64]) -> NDArray[Any]:
         """Per block, the bits 0 .. n-1 set (n <= T)."""
         if self._wide:
             return np.array([(1 << int(v)) - 1 for v in n], dtype=object)
-        return np.left_shift(np.uint64(1), n.astype(np.uint64)) - np.uint64(1)
+        below: NDArray[np.uint64] = np.left_shift(np.uint64(1), n.astype(np.uint64))
+        below -= np.uint64(1)
+        return below
 
     def find(self, gpus: int, length: int, earliest: int, best_fit: bool,
              also_busy: int = 0) -> tuple[int, int] | None:
@@ -122,6 +135,7 @@ class BlockIndex:
         return start, int(candidates[int(np.argmax(fit))]) * gpus
 
     def occupy(self, first_gpu: int, gpus: int, start: int, end: int) -> None:
+        bits: int | np.uint64
         if self.small:
             bits = ((1 << (end - start)) - 1) << start
             for k, words in self.levels.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -25,15 +26,17 @@ from allocator.policies.placement import find, run_length
 PACKC_ABI = 4  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
-    from allocator.policies import _packc
+    from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
 except ImportError:  # pragma: no cover - exercised where no C compiler was available
-    _packc = None
+    _packc = None  # type: ignore[assignment]  # no extension: callers test for None
 if _packc is not None and getattr(_packc, "ABI", None) != PACKC_ABI:  # pragma: no cover
     warnings.warn("allocator/policies/_packc is stale (rebuild: pip install -e .); "
                   "fast runs its Python decoder", RuntimeWarning, stacklevel=1)
-    _packc = None
+    _packc = None  # type: ignore[assignment]  # stale extension: callers test for None
 
 COMPILED_MAX_T = 63
+
+D = TypeVar("D", bound="Decoder")  # a decoder's copy is of its own class
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class Decoder:
         out.best_fit, out.bound, out.spill = best_fit, 0 if fifo else -1, spill
         return out
 
-    def _fork(self, clone: Decoder) -> Decoder:
+    def _fork(self, clone: D) -> D:
         clone.best_fit, clone.bound, clone.spill = self.best_fit, self.bound, self.spill
         return clone
 
@@ -114,7 +117,7 @@ class Decoder:
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
         """Constraint 5: each placed job on one block, every step of its run (to T)."""
         for i, (start, first) in self.spots().items():
-            job = scenario.jobs[i]
+            job = scenario.batch_job_at(i)
             grid[start : min(start + run_length(job), scenario.T), first : first + job.gpus] = i
 
 
@@ -172,12 +175,12 @@ class _PyDecoder(Decoder):
             None if self.spare is None else self.spare.copy(), self.value))
 
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
-        jobs, T = self.scenario.jobs, self.scenario.T
+        T = self.scenario.T
         decay = self.scenario.weights.decay ** np.arange(T)
         cum = np.concatenate(([0.0], np.cumsum(decay)))
         gained = 0.0
         for i in order:
-            job = jobs[i]
+            job = self.scenario.batch_job_at(i)
             self.start[i] = self.first[i] = -1
             spot = self._earliest(job)
             if self.spare is not None and self.spill >= 0:
@@ -201,7 +204,8 @@ class _PyDecoder(Decoder):
         """An earlier spot on reserved GPUs, if the job's value beats their shortfall price."""
         T, g = self.scenario.T, job.gpus
         earliest = max(min(job.arrival_step, T), self.bound)
-        if not (self.spare < g).any() or (spot is not None and spot[0] <= earliest):
+        if (self.spare is None or not np.any(self.spare < g)
+                or (spot is not None and spot[0] <= earliest)):
             return spot
         over = find(self.index, job, max(job.arrival_step, self.bound), self.best_fit)
         if over is None or (spot is not None and over[0] >= spot[0]):

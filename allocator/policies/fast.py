@@ -34,7 +34,7 @@ from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
-OrderKey = Callable[[BatchJob, int], tuple]
+OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
 # Value orders tried for batch jobs; each is cheap, and different contention shapes favour
 # different ones (big-first packs, short-first backfills, arrival order respects fairness,
@@ -140,7 +140,8 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     if pinned:
         orders = tuple(tuple(i for i in order if i not in pinned) for order in orders)
     queued = orders[0] if orders else ()
-    best, best_order = None, ()
+    best: Decoder | None = None
+    best_order: tuple[int, ...] = ()
     seen: set[tuple[int, ...]] = set()
     for order in orders:
         if order in seen:
@@ -150,7 +151,7 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
         trial.pack(order)
         if best is None or trial.value > best.value:
             best, best_order = trial, order
-    if queued and search >= len(queued):
+    if queued and best is not None and search >= len(queued):
         best = improve_order(scenario, empty, best_order, best, search // len(queued))
     if best is not None:
         best.write(scenario, grid)
@@ -161,10 +162,10 @@ def value_orders(scenario: Scenario, held: reservations.Holds | None = None
                  ) -> tuple[tuple[int, ...], ...]:
     """The queued batch jobs (not running, not reserved) in each of ORDERS."""
     skip = frozenset() if held is None else held.reserved
-    queued = [i for i, job in enumerate(scenario.jobs)
-              if isinstance(job, BatchJob) and not job.running and i not in skip]
-    return tuple(tuple(sorted(queued, key=lambda i, key=key: key(scenario.jobs[i], i)))
-                 for key in ORDERS)
+    queued = {i: job for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in skip}
+    ranks = ({i: key(job, i) for i, job in queued.items()} for key in ORDERS)
+    return tuple(tuple(sorted(queued, key=rank.__getitem__)) for rank in ranks)
 
 
 # The order search can also try swapping the delayed job with the one at the target
@@ -186,14 +187,13 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     """
     if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
         return empty.improve(order, best, packs, SWAPS)[0]
-    jobs = scenario.jobs
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
         prefix = _prefix_states(empty, current)
         movable = [a for a in range(1, len(current))
                    if best.start[current[a]] < 0
-                   or best.start[current[a]] > jobs[current[a]].arrival_step]
+                   or best.start[current[a]] > scenario.batch_job_at(current[a]).arrival_step]
         improved = False
         # Front positions first: most gains come from pulling a delayed job to the head.
         for b in range(len(current) - 1):

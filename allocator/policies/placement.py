@@ -5,8 +5,7 @@ Shared so that all of them read constraints 2, 3 and 5 the same way.
 
 from __future__ import annotations
 
-import numpy as np
-
+from allocator.grid import Grid
 from allocator.model import BatchJob
 from allocator.policies.blocks import BlockIndex
 
@@ -20,7 +19,7 @@ def find(index: BlockIndex, job: BatchJob, earliest: int, best_fit: bool,
     return index.find(job.gpus, run_length(job), earliest, best_fit, also_busy)
 
 
-def place(grid: np.ndarray, index: BlockIndex, job_index: int, job: BatchJob, start: int,
+def place(grid: Grid, index: BlockIndex, job_index: int, job: BatchJob, start: int,
           first_gpu: int) -> None:
     """Constraint 5: one block, every step from the start to the run's end (or the horizon's)."""
     end = min(start + run_length(job), grid.shape[0])

@@ -30,7 +30,7 @@ from allocator.reservations import OFF
 
 def layer_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
     """Maximal runs [a, b) of every layer l = 1..max(curve) of a held-count curve."""
-    out = []
+    out: list[tuple[int, int]] = []
     for level in range(1, int(curve.max(initial=0)) + 1):
         on = np.concatenate(([False], curve >= level, [False]))
         edges = np.flatnonzero(on[1:] != on[:-1])
@@ -94,7 +94,7 @@ class RealtimePlacer:
             if job.current_gpus:
                 self.owner[list(job.current_gpus)] = i
         free = grid == gridlib.FREE
-        self.intervals: list[tuple] = []
+        self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, _Job] = {}
         for i, job in realtime:
             current = set(job.current_gpus) if job.current_gpus is not None else None
@@ -221,7 +221,7 @@ def _charge(state: _Job, gpu: int, a: int, b: int, T: int) -> bool:
     limit = state.job.swap_limit
     acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
     release = b < T
-    need = {}
+    need: dict[int, int] = {}
     if acquire:
         need[a] = need.get(a, 0) + 1
     if release:

@@ -160,7 +160,7 @@ def _clear(scenario: Scenario, grid: np.ndarray, jobs: Jobs, j: int, s: int, blk
     T = grid.shape[0]
     g = int(jobs.gpus[j])
     e = min(s + int(jobs.length[j]), T)
-    new = grid.copy()
+    new: np.ndarray = grid.copy()
     new[movable[np.where(new < 0, len(movable) - 1, new)]] = gridlib.FREE
     window = new[s:e, blk : blk + g]
     for r in sorted(set(window[window >= 0].tolist())):
@@ -187,7 +187,8 @@ def _window_sums(p: np.ndarray, steps: np.ndarray, ends: np.ndarray, blocks: np.
     """Sum over [s, e) x [b, b + g) for every start (rows) and block (columns)."""
     s, e = steps[:, None], ends[:, None]
     lo, hi = blocks[None, :], blocks[None, :] + g
-    return p[e, hi] - p[s, hi] - p[e, lo] + p[s, lo]
+    sums: np.ndarray = p[e, hi] - p[s, hi] - p[e, lo] + p[s, lo]
+    return sums
 
 
 def _migrate(scenario: Scenario, grid: np.ndarray, r: int, col: int, p: int, q: int,

@@ -21,6 +21,7 @@ import pandas as pd
 
 from allocator.core.errors import InputError
 from allocator.core.timeparse import parse_time
+from allocator.model import Reservation
 from pipelines.slurm.parse import Node, QueueJob
 
 MARK = "gpuplan"  # AdminComment prefix on every job gpuplan changed (release-all finds them)
@@ -48,7 +49,7 @@ class PlanView:
     starts: dict[str, dict[str, int]]
     block: dict[str, int]  # GPUs each placed job holds (from the grid)
     unplaced: tuple[str, ...]
-    reservations: tuple[dict[str, int], ...]
+    reservations: tuple[Reservation, ...]
     rejected: dict[str, str]  # queue rows plan-day could not plan, with the reason
     label: str
 
@@ -92,8 +93,8 @@ def read_plan(doc: Any) -> PlanView:
         if not isinstance(r, dict):
             raise InputError("expected {id, start, first_gpu, gpus}", field="reservations")
         job = str(r.get("id"))
-        reservations.append({"id": job, **{k: _int(r.get(k), job, f"reservations.{k}")
-                                           for k in ("start", "first_gpu", "gpus")}})
+        reservations.append(Reservation(job, *(_int(r.get(k), job, f"reservations.{k}")
+                                               for k in ("start", "first_gpu", "gpus"))))
     rejected = {str(r.get("id")): str(r.get("reason", "")) for r in doc.get("rejected") or []
                 if isinstance(r, dict)}
     return PlanView(start=start, step_minutes=_int(doc.get("step_minutes", 60), None,
@@ -196,15 +197,15 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
 
     wanted = set()
     for r in plan.reservations:
-        job = by_id.get(r["id"])
+        job = by_id.get(r.id)
         if job is None or job.state != "PENDING":
             continue
-        name = f"{RESV_PREFIX}{r['id']}"
+        name = f"{RESV_PREFIX}{r.id}"
         wanted.add(name)
-        want = nodes_for(r["first_gpu"], r["gpus"], names, size)
-        begin = max(t0 + r["start"] * step_s, now + 60)
+        want = nodes_for(r.first_gpu, r.gpus, names, size)
+        begin = max(t0 + r.start * step_s, now + 60)
         minutes = (job.time_limit_minutes or
-                   durations.get(r["id"], 1) * plan.step_minutes)
+                   durations.get(r.id, 1) * plan.step_minutes)
         have = reservations.get(name)
         if have is not None:
             have_begin = _epoch(have.get("StartTime", ""))
@@ -213,16 +214,16 @@ def plan_actions(plan: PlanView, jobs: list[QueueJob], nodes: list[Node],
                     and (abs(have_begin - begin) <= SLACK_S
                          or (soon and have_begin <= now + 2 * SLACK_S))):
                 if job.reservation != name:
-                    restrain.append(Action(r["id"], "reserve", (
-                        "update", f"JobId={r['id']}", f"ReservationName={name}", mark)))
+                    restrain.append(Action(r.id, "reserve", (
+                        "update", f"JobId={r.id}", f"ReservationName={name}", mark)))
                 continue
-            restrain.append(Action(r["id"], "unreserve", ("delete", "reservation", name)))
-        restrain.append(Action(r["id"], "reserve", (
+            restrain.append(Action(r.id, "unreserve", ("delete", "reservation", name)))
+        restrain.append(Action(r.id, "reserve", (
             "create", "reservation", f"ReservationName={name}", f"StartTime={_when(begin)}",
             f"Duration={max(1, int(minutes))}", f"Nodes={','.join(want)}",
             f"Users={job.user or 'root'}", "Flags=IGNORE_JOBS")))
-        restrain.append(Action(r["id"], "reserve", (
-            "update", f"JobId={r['id']}", f"ReservationName={name}", mark)))
+        restrain.append(Action(r.id, "reserve", (
+            "update", f"JobId={r.id}", f"ReservationName={name}", mark)))
     running_in = {j.reservation for j in jobs if j.state == "RUNNING"}
     for name in sorted(reservations):
         if name.startswith(RESV_PREFIX) and name not in wanted and name not in running_in:
@@ -274,8 +275,9 @@ def execute(actions: list[Action], scontrol: Callable[[tuple[str, ...]], None],
     """Run the actions in order; stop at the first failure. Each one is logged (JSON lines)."""
     applied: list[Action] = []
     for i, action in enumerate(actions):
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "plan": label,
-                 "job": action.job, "what": action.what, "command": action.line()}
+        entry: dict[str, object] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "plan": label,
+            "job": action.job, "what": action.what, "command": action.line()}
         try:
             scontrol(action.argv)
         except Exception as err:  # the summary names it; the rest is not attempted
@@ -288,7 +290,7 @@ def execute(actions: list[Action], scontrol: Callable[[tuple[str, ...]], None],
     return Outcome(applied, None, "", [])
 
 
-def _log(path: Path | None, entry: dict) -> None:
+def _log(path: Path | None, entry: dict[str, object]) -> None:
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)

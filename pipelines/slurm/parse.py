@@ -23,7 +23,6 @@ import pandas as pd
 from allocator.core.errors import InputError
 
 META_PREFIX = "gpuplan:"
-UNLIMITED = None  # a time limit Slurm reports as infinite
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,6 @@ class QueueJob:
     state: str  # PENDING, RUNNING, ... (the base state, flags dropped)
     reason: str
     gpus: int  # GPUs per node times nodes
-    nodes_requested: int
     time_limit_minutes: int | None  # None: unlimited
     priority: int
     submit_time: int
@@ -234,7 +232,7 @@ def parse_squeue(text: str) -> list[QueueJob]:
             id=jid, name=_text(job.get("name"), "name", jid),
             user=_text(job.get("user_name"), "user_name", jid),
             state=state, reason=_text(job.get("state_reason"), "state_reason", jid),
-            gpus=gpus, nodes_requested=node_count, time_limit_minutes=limit,
+            gpus=gpus, time_limit_minutes=limit,
             priority=_number(job.get("priority"), "priority", jid, allow_none=True) or 0,
             submit_time=_number(job.get("submit_time"), "submit_time", jid) or 0,
             start_time=_number(job.get("start_time"), "start_time", jid, allow_none=True) or 0,
@@ -273,8 +271,8 @@ def parse_sinfo(text: str) -> list[Node]:
             names = (entry.get("nodes") or {}).get("nodes") if isinstance(entry, dict) else None
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise InputError("expected a list of node names", field="sinfo.nodes.nodes")
-            gres = entry.get("gres") or {}
-            total = gres.get("total") if isinstance(gres, dict) else None
+            gres_doc = entry.get("gres") or {}
+            total = gres_doc.get("total") if isinstance(gres_doc, dict) else None
             if total is not None and not isinstance(total, str):
                 raise InputError("expected a GRES string", field="sinfo.gres.total")
             state = _state((entry.get("node") or {}).get("state") or ["UNKNOWN"],

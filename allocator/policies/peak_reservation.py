@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from allocator.grid import Grid, Mask
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
 
-def reserve(scenario: Scenario, grid: np.ndarray, busy: np.ndarray,
-            blocked: np.ndarray | None = None) -> None:
+def reserve_peak(scenario: Scenario, grid: Grid, busy: Mask,
+                 blocked: Mask | None = None) -> None:
     """Fill the realtime cells of `grid` and mark every reserved GPU busy for batch work.
 
     A reserved GPU not yet acquired stays idle: busy for batch jobs, empty in the grid.

@@ -1,0 +1,24 @@
+# Types of the compiled decoder (_packc.c), for mypy: the C signatures, argument by argument.
+# The arrays are C-contiguous int64 / uint64 / float64 buffers, as decoder.py and
+# realtime.py build them; the C source documents each one.
+
+from typing import Any
+
+from numpy.typing import NDArray
+
+Array = NDArray[Any]
+
+ABI: int
+
+def pack(words: Array, offset: Array, count: Array, spare: Array | None,
+         order: Array, gpus: Array, length: Array, arrival: Array, weight: Array,
+         decay: Array, start: Array, first: Array, best_fit: bool, bound: int,
+         spill: float, /) -> tuple[float, int]: ...
+
+def improve(words: Array, offset: Array, count: Array, spare: Array | None,
+            order: Array, gpus: Array, length: Array, arrival: Array,
+            weight: Array, decay: Array, start: Array, first: Array, value: float,
+            packs: int, spill: float, swaps: bool, /) -> float: ...
+
+def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
+           tail_first: bool, /) -> tuple[int, int]: ...
