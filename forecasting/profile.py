@@ -304,7 +304,7 @@ class DemandProfile(BaseEstimator):
         """Run the recursion over history with the season held fixed (it was fitted in batch)."""
         n_services, n_hours = z.shape
         trace = _Trace(*(np.full((n_services, n_hours), np.nan) for _ in _Trace._fields))
-        state = _State(level.copy(), trend.copy(), np.zeros(n_services),
+        state = RecursiveState(level.copy(), trend.copy(), np.zeros(n_services),
                        np.zeros(n_services))
         for t in range(n_hours):
             e, eps = state.step(z[:, t], season[:, t], rho, sigma, self.alpha, self.clip)
@@ -535,7 +535,7 @@ class _Trace(NamedTuple):
     trend: np.ndarray
 
 
-class _State:
+class RecursiveState:
     """The recursive part of the model for all services at once: level, trend, AR deviation."""
 
     def __init__(self, level: np.ndarray, trend: np.ndarray, dev: np.ndarray,

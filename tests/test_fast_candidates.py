@@ -45,12 +45,12 @@ def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
         placer = RealtimePlacer(scenario, around)
         placer.place(around, "first")
         placer.finish(around)
-        reserve = placer.reserve()
+        held_back = placer.later_demand()
         cheapest = min(scenario.weights.realtime_penalty * j.priority
                        for j in scenario.realtime_jobs)
         for name, spill in (("later layers kept spare", -1.0),
                             ("later layers, spill at the cheapest shortfall", cheapest)):
-            layout = place_batch(scenario, around, reserve, search, spill=spill)
+            layout = place_batch(scenario, around, held_back, search, spill=spill)
             placer.copy().place(layout, "later")
             out[name] = layout
     out["priority"] = baselines.priority(scenario)

@@ -41,8 +41,8 @@ def drop_order_search(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _NoLaterLayers(fast_module.RealtimePlacer):
-    def reserve(self) -> np.ndarray:  # nothing to keep spare: the second layout is skipped
-        return np.zeros_like(super().reserve())
+    def later_demand(self) -> np.ndarray:  # nothing to keep spare: the second layout is skipped
+        return np.zeros_like(super().later_demand())
 
 
 def drop_second_layout(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,14 +93,14 @@ def fast(scenario: Scenario, *, search: int | None = None,
         placer = RealtimePlacer(scenario, around)
         placer.place(around, "first")
         placer.finish(around)
-        reserve = placer.reserve()
-        if reserve.any():
-            # Twice: keeping the reserve, and letting a job worth more than the realtime
+        held_back = placer.later_demand()
+        if held_back.any():
+            # Twice: keeping those GPUs spare, and letting a job worth more than the realtime
             # shortfall it causes take reserved GPUs (the objective's own trade).
             cheapest = min(scenario.weights.realtime_penalty * j.priority
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
-                layout = place_batch(scenario, around, reserve, search, spill=spill,
+                layout = place_batch(scenario, around, held_back, search, spill=spill,
                                      held=held, jobs=jobs, orders=orders)
                 placer.copy().place(layout, "later")
                 held.release(layout)
@@ -115,7 +115,7 @@ def fast(scenario: Scenario, *, search: int | None = None,
                         partial(place_batch, orders=orders))
 
 
-def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None,
+def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | None,
                 search: int, compiled: bool | None = None, spill: float = -1.0,
                 held: reservations.Holds | None = None,
                 jobs: Jobs | None = None, pinned: frozenset[int] = frozenset(),
@@ -130,7 +130,7 @@ def place_batch(scenario: Scenario, grid: np.ndarray, reserve: np.ndarray | None
     `orders`: value_orders(scenario, held), when the caller already has them.
     """
     grid = grid.copy()
-    spare = None if reserve is None else (grid == gridlib.FREE).sum(axis=1) - reserve
+    spare = None if held_back is None else (grid == gridlib.FREE).sum(axis=1) - held_back
     busy = grid >= 0 if held is None or held.batch_busy is None else \
         (grid >= 0) | held.batch_busy
     jobs = Jobs.of(scenario) if jobs is None else jobs

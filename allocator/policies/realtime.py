@@ -55,7 +55,10 @@ def preference(G: int, largest_block: int) -> np.ndarray:
 
 
 @dataclass
-class _Job:
+class SwapLedger:
+    """One realtime job's swap budget spent per step and the GPUs it holds at step 0: what
+    every acquire and release is charged against, so no placement breaks the swap limit."""
+
     index: int
     job: RealtimeJob
     changes: np.ndarray  # swap budget used per step
@@ -79,7 +82,7 @@ class RealtimePlacer:
 
     Two phases: the layers held at step 0 first (they decide what happens to current
     GPUs), the later ones (peaks) after batch jobs are placed, into the gaps they leave;
-    `reserve` tells the batch placement how many GPUs per step to leave for them.
+    `later_demand` tells the batch placement how many GPUs per step to leave for them.
     """
 
     def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False) -> None:
@@ -95,13 +98,13 @@ class RealtimePlacer:
                 self.owner[list(job.current_gpus)] = i
         free = grid == gridlib.FREE
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict[int, SwapLedger] = {}
         for i, job in realtime:
             current = set(job.current_gpus) if job.current_gpus is not None else None
             available = (free & ((self.owner == -1) | (self.owner == i))).sum(axis=1)
             curve = target_curve(np.asarray(job.demand), job.swap_limit,
                                  None if current is None else len(current), available)
-            self.jobs[i] = _Job(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
+            self.jobs[i] = SwapLedger(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
                                 set(current or ()))
             for a, b in layer_intervals(curve):
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
@@ -109,11 +112,11 @@ class RealtimePlacer:
     def copy(self) -> RealtimePlacer:
         clone = object.__new__(RealtimePlacer)
         clone.__dict__.update(self.__dict__)
-        clone.jobs = {i: _Job(j.index, j.job, j.changes.copy(), j.current,
+        clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
 
-    def reserve(self, later_only: bool = True) -> np.ndarray:
+    def later_demand(self, later_only: bool = True) -> np.ndarray:
         """GPUs per step the not-yet-placed (later) layers will ask for."""
         need = np.zeros(self.T, dtype=np.int64)
         for _, _, a, _, b in self.intervals:
@@ -170,7 +173,7 @@ def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
     return tenths / 10
 
 
-def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: _Job,
+def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
             a: int, b: int, largest: int, tail_first: bool = False) -> tuple[int, int] | None:
     """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
     else the one whose taking costs batch blocks least (ties: the preferred); failing
@@ -216,7 +219,7 @@ def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
     return int(candidates[np.argmax(rank[candidates])]), a + best
 
 
-def _charge(state: _Job, gpu: int, a: int, b: int, T: int) -> bool:
+def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int) -> bool:
     """Charge the acquire at a and the release at b to the swap budget, if both fit."""
     limit = state.job.swap_limit
     acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
@@ -233,7 +236,7 @@ def _charge(state: _Job, gpu: int, a: int, b: int, T: int) -> bool:
     return True
 
 
-def _keep_current_at_step_zero(grid: np.ndarray, jobs: dict[int, _Job]) -> None:
+def _keep_current_at_step_zero(grid: np.ndarray, jobs: dict[int, SwapLedger]) -> None:
     """Releasing a current GPU at step 0 is a change too: charge it, or keep holding it.
 
     A current GPU the job did not use at step 0 is released there; where that would
