@@ -6,7 +6,6 @@ A policy may return a bare grid (fast, fifo, priority, backfill) or a `PolicyRes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -59,9 +58,3 @@ class PolicyResult:
     def extras(self) -> dict[str, Any]:
         """What the plan's JSON adds for this result: {"solve": ...} for the MILP."""
         return {} if self.solve is None else {"solve": self.solve.as_dict()}
-
-    def __iter__(self) -> Iterator[Any]:
-        """`grid, extras = full(...)`, the pair `full` returned before this type, for the
-        callers not yet moved to `.grid` and `.solve` (tests/test_quality.py)."""
-        yield self.grid
-        yield self.extras()

@@ -169,15 +169,14 @@ def test_registered_and_reported_in_the_plan() -> None:
     assert report["lp_bound"] >= report["objective"] - 1e-6
 
 
-def test_the_solve_report_is_typed_and_unpacks_as_the_old_pair() -> None:
+def test_the_solve_report_is_typed() -> None:
     """full returns a PolicyResult; the plan carries its SolveReport; the JSON is its dict."""
     scenario = scenario_from_dict(TINY["pair-vs-singles"])
     result = full(scenario, time_limit=5.0)
     assert isinstance(result.solve, SolveReport)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.solve.status = "edited"  # type: ignore[misc]
-    grid, extras = result  # the pair full returned before
-    assert grid is result.grid and extras == {"solve": result.solve.as_dict()}
+    assert result.extras() == {"solve": result.solve.as_dict()}
     plan = make_plan(scenario, "full", time_limit=5.0)
     assert plan.solve is not None and plan.solve.status == "optimal"
     assert plan.to_dict()["solve"] == plan.solve.as_dict()

@@ -100,9 +100,10 @@ def test_a_stored_optimum_is_reproduced_by_the_milp() -> None:
     cases = {c.key: c for c in milp_cases()}
     for key in ("1/mixed-control", "7/oversubscribed"):
         case = cases[key]
-        grid, extras = full(case.scenario, time_limit=60.0)
-        assert extras["solve"]["status"] == "optimal"
-        assert gridlib.objective(case.scenario, grid) == pytest.approx(case.optimum, rel=1e-5)
+        result = full(case.scenario, time_limit=60.0)
+        assert result.solve is not None and result.solve.status == "optimal"
+        assert gridlib.objective(case.scenario, result.grid) == pytest.approx(case.optimum,
+                                                                              rel=1e-5)
 
 
 # -- the estimators against their baselines (the docs/estimators.md evaluation) -----------
