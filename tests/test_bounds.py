@@ -34,7 +34,7 @@ def test_both_bounds_are_above_the_brute_force_optimum(scenario) -> None:
 @given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
 def test_block_bound_is_above_fast_and_the_milp(scenario) -> None:
     block = bounds.block_capacity(scenario, time_limit=5.0)
-    grid, _ = full(scenario, time_limit=2.0, block_bound=False)
+    grid = full(scenario, time_limit=2.0, block_bound=False).grid
     assert above(block.value, gridlib.objective(scenario, grid))
 
 
@@ -42,7 +42,7 @@ def test_block_bound_is_tighter_than_the_lp_on_a_benchmark_scenario() -> None:
     scenario = generate("mixed-control")
     block = bounds.block_capacity(scenario, time_limit=10.0)
     lp = bounds.lp_relaxation(scenario, time_limit=10.0)
-    grid, _ = full(scenario, time_limit=20.0)
+    grid = full(scenario, time_limit=20.0).grid
     got = gridlib.objective(scenario, grid)
     assert above(block.value, got) and above(lp.value, got)
     assert block.value <= lp.value + 1e-9

@@ -46,7 +46,7 @@ def test_any_nonnegative_prices_give_a_ceiling(scenario, seed) -> None:
 def test_bound_is_above_the_milp_optimum(scenario) -> None:
     from allocator.policies.full import full
 
-    grid, _ = full(scenario, time_limit=5.0)
+    grid = full(scenario, time_limit=5.0).grid
     assert above(lagrangian_bound(scenario).value, gridlib.objective(scenario, grid))
 
 
