@@ -134,8 +134,9 @@ def guard_day(scenario: Scenario, queued: list[str], waited: dict[str, int], age
               previous: dict[str, tuple[int, int]], rules: Rules = Rules()) -> Guarded:
     """The day's scenario with its promises as reservations (fast and full honour them).
 
-    `previous` maps job id -> its promise (start as a step of this plan, first GPU); a promise naming a
-    job not waiting in today's queue (started, cancelled, rejected) is dropped, with a warning.
+    `previous` maps job id -> its promise (start as a step of this plan, first GPU). A
+    promise naming a job not waiting in today's queue (started, cancelled, rejected) is
+    dropped with a warning, not an error: jobs start and are cancelled between plans.
     """
     waiting: dict[str, Waiting] = {}
     ids = set(queued)

@@ -26,8 +26,14 @@ from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
-from pipelines.day_guard import (PreviousPlan, Promise, guard_day, read_previous, reanchor,
-                                 waited_steps)
+from pipelines.day_guard import (
+    PreviousPlan,
+    Promise,
+    guard_day,
+    read_previous,
+    reanchor,
+    waited_steps,
+)
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 

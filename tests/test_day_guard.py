@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
+from allocator.model import Reservation
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from pipelines.day_guard import PreviousPlan, reanchor, waited_steps
@@ -90,10 +91,7 @@ def test_claims_come_from_submitted_at(tmp_path):
 
 
 def test_reanchoring_rounds_down():
-    prev = PreviousPlan(Path("p.json"), pd.Timestamp("2026-11-30T00:00Z"), 60, ())
-    from allocator.model import Reservation
-
-    prev = PreviousPlan(prev.path, prev.start, 60,
+    prev = PreviousPlan(Path("p.json"), pd.Timestamp("2026-11-30T00:00Z"), 60,
                         (Reservation("a", 5, 0, 8), Reservation("b", 1, 8, 8)))
     got = reanchor(prev, pd.Timestamp("2026-11-30T02:30Z"), 60)
     assert got == {"a": (2, 0), "b": (-2, 8)}
