@@ -33,6 +33,10 @@ Each plan, before the policy runs:
    whole-node job runs on or is promised: a 4-GPU promise elsewhere took the node the
    8-GPU promises were chained on (seed-11 Philly week: 18 of 157 8-GPU starts, against 57).
 
+Steps 2 and 3 need no replay world: they are `pipelines.promising.keep_and_promise`, which
+`gpuplan plan-day --guard` runs too (pipelines/day_guard.py), so the replay measures the
+rule the operator runs.
+
 The policy then gets the promises as the scenario's `reservations`: the reserved job is
 pinned there and other jobs only backfill on its block if they end before it (fast and
 full honour them, and so does the Slurm-style `backfill` baseline; MODEL.md's fifo and
