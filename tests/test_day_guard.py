@@ -115,3 +115,25 @@ def test_bad_previous_plan_exits_2_naming_file_and_field(tmp_path):
         assert result.exit_code == 2, result.output
         assert str(bad) in result.output and where in result.output, result.output
         assert not (tmp_path / "out").exists()
+
+
+def test_hourly_replans_never_move_a_promise_later_and_stay_legal(tmp_path):
+    previous = None
+    held: dict[str, int] = {}  # job -> promised start, as an absolute hour
+    for hour in range(4):
+        args = _args(tmp_path, f"h{hour}", previous_plan=previous,
+                     start=f"2026-11-30T{hour:02d}:00Z", full=hour == 3, time_limit=10.0)
+        doc = json.loads(args.running.read_text())
+        if hour < 3:
+            _running(args.running, 3 - hour)
+        else:  # the running job has ended
+            args.running.write_text(json.dumps({"jobs": [], "realtime": doc["realtime"]}))
+        result = run_day(args)
+        body = _legal(result)
+        for r in body["reservations"]:
+            if r["id"] in held:
+                assert hour + r["start"] <= held[r["id"]], (hour, r)
+            held[r["id"]] = hour + r["start"]
+        assert "q-12" in {r["id"] for r in body["reservations"]}, hour  # carried each hour
+        previous = result.outputs.plan
+    assert held["q-12"] <= 3  # promised for 03:00 by the first plan, the last (full) agrees
