@@ -72,6 +72,13 @@ def plan_day(
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",
                                       help="On-the-fly scoring: p50 or p90 GPU-hours."),
+    guard: bool = typer.Option(False, "--guard", help="The starvation guard: promise the "
+                               "top waiting whole-node job a block (docs/starvation.md)."),
+    previous_plan: Path | None = typer.Option(
+        None, "--previous-plan", help="--guard: yesterday's plan.json; its promises are kept "
+        "or moved earlier, never later."),
+    age: float = typer.Option(0.25, "--age", help="--guard: claim per step waited (needs "
+                              "the queue's optional submitted_at column)."),
 ) -> None:
     """Plan the day: plan JSON, grid CSV/PNG and a report; tracked in MLflow when it answers."""
     from pipelines.home import bundled
@@ -82,9 +89,12 @@ def plan_day(
                    traffic=traffic, services=services or bundled("data/traffic/services.json"),
                    profile=profile, running=running, models=models, start=start,
                    step_minutes=step_minutes, steps=steps, full=full, time_limit=time_limit,
-                   out_dir=out_dir or home_out("day"), duration_from=duration_from)
+                   out_dir=out_dir or home_out("day"), duration_from=duration_from,
+                   guard=guard, previous_plan=previous_plan, age=age)
     with input_errors():
         result = run_day(args)
+    for warning in result.plans.day.warnings:
+        typer.echo(f"gpuplan: warning: {warning}", err=True)
     m = result.plans.plan.metrics
     f = result.plans.fifo.metrics
     typer.echo(f"{result.plans.plan.policy}: utilization {100 * m.utilization:.1f}% "
@@ -93,6 +103,9 @@ def plan_day(
     for key, value in result.plans.day.sources.items():
         if "estimat" in key:
             typer.echo(f"{key}: {value}")
+    for p in result.plans.day.promises:
+        typer.echo(f"promise: {p.id} on GPUs {p.first_gpu}-{p.first_gpu + p.gpus - 1} from "
+                   f"step {p.start}" + ("" if p.was is None else f" (was step {p.was})"))
     typer.echo(f"wrote {result.outputs.report_md} (and .html), {result.outputs.plan}, "
                f"{result.outputs.grid_csv}, {result.outputs.grid_png}")
 

@@ -33,6 +33,10 @@ Each plan, before the policy runs:
    whole-node job runs on or is promised: a 4-GPU promise elsewhere took the node the
    8-GPU promises were chained on (seed-11 Philly week: 18 of 157 8-GPU starts, against 57).
 
+Steps 2 and 3 need no replay world: they are `pipelines.promising.keep_and_promise`, which
+`gpuplan plan-day --guard` runs too (pipelines/day_guard.py), so the replay measures the
+rule the operator runs.
+
 The policy then gets the promises as the scenario's `reservations`: the reserved job is
 pinned there and other jobs only backfill on its block if they end before it (fast and
 full honour them, and so does the Slurm-style `backfill` baseline; MODEL.md's fifo and
@@ -43,9 +47,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from allocator.model import BatchJob, Reservation, Scenario
+from allocator.model import BatchJob, Scenario
 from allocator.policies.backfill import static_columns
-from allocator.reservations import FOREVER, claim, earliest
+from allocator.reservations import claim
+from pipelines.promising import Rules, Waiting, keep_and_promise
 from pipelines.worlds import World
 
 GUARDED: tuple[str, ...] = ("fast", "full", "backfill")
@@ -95,59 +100,16 @@ class Guard:
         if not floor:  # the baseline's realtime sits in fixed columns: promise around them
             forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
-        kept: list[Reservation] = []
-        for code, (start, first) in list(self.promised.items()):
-            job = scenario.batch_job_at(waiting[code])
-            got = earliest(scenario, job, kept, forbidden, floor, keep=first)
-            if got is None or t0 + got.start > start:
-                # A promise made is kept even if the realtime forecast has grown since:
-                # only an overrun on the block (or realtime not yet off it) pushes it later.
-                held = earliest(scenario, job, kept, forbidden, False, keep=first,
-                                limit=max(start - t0, 0))
-                got = held if held is not None else got
-            if got is None:
-                del self.promised[code]
-                continue
-            if t0 + got.start > start:
-                self.later += 1
-            self.promised[code] = (t0 + got.start, got.first_gpu)
-            kept.append(got)
-            self.log.append((t0, code, t0 + got.start))
-        node = min(scenario.cluster.node_size, scenario.G)
-        tiers = [(node if self.whole_nodes else 1, scenario.G, self.count)]
-        if self.half_nodes and self.whole_nodes and node >= 2:
-            tiers.append((node // 2, node - 1, self.half_nodes))
-        for low, high, count in tiers:
-            pool = [c for c in waiting if c not in self.promised
-                    and self.world.jobs[c].arrival <= t0
-                    and low <= self.world.jobs[c].gpus <= high]
-            if sum(low <= self.world.jobs[c].gpus <= high for c in self.promised) >= count:
-                continue
-            top = sorted(pool, key=lambda c: (-claims[c]
-                                              / scenario.batch_job_at(waiting[c]).duration_steps
-                                              ** self.length_exponent,
-                                              self.world.jobs[c].arrival, c))
-            whole = high >= node
-            avoid = forbidden if whole else forbidden | _large_nodes(scenario, kept, node)
-            for code in top[:1]:
-                got = earliest(scenario, scenario.batch_job_at(waiting[code]), kept, avoid,
-                               floor, limit=FOREVER if whole else self.half_node_within)
-                if got is not None:
-                    self.promised[code] = (t0 + got.start, got.first_gpu)
-                    kept.append(got)
-                    self.made += 1
-                    self.log.append((t0, code, t0 + got.start))
-        return replace(scenario, reservations=tuple(kept))
+        rules = Rules(self.count, self.whole_nodes, self.length_exponent, self.half_nodes,
+                      self.half_node_within)
+        world = self.world.jobs
+        queued = {c: Waiting(p, world[c].arrival, world[c].gpus, claims[c])
+                  for c, p in waiting.items()}
+        got = keep_and_promise(scenario, queued, self.promised, t0, rules, forbidden, floor)
+        self.promised = got.promised
+        self.later += got.later
+        self.made += got.made
+        self.log.extend(got.log)
+        return replace(scenario, reservations=got.reservations)
 
 
-def _large_nodes(scenario: Scenario, kept: list[Reservation], node: int) -> set[int]:
-    """The GPUs of every node a whole-node job runs on or is promised: a half-node promise
-    stays off them, so the chain of large jobs on a drained node is not broken."""
-    blocks = [(j.running.first_gpu, j.gpus) for j in scenario.batch_jobs
-              if j.running and j.gpus >= node]
-    blocks += [(r.first_gpu, r.gpus) for r in kept]
-    out: set[int] = set()
-    for first, gpus in blocks:
-        start = first - first % node
-        out.update(range(start, start + max(gpus, node)))
-    return out

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,14 @@ from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
+from pipelines.day_guard import (
+    PreviousPlan,
+    Promise,
+    guard_day,
+    read_previous,
+    reanchor,
+    waited_steps,
+)
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -49,6 +57,8 @@ class Day:
     queued: list[str] = field(default_factory=list)  # batch ids from the queue, in queue order
     running: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # where the estimates came from
+    promises: tuple[Promise, ...] = ()  # --guard: the plan's promises (pipelines.day_guard)
+    warnings: tuple[str, ...] = ()  # --guard: previous promises dropped, and why
 
     def time(self, step: int) -> pd.Timestamp:
         return self.start + pd.Timedelta(minutes=self.scenario.cluster.step_minutes * step)
@@ -335,7 +345,8 @@ def plan_day(day: Day, full: bool = False, time_limit: float = 60.0) -> DayPlans
     """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day."""
     options = {"time_limit": time_limit} if full else {}
     plan = make_plan(day.scenario, "full" if full else "fast", bound="auto", **options)
-    fifo = make_plan(day.scenario, "fifo")
+    # fifo is the contract's baseline, which honours no promise (MODEL.md)
+    fifo = make_plan(replace(day.scenario, reservations=()), "fifo")
     return DayPlans(day=day, plan=plan, fifo=fifo)
 
 
@@ -468,6 +479,9 @@ class DayArgs:
     time_limit: float = 60.0
     out_dir: Path = field(default_factory=lambda: out_dir_default("day"))
     duration_from: str = "p90"
+    guard: bool = False  # the starvation guard: promises kept from --previous-plan, and made
+    previous_plan: Path | None = None
+    age: float = 0.25  # claim per step waited (with the queue's optional submitted_at)
 
 
 @dataclass
@@ -520,6 +534,13 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
         raise InputError("holds GPUs but is not among the services", file=str(args.running),
                          job=unknown[0], field="realtime")
     frame = read_queue(args.queue)
+    previous = None
+    if args.previous_plan is not None:
+        if not args.guard:
+            raise InputError("needs --guard (the promises are the guard's)",
+                             field="--previous-plan")
+        previous = read_previous(args.previous_plan)
+    limits.finite(args.age, "--age", low=0, high=limits.MAX_PRIORITY)
     # Everything below writes into a staging directory that replaces out_dir as one set.
     with outset.output_set(args.out_dir, "plan-day", owned=DAY_FILES) as stage:
         if is_scored(frame):
@@ -536,6 +557,8 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
                             sources)
         except InputError as err:
             raise err.located(str(args.cluster)) from None
+        if args.guard:
+            day = guard(day, frame, previous, args.age, str(args.queue))
         plans = plan_day(day, full=args.full, time_limit=args.time_limit)
         cluster_name = cluster_label(day.scenario.name, args.cluster)
         # the cluster, the plan's start and the policy; the wall-clock minute it was planned
@@ -554,6 +577,19 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
             run.artifacts(staged.all(), "plan")
             run.tags({"mlflow.note.content": run_note(staged.report_md)})  # the UI's description
     return DayResult(plans=plans, outputs=day_outputs(args.out_dir), run_id=run.run_id)
+
+
+def guard(day: Day, queue: pd.DataFrame, previous: PreviousPlan | None, age: float,
+          queue_file: str) -> Day:
+    """The day with the starvation guard's promises (pipelines.day_guard) as reservations."""
+    minutes = day.scenario.cluster.step_minutes
+    waited, claims_from = waited_steps(queue, day.start, minutes, queue_file)
+    held = reanchor(previous, day.start, minutes) if previous is not None else {}
+    got = guard_day(day.scenario, day.queued, waited, age, held)
+    kept = (f"; promises kept from {previous.path.name}" if previous is not None else "")
+    return replace(day, scenario=got.scenario, promises=got.promises, warnings=got.warnings,
+                   sources={**day.sources,
+                            "promise claims": f"age {age:g} per step: {claims_from}{kept}"})
 
 
 def cluster_label(name: str, cluster_file: Path) -> str:

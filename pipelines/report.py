@@ -306,6 +306,7 @@ def build(plans, picture: str = "grid.png", tracking_note: str = "") -> Report:
 
     # -- 6. expected starts, 7. not placed
     lines += _expected(plans, clock, step)
+    lines += _promises(plans, clock)
     lines += _unplaced(plans, clock)
 
     # -- 8. provenance
@@ -418,6 +419,25 @@ def _idle(plan: Plan, clock: Clock, step: int) -> list[str]:
         lines.append(f"- ... and {len(windows) - MAX_WINDOWS} smaller window(s).")
     lines.append("")
     return lines
+
+
+def _promises(plans, clock: Clock) -> list[str]:
+    """--guard: each promise by job, block and start, against the previous plan's."""
+    day = plans.day
+    if not day.promises and not day.warnings:
+        return []
+    node = day.scenario.cluster.node_size
+    lines = ["## Promises (starvation guard)", "",
+             "Blocks promised to waiting large jobs; the next plan keeps each or moves it "
+             "earlier (give it this plan.json as --previous-plan).", ""]
+    for p in day.promises:
+        at = clock(p.start) if p.start < day.scenario.T else f"step {p.start}"
+        was = ("new" if p.was is None else "kept" if p.was == p.start else
+               f"{'earlier' if p.start < p.was else 'later'} than step {p.was}")
+        lines.append(f"- **{p.id}** on {gpu_range(p.first_gpu, p.gpus, node)} from "
+                     f"{at} (step {p.start}; {was}).")
+    lines += [f"- dropped: {w}" for w in day.warnings]
+    return [*lines, ""]
 
 
 def _expected(plans, clock: Clock, step: int) -> list[str]:
