@@ -137,7 +137,7 @@ def scenario_from_dict(raw: Any) -> Scenario:
         jobs.append(job)
     _check_occupancy(jobs, cluster)
     scenario = Scenario(cluster=cluster, weights=weights, jobs=tuple(jobs), name=name)
-    promised = _reservations(raw.get("reservations"))
+    promised = reservations_from_json(raw.get("reservations"))
     if promised:
         broken = reservation_problems(scenario, promised)
         if broken:
@@ -147,8 +147,9 @@ def scenario_from_dict(raw: Any) -> Scenario:
     return scenario
 
 
-def _reservations(raw: Any) -> tuple[Reservation, ...]:
-    """The optional `reservations` list: {"id", "start", "first_gpu", "gpus"} each."""
+def reservations_from_json(raw: Any) -> tuple[Reservation, ...]:
+    """The optional `reservations` list of a scenario or a plan: {"id", "start",
+    "first_gpu", "gpus"} each, every field checked."""
     if raw is None:
         return ()
     if not isinstance(raw, list):

@@ -26,6 +26,7 @@ from allocator.core.readers import read_json
 from allocator.core.timeparse import parse_time
 from allocator.model import BatchJob, Reservation, Scenario
 from allocator.reservations import claim
+from allocator.scenario_io import reservations_from_json
 from pipelines.promising import Rules, Waiting, keep_and_promise
 
 
@@ -59,14 +60,6 @@ class Guarded:
     warnings: tuple[str, ...]
 
 
-def _int(entry: dict, name: str, where: str, minimum: int) -> int:
-    value = entry.get(name)
-    if type(value) is not int or value < minimum:
-        raise InputError(f"must be a whole number >= {minimum}", file=where,
-                         field=f"reservations.{name}")
-    return value
-
-
 def read_previous(path: Path) -> PreviousPlan:
     """The previous plan's `start`, `step_minutes` and `reservations`; InputError naming the
     file and the field on anything unreadable."""
@@ -85,18 +78,13 @@ def read_previous(path: Path) -> PreviousPlan:
     if type(minutes) is not int or minutes <= 0:
         raise InputError("must be a positive whole number", file=where, field="step_minutes")
     raw = doc.get("reservations", [])
-    if not isinstance(raw, list):
+    if raw is None:  # a plan always writes a list; the scenario loader reads null as none
         raise InputError("must be a list", file=where, field="reservations")
-    out = []
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) \
-                or not entry["id"]:
-            raise InputError("each must be an object with a non-empty string id", file=where,
-                             field="reservations.id")
-        out.append(Reservation(id=entry["id"], start=_int(entry, "start", where, 0),
-                               first_gpu=_int(entry, "first_gpu", where, 0),
-                               gpus=_int(entry, "gpus", where, 1)))
-    return PreviousPlan(Path(path), when.floor("min"), minutes, tuple(out))
+    try:
+        promised = reservations_from_json(raw)
+    except InputError as err:
+        raise err.located(where) from None
+    return PreviousPlan(Path(path), when.floor("min"), minutes, promised)
 
 
 def reanchor(previous: PreviousPlan, start: pd.Timestamp,
