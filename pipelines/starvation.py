@@ -90,10 +90,12 @@ def measure(worlds: list[World], config: SimConfig, workers: int,
     """
     base = config if baseline_margin is None else replace(config, margin=baseline_margin)
     out: dict[str, dict[str, dict[str, float]]] = {w.name: {} for w in worlds}
-    runs = [(w, p, config if p == "fast" else base) for w in worlds for p in GUARDED_RUNS]
-    runs += [(w, "fast", replace(config, guard=False)) for w in worlds]
-    for k, (name, policy, m, _) in enumerate(run_tasks(runs, workers)):
-        out[name][UNGUARDED if k >= len(worlds) * len(GUARDED_RUNS) else policy] = m
+    labelled = [(p, (w, p, config if p == "fast" else base))
+                for w in worlds for p in GUARDED_RUNS]
+    labelled += [(UNGUARDED, (w, "fast", replace(config, guard=False))) for w in worlds]
+    results = run_tasks([task for _, task in labelled], workers)
+    for (label, _), (name, _, m, _) in zip(labelled, results, strict=True):
+        out[name][label] = m
     return out
 
 
