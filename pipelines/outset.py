@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from allocator.core.atomic import pid_alive
+from allocator.core.atomic import check_parents, pid_alive
 from allocator.core.errors import InputError
 
 MARKER = ".gpuplan-set.json"
@@ -77,11 +77,7 @@ def check_target(target: Path) -> None:
     """InputError when `target` cannot hold an output set (a file, or above the cwd)."""
     if target.exists() and not target.is_dir():
         raise InputError("is not a directory", file=str(target))
-    for parent in target.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise InputError(f"{parent} is not a directory", file=str(target))
-            break
+    check_parents(target)
     here = Path.cwd().resolve()
     resolved = target.resolve()
     if resolved == here or resolved in here.parents:

@@ -45,6 +45,12 @@ def writable_target(target: Path) -> None:
     """InputError (the path named) when `target` cannot be a file we write."""
     if target.is_dir():
         raise InputError("is a directory; give a file path", file=str(target))
+    check_parents(target)
+
+
+def check_parents(target: Path) -> None:
+    """InputError when the nearest existing parent of `target` is a file: nothing can be
+    created below it."""
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
