@@ -4,6 +4,7 @@ claims grow with the wait, and a guarded replay stays legal and starts the large
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,6 +105,14 @@ def test_the_guard_starts_the_large_job_that_fast_alone_starves() -> None:
     assert sim.integrity(guarded) == []
 
 
+def _promised(world: World, t0: int, **guard_options: Any) -> list[str]:
+    """The jobs one guarded plan at step `t0` (nothing started yet) promises, in order."""
+    scenario, codes = sim.build_scenario(world, t0, {}, [], sim.SimConfig(horizon=6,
+                                                                          guard=True))
+    planned = sim.Guard(world, "fast", **guard_options).apply(scenario, codes, t0, {})
+    return [r.id for r in planned.reservations]
+
+
 def test_promises_go_to_jobs_of_a_node_or_more_unless_told_otherwise() -> None:
     """A 1-GPU job that has waited longest outranks a fresh 8-GPU one, yet only the 8-GPU
     job is promised a block; with whole_nodes off, the 1-GPU job gets the promise."""
@@ -112,12 +121,8 @@ def test_promises_go_to_jobs_of_a_node_or_more_unless_told_otherwise() -> None:
             SimJob(id="new-big", kind="training", priority=1.0, gpus=8, arrival=10,
                    true_steps=5, predicted_steps=5))
     world = World(name="two", gpus=16, steps=30, jobs=jobs, services=())
-    config = sim.SimConfig(horizon=6, guard=True)
     for whole, want in ((True, "new-big"), (False, "old-small")):
-        guard = sim.Guard(world, "fast", whole_nodes=whole)
-        scenario, codes = sim.build_scenario(world, 10, {}, [], config)
-        planned = guard.apply(scenario, codes, 10, {})
-        assert [r.id for r in planned.reservations] == [want]
+        assert _promised(world, 10, whole_nodes=whole) == [want]
 
 
 def test_claims_grow_with_the_wait_and_age_zero_is_plain_priority() -> None:
@@ -195,12 +200,8 @@ def test_the_promise_goes_to_the_short_whole_node_job_of_two_with_equal_claims()
             SimJob(id="short", kind="training", priority=2.0, gpus=8, arrival=0,
                    true_steps=2, predicted_steps=2))
     world = World(name="two-big", gpus=16, steps=30, jobs=jobs, services=())
-    config = sim.SimConfig(horizon=6, guard=True)
     for exponent, want in ((0.5, "short"), (0.0, "long")):
-        guard = sim.Guard(world, "fast", length_exponent=exponent)
-        scenario, codes = sim.build_scenario(world, 0, {}, [], config)
-        planned = guard.apply(scenario, codes, 0, {})
-        assert [r.id for r in planned.reservations] == [want]
+        assert _promised(world, 0, length_exponent=exponent) == [want]
 
 
 def test_a_half_node_promise_only_when_told_soon_and_off_the_large_jobs_node() -> None:
@@ -212,10 +213,9 @@ def test_a_half_node_promise_only_when_told_soon_and_off_the_large_jobs_node() -
             SimJob(id="half", kind="training", priority=1.0, gpus=4, arrival=0,
                    true_steps=5, predicted_steps=5))
     world = World(name="half", gpus=16, steps=30, jobs=jobs, services=())
+    assert _promised(world, 0) == ["big"]  # off by default
     config = sim.SimConfig(horizon=6, guard=True)
     scenario, codes = sim.build_scenario(world, 0, {}, [], config)
-    assert [r.id for r in sim.Guard(world, "fast").apply(scenario, codes, 0, {})
-            .reservations] == ["big"]
     planned = sim.Guard(world, "fast", half_nodes=1).apply(scenario, codes, 0, {})
     blocks = {r.id: (r.first_gpu, r.start) for r in planned.reservations}
     assert set(blocks) == {"big", "half"}
