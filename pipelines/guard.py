@@ -18,7 +18,7 @@ Each plan, before the policy runs:
    jobs that cannot start now, as Slurm does, was tried and is worse here: the first
    large job gets a promise days out (every node holds a multi-day 1-GPU job) and holds
    the only slot all week (Philly: 0 of 157 8-GPU jobs start, against 24 this way).
-   The pick ranks claim / sqrt(predicted run) (`length_exponent`; 0 ranks by claim alone):
+   The pick ranks claim / sqrt(predicted run) (`Rules.length_exponent`; 0 ranks by claim alone):
    a node drained for a promise serves the most waiting jobs when the short ones go
    first, and age still lifts a long one. By claim alone the Philly week chained its
    8-GPU jobs on one node until a multi-day one took it, and the next node drained days
@@ -64,16 +64,12 @@ class Guard:
     policy: str
     age: float = 0.25
     reserve: bool = True
-    count: int = 1
+    rules: Rules = field(default_factory=Rules)  # who is promised, how many (promising.py)
     age_in_plan: bool = False  # claims replace priorities in the plan, not only in the pick
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
     later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
     made: int = 0
-    whole_nodes: bool = True  # promise only jobs that need a node or more (see above)
-    length_exponent: float = 0.5  # the pick ranks claim / predicted run ** this (0: claim)
-    half_nodes: int = 0  # promises held for jobs of half a node up to a node (see below)
-    half_node_within: int = 4  # ... only to a block free within this many steps
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
               started: dict[int, tuple[int, int]]) -> Scenario:
@@ -100,12 +96,11 @@ class Guard:
         if not floor:  # the baseline's realtime sits in fixed columns: promise around them
             forbidden = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
             forbidden |= {int(g) for g in static_columns(scenario).nonzero()[0]}
-        rules = Rules(self.count, self.whole_nodes, self.length_exponent, self.half_nodes,
-                      self.half_node_within)
         world = self.world.jobs
         queued = {c: Waiting(p, world[c].arrival, world[c].gpus, claims[c])
                   for c, p in waiting.items()}
-        got = keep_and_promise(scenario, queued, self.promised, t0, rules, forbidden, floor)
+        got = keep_and_promise(scenario, queued, self.promised, t0, self.rules, forbidden,
+                               floor)
         self.promised = got.promised
         self.later += got.later
         self.made += got.made

@@ -24,6 +24,7 @@ from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
 from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
+from pipelines.promising import Rules
 from pipelines.worlds import Service, World
 
 
@@ -156,9 +157,9 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
     sigma = duration_sigma(world)
     if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
-        rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve,
-                          count=config.reservations, age_in_plan=config.age_in_plan,
-                          half_nodes=config.half_node_reservations)
+        rules = Rules(count=config.reservations, half_nodes=config.half_node_reservations)
+        rec.guard = Guard(world, policy, age=config.age, reserve=config.reserve, rules=rules,
+                          age_in_plan=config.age_in_plan)
     for t0 in range(0, L, config.replan_every):
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
         if rec.guard is not None:

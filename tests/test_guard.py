@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from allocator.plan import make_plan
 from allocator.reservations import claim
 from pipelines import simulate as sim
+from pipelines.promising import Rules
 from pipelines.worlds import Service, SimJob, World
 from tests.strategies import examples
 
@@ -105,11 +106,11 @@ def test_the_guard_starts_the_large_job_that_fast_alone_starves() -> None:
     assert sim.integrity(guarded) == []
 
 
-def _promised(world: World, t0: int, **guard_options: Any) -> list[str]:
+def _promised(world: World, t0: int, **rules: Any) -> list[str]:
     """The jobs one guarded plan at step `t0` (nothing started yet) promises, in order."""
     scenario, codes = sim.build_scenario(world, t0, {}, [], sim.SimConfig(horizon=6,
                                                                           guard=True))
-    planned = sim.Guard(world, "fast", **guard_options).apply(scenario, codes, t0, {})
+    planned = sim.Guard(world, "fast", rules=Rules(**rules)).apply(scenario, codes, t0, {})
     return [r.id for r in planned.reservations]
 
 
@@ -216,7 +217,7 @@ def test_a_half_node_promise_only_when_told_soon_and_off_the_large_jobs_node() -
     assert _promised(world, 0) == ["big"]  # off by default
     config = sim.SimConfig(horizon=6, guard=True)
     scenario, codes = sim.build_scenario(world, 0, {}, [], config)
-    planned = sim.Guard(world, "fast", half_nodes=1).apply(scenario, codes, 0, {})
+    planned = sim.Guard(world, "fast", rules=Rules(half_nodes=1)).apply(scenario, codes, 0, {})
     blocks = {r.id: (r.first_gpu, r.start) for r in planned.reservations}
     assert set(blocks) == {"big", "half"}
     assert blocks["big"][0] // 8 != blocks["half"][0] // 8
@@ -227,7 +228,7 @@ def test_a_half_node_promise_only_when_told_soon_and_off_the_large_jobs_node() -
     world = replace(world, jobs=busy)
     starts = {2 + k: (0, 8 + k) for k in range(8)}
     scenario, codes = sim.build_scenario(world, 1, starts, [], config)
-    planned = sim.Guard(world, "fast", half_nodes=1).apply(scenario, codes, 1, starts)
+    planned = sim.Guard(world, "fast", rules=Rules(half_nodes=1)).apply(scenario, codes, 1, starts)
     assert [r.id for r in planned.reservations] == ["big"]
 
 
@@ -235,5 +236,5 @@ def test_the_replay_passes_half_node_reservations_to_the_guard() -> None:
     world = _starving_world()
     rec = sim.replay(world, "fast", sim.SimConfig(horizon=6, guard=True,
                                                   half_node_reservations=1))
-    assert rec.guard is not None and rec.guard.half_nodes == 1
+    assert rec.guard is not None and rec.guard.rules.half_nodes == 1
     assert sim.integrity(rec) == []
