@@ -179,7 +179,7 @@ def _dropping_search(scenario, empty, order, best, packs):
     """A search whose accepted trial lost the last job of the order (any decoder)."""
     trial = empty.copy()
     trial.pack(order[:-1])
-    return trial
+    return trial, tuple(order)
 
 
 def test_a_search_that_loses_a_job_fails_the_property(monkeypatch: pytest.MonkeyPatch) -> None:
