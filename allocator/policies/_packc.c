@@ -307,7 +307,8 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
 }
 
 /* fast.pairs_back from the empty state: each pair of positions (a, c), a < c, the
- * front first, sent to the back of the order together; the first gain is kept,
+ * front first, a before the last delayed job, sent to the back of the order together;
+ * the first gain is kept,
  * polished by improve_core (`polish` packs), and the scan restarts. Returns the best
  * value, or -1 with no memory. */
 static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t *first,
@@ -341,8 +342,15 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
             pv[p] = v;
             v += pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
         }
+        /* a gain needs a delayed job past the front one: front positions up to the last */
+        Py_ssize_t last = -1;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            const int64_t i = cur[p];
+            if (start[i] < 0 || start[i] > j.arrival[i]) last = p;
+        }
+        const Py_ssize_t fronts = last < n - 2 ? last : n - 2;
         int improved = 0;
-        for (Py_ssize_t a = 0; a < n - 2 && !improved; a++) {
+        for (Py_ssize_t a = 0; a < fronts && !improved; a++) {
             for (Py_ssize_t c = a + 1; c < n; c++) {
                 if (budget <= 0) break;
                 Py_ssize_t k = 0;

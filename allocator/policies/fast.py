@@ -258,7 +258,7 @@ def pairs_back(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best:
     At the insertion search's local optimum a job placed early can hold a block two
     others need in turn: sending it back alone helps nothing when the job after it then
     takes the same block, and no single insertion sends both. Each pair of positions,
-    the front one first, is tried (a suffix replay from the saved prefix state); the
+    the front one first and before the last delayed job, is tried (a suffix replay from the saved prefix state); the
     first gain is kept and polished by a short order search (`PAIR_POLISH`), and the
     scan starts again, until a scan finds nothing or `budget` placements are spent.
     The compiled decoder runs the same step in C.
@@ -269,8 +269,13 @@ def pairs_back(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best:
     n = len(current)
     while budget > 0 and n > 2:
         prefix = _prefix_states(empty, current)
+        # Sending two jobs back gains only if a job placed after the front one was
+        # delayed (or left out): front positions up to the last such job are tried.
+        last = max((p for p, i in enumerate(current)
+                    if best.start[i] < 0
+                    or best.start[i] > scenario.batch_job_at(i).arrival_step), default=-1)
         improved = False
-        for a in range(n - 2):
+        for a in range(min(n - 2, last)):
             for c in range(a + 1, n):
                 if budget <= 0:
                     break
