@@ -258,9 +258,10 @@ def pairs_back(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best:
     At the insertion search's local optimum a job placed early can hold a block two
     others need in turn: sending it back alone helps nothing when the job after it then
     takes the same block, and no single insertion sends both. Each pair of positions,
-    the front one first and before the last delayed job, is tried (a suffix replay from the saved prefix state); the
-    first gain is kept and polished by a short order search (`PAIR_POLISH`), and the
-    scan starts again, until a scan finds nothing or `budget` placements are spent.
+    the front one first and before the last delayed job, is tried (a suffix replay from
+    the saved prefix state); the first gain is kept and polished by a short order search
+    (`PAIR_POLISH`), and the scan starts again, until a scan finds nothing or `budget`
+    placements are spent.
     The compiled decoder runs the same step in C.
     """
     if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
