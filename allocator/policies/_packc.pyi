@@ -25,5 +25,10 @@ def pairs(words: Array, offset: Array, count: Array, spare: Array | None,
           weight: Array, decay: Array, start: Array, first: Array, value: float,
           budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
 
+def front(words: Array, offset: Array, count: Array, spare: Array | None,
+          order: Array, gpus: Array, length: Array, arrival: Array,
+          weight: Array, decay: Array, start: Array, first: Array, value: float,
+          budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
+
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...
