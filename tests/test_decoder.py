@@ -52,11 +52,11 @@ def test_place_batch_gives_one_grid_either_way(scenario: Scenario) -> None:
     reserve = np.arange(scenario.T) % 3
     saved = fastmod.SWAPS
     try:
-        for swaps in (False, True):  # the order search with and without swap moves
-            fastmod.SWAPS = swaps
-            for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):
-                a = place_batch(scenario, grid, kept, 100, compiled=True, spill=spill)
-                b = place_batch(scenario, grid, kept, 100, compiled=False, spill=spill)
+        for swaps, search in ((False, 100), (True, 100), (False, 600), (True, 600)):
+            fastmod.SWAPS = swaps  # the order search with and without swap moves; with
+            for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):  # 600: pairs
+                a = place_batch(scenario, grid, kept, search, compiled=True, spill=spill)
+                b = place_batch(scenario, grid, kept, search, compiled=False, spill=spill)
                 assert np.array_equal(a, b)
     finally:
         fastmod.SWAPS = saved

@@ -50,7 +50,8 @@ def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
                        for j in scenario.realtime_jobs)
         for name, spill in (("later layers kept spare", -1.0),
                             ("later layers, spill at the cheapest shortfall", cheapest)):
-            layout = place_batch(scenario, around, held_back, search, spill=spill)
+            layout = place_batch(scenario, around, held_back, search, spill=spill,
+                                 pair_step=spill < 0)  # as fast: no pair step with spill
             placer.copy().place(layout, "later")
             out[name] = layout
     out["priority"] = baselines.priority(scenario)

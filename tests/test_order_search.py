@@ -146,6 +146,26 @@ def test_the_search_never_ends_below_the_best_value_order(scenario: Scenario) ->
             assert _batch_value(scenario, searched) >= greedy - 1e-6, (compiled, search)
 
 
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios())
+def test_the_pair_step_never_ends_below_the_order_search(scenario: Scenario) -> None:
+    """Both pair neighbourhoods keep a pass only if it gains (with and without a reserve)."""
+    grid = _start(scenario)
+    reserve = np.arange(scenario.T) % 3
+    for compiled in DECODERS:
+        if compiled and scenario.T > decoder.COMPILED_MAX_T:
+            continue
+        budget = SEARCHES[-1] * max(1, len(_queued(scenario)))
+        for kept in (None, reserve):
+            saved, fastmod.PAIRS = fastmod.PAIRS, False
+            try:
+                alone = place_batch(scenario, grid, kept, budget, compiled=compiled)
+            finally:
+                fastmod.PAIRS = saved
+            paired = place_batch(scenario, grid, kept, budget, compiled=compiled)
+            assert _batch_value(scenario, paired) >= _batch_value(scenario, alone) - 1e-6
+
+
 # --- the checks can fail: a search that loses a job, and a pass that starts jobs late ---
 
 def _fixed_scenario() -> Scenario:
@@ -179,7 +199,7 @@ def _dropping_search(scenario, empty, order, best, packs):
     """A search whose accepted trial lost the last job of the order (any decoder)."""
     trial = empty.copy()
     trial.pack(order[:-1])
-    return trial
+    return trial, tuple(order)
 
 
 def test_a_search_that_loses_a_job_fails_the_property(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -210,57 +210,44 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     return Py_BuildValue("(di)", value, bound);
 }
 
-/* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *         start, first, value, packs, spill, swaps) -> value: fast.improve_order,
- * compiled. `order`,
- * `start` and `first` hold the best pass on entry (its value given) and on return. The
- * neighbourhood, scan order, budget and acceptance are the Python reference's exactly. */
-static PyObject *improve(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o[12];
-    double value, spill;
-    long long packs;
-    int swaps;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp:improve", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value, &packs,
-                          &spill, &swaps))
-        return NULL;
-    Py_buffer b[12];
-    int got;
-    if (!get_buffers(o, b, &got)) {
-        release(b, got);
-        return NULL;
-    }
-    const int levels = (int)(b[1].len / 8);
-    const int64_t *offset = b[1].buf, *count = b[2].buf;
-    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
-    const int T = (int)(b[9].len / 8) - 1;
-    const int has_spare = b[3].buf != NULL;
-    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
-    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
-    Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+/* The search's fixed inputs: the empty state (busy words, spare) and the jobs. */
+typedef struct {
+    const uint64_t *words0;
+    const int64_t *spare0; /* NULL: no reservation */
+    const int64_t *offset, *count;
+    int levels, T;
+    Py_ssize_t W, n, J;
+    double spill;
+    Jobs j;
+} Search;
+
+/* fast.improve_order from the empty state: `cur`, `start`, `first` hold the best pass on
+ * entry (worth `value`) and on return; returns the best value, or -1 with no memory. */
+static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_t *first,
+                           double value, long long packs, int swaps) {
+    const Py_ssize_t n = q->n, J = q->J, W = q->W;
+    const int T = q->T, has_spare = q->spare0 != NULL;
     const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
     const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
-    int64_t *cur = malloc(NS * 8), *trial = malloc(NS * 8), *movable = malloc(NS * 8);
+    int64_t *trial = malloc(NS * 8), *movable = malloc(NS * 8);
     uint64_t *pw = malloc(NS * WS * 8), *tw = malloc(WS * 8);
     int64_t *ps = malloc(NS * TS * 8), *tsp = malloc(TS * 8);
     double *pv = malloc(NS * sizeof(double));
     int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
     int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
-    if (!cur || !trial || !movable || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst ||
+    if (!trial || !movable || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst ||
         !sstart || !sfirst) {
-        free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+        free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
         free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
-        release(b, got);
-        return PyErr_NoMemory();
+        return -1.0;
     }
-    memcpy(cur, order, n * 8);
+    const Jobs j = q->j;
     long long budget = packs * (n > 1 ? n : 1);
     while (budget > 0) {
         /* the state before each position of the current order */
-        State work = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
-        memcpy(tw, b[0].buf, W * 8);
-        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill};
+        memcpy(tw, q->words0, W * 8);
+        if (has_spare) memcpy(tsp, q->spare0, T * 8);
         double v = 0.0;
         int no_bound = -1;
         for (Py_ssize_t p = 0; p < n; p++) {
@@ -292,7 +279,8 @@ static PyObject *improve(PyObject *self, PyObject *args) {
                         trial[a] = cur[bpos];
                     }
                     budget -= n - bpos;
-                    State t = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+                    State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
+                               q->spill};
                     memcpy(tw, pw + bpos * WS, W * 8);
                     if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
                     memcpy(tstart, start, J * 8);
@@ -313,11 +301,207 @@ static PyObject *improve(PyObject *self, PyObject *args) {
         }
         if (!improved) break;
     }
-    memcpy(order, cur, n * 8);
-    free(cur), free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
+    free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
     free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    return value;
+}
+
+/* fast.pairs_back from the empty state: each pair of positions (a, c), a < c, the
+ * front first, a before the last delayed job, sent to the back of the order together;
+ * the first gain is kept,
+ * polished by improve_core (`polish` packs), and the scan restarts. Returns the best
+ * value, or -1 with no memory. */
+static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t *first,
+                         double value, long long budget, long long polish, int swaps) {
+    const Py_ssize_t n = q->n, J = q->J, W = q->W;
+    const int T = q->T, has_spare = q->spare0 != NULL;
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *trial = malloc(NS * 8);
+    uint64_t *pw = malloc(NS * WS * 8), *tw = malloc(WS * 8);
+    int64_t *ps = malloc(NS * TS * 8), *tsp = malloc(TS * 8);
+    double *pv = malloc(NS * sizeof(double));
+    int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
+    int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
+    if (!trial || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst || !sstart ||
+        !sfirst) {
+        free(trial), free(pw), free(tw), free(ps), free(tsp);
+        free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        return -1.0;
+    }
+    const Jobs j = q->j;
+    while (budget > 0 && n > 2) {
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill};
+        memcpy(tw, q->words0, W * 8);
+        if (has_spare) memcpy(tsp, q->spare0, T * 8);
+        double v = 0.0;
+        int no_bound = -1;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            memcpy(pw + p * WS, tw, W * 8);
+            if (has_spare) memcpy(ps + p * TS, tsp, T * 8);
+            pv[p] = v;
+            v += pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
+        }
+        /* a gain needs a delayed job past the front one: front positions up to the last */
+        Py_ssize_t last = -1;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            const int64_t i = cur[p];
+            if (start[i] < 0 || start[i] > j.arrival[i]) last = p;
+        }
+        const Py_ssize_t fronts = last < n - 2 ? last : n - 2;
+        int improved = 0;
+        for (Py_ssize_t a = 0; a < fronts && !improved; a++) {
+            for (Py_ssize_t c = a + 1; c < n; c++) {
+                if (budget <= 0) break;
+                Py_ssize_t k = 0;
+                for (Py_ssize_t p = 0; p < n; p++)
+                    if (p != a && p != c) trial[k++] = cur[p];
+                trial[k++] = cur[a];
+                trial[k++] = cur[c];
+                budget -= n - a;
+                State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
+                           q->spill};
+                memcpy(tw, pw + a * WS, W * 8);
+                if (has_spare) memcpy(tsp, ps + a * TS, T * 8);
+                memcpy(tstart, start, J * 8);
+                memcpy(tfirst, first, J * 8);
+                double tail = pack_run(&t, &j, trial + a, n - a, 1, &no_bound, tstart, tfirst);
+                if (pv[a] + tail > value + 1e-9) {
+                    memcpy(cur, trial, n * 8);
+                    memcpy(start, tstart, J * 8);
+                    memcpy(first, tfirst, J * 8);
+                    value = improve_core(q, cur, start, first, pv[a] + tail, polish, swaps);
+                    if (value < 0) break;
+                    budget -= polish * n;
+                    improved = 1;
+                    break;
+                }
+            }
+            if (budget <= 0 || value < 0) break;
+        }
+        if (!improved || value < 0) break;
+    }
+    free(trial), free(pw), free(tw), free(ps), free(tsp);
+    free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    return value;
+}
+
+/* fast.pairs_front from the empty state: each delayed job (at position a, in order) with
+ * each job behind it (position c > a, in order) brought to the front of the order
+ * together, the delayed one first; the first gain is kept, polished by improve_core (`polish` packs),
+ * and the scan restarts. Returns the best value, or -1 with no memory. */
+static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t *first,
+                         double value, long long budget, long long polish, int swaps) {
+    const Py_ssize_t n = q->n, J = q->J, W = q->W;
+    const int T = q->T, has_spare = q->spare0 != NULL;
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *trial = malloc(NS * 8), *delayed = malloc(NS * 8);
+    uint64_t *tw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8);
+    int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
+    if (!trial || !delayed || !tw || !tsp || !tstart || !tfirst) {
+        free(trial), free(delayed), free(tw), free(tsp), free(tstart), free(tfirst);
+        return -1.0;
+    }
+    const Jobs j = q->j;
+    int no_bound = -1;
+    while (budget > 0 && n > 2) {
+        Py_ssize_t nd = 0;
+        for (Py_ssize_t p = 0; p < n; p++) {
+            const int64_t i = cur[p];
+            if (start[i] < 0 || start[i] > j.arrival[i]) delayed[nd++] = p;
+        }
+        int improved = 0;
+        for (Py_ssize_t d = 0; d < nd && !improved; d++) {
+            const Py_ssize_t a = delayed[d];
+            for (Py_ssize_t c = a + 1; c < n; c++) {
+                if (budget <= 0) break;
+                trial[0] = cur[a];
+                trial[1] = cur[c];
+                Py_ssize_t k = 2;
+                for (Py_ssize_t p = 0; p < n; p++)
+                    if (p != a && p != c) trial[k++] = cur[p];
+                budget -= n;
+                State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
+                           q->spill};
+                memcpy(tw, q->words0, W * 8);
+                if (has_spare) memcpy(tsp, q->spare0, T * 8);
+                memcpy(tstart, start, J * 8);
+                memcpy(tfirst, first, J * 8);
+                double v = pack_run(&t, &j, trial, n, 1, &no_bound, tstart, tfirst);
+                if (v > value + 1e-9) {
+                    memcpy(cur, trial, n * 8);
+                    memcpy(start, tstart, J * 8);
+                    memcpy(first, tfirst, J * 8);
+                    value = improve_core(q, cur, start, first, v, polish, swaps);
+                    if (value < 0) break;
+                    budget -= polish * n;
+                    improved = 1;
+                    break;
+                }
+            }
+            if (budget <= 0 || value < 0) break;
+        }
+        if (!improved || value < 0) break;
+    }
+    free(trial), free(delayed), free(tw), free(tsp), free(tstart), free(tfirst);
+    return value;
+}
+
+/* improve(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *         start, first, value, packs, spill, swaps) -> value: fast.improve_order,
+ * compiled; pairs(..., value, budget, spill, swaps, polish) -> value: fast.pairs_back;
+ * front(... the same) -> value: fast.pairs_front.
+ * `order`, `start` and `first` hold the best pass on entry (its value given) and on
+ * return. The neighbourhoods, scan order, budget and acceptance are the Python
+ * reference's exactly. */
+static PyObject *search(PyObject *args, int mode) {
+    const int pairs = mode != 0; /* 0: improve, 1: pairs (back), 2: front */
+    PyObject *o[12];
+    double value, spill;
+    long long packs, polish = 0;
+    int swaps;
+    int ok = pairs ? PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdpL:pairs/front", &o[0], &o[1], &o[2],
+                                      &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
+                                      &o[11], &value, &packs, &spill, &swaps, &polish)
+                   : PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp:improve", &o[0], &o[1], &o[2],
+                                      &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
+                                      &o[11], &value, &packs, &spill, &swaps);
+    if (!ok) return NULL;
+    Py_buffer b[12];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    Search q = {b[0].buf, b[3].buf, offset, count, levels, (int)(b[9].len / 8) - 1,
+                levels ? offset[levels - 1] + count[levels - 1] : 0, b[4].len / 8,
+                b[10].len / 8, spill, {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}};
+    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
+    double out = mode == 2   ? front_core(&q, order, start, first, value, packs, polish, swaps)
+                 : mode == 1 ? pairs_core(&q, order, start, first, value, packs, polish, swaps)
+                             : improve_core(&q, order, start, first, value, packs, swaps);
     release(b, got);
-    return PyFloat_FromDouble(value);
+    if (out < 0) return PyErr_NoMemory();
+    return PyFloat_FromDouble(out);
+}
+
+static PyObject *improve(PyObject *self, PyObject *args) {
+    (void)self;
+    return search(args, 0);
+}
+
+static PyObject *pairs(PyObject *self, PyObject *args) {
+    (void)self;
+    return search(args, 1);
+}
+
+static PyObject *front(PyObject *self, PyObject *args) {
+    (void)self;
+    return search(args, 2);
 }
 
 /* What batch blocks lose if GPU g is taken: per block size k up to `largest`, the free
@@ -443,6 +627,8 @@ static PyObject *choose(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
+    {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
+    {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {NULL, NULL, 0, NULL},
 };
@@ -452,7 +638,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 4
+#define PACKC_ABI 6
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -20,5 +20,15 @@ def improve(words: Array, offset: Array, count: Array, spare: Array | None,
             weight: Array, decay: Array, start: Array, first: Array, value: float,
             packs: int, spill: float, swaps: bool, /) -> float: ...
 
+def pairs(words: Array, offset: Array, count: Array, spare: Array | None,
+          order: Array, gpus: Array, length: Array, arrival: Array,
+          weight: Array, decay: Array, start: Array, first: Array, value: float,
+          budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
+
+def front(words: Array, offset: Array, count: Array, spare: Array | None,
+          order: Array, gpus: Array, length: Array, arrival: Array,
+          weight: Array, decay: Array, start: Array, first: Array, value: float,
+          budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
+
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...

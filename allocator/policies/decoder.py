@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 4  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 6  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -160,6 +160,19 @@ class _CDecoder(Decoder):
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
             swaps)
         return out, current.tolist()
+
+    def pairs(self, order: tuple[int, ...], best: _CDecoder, budget: int, polish: int,
+              swaps: bool, front: bool = False) -> _CDecoder:
+        """fast.pairs_back (pairs_front with `front`) from this (empty) state, compiled:
+        the best pass."""
+        j = self.jobs
+        out = best.copy()
+        current = np.asarray(order, dtype=np.int64).copy()
+        out.value = (_packc.front if front else _packc.pairs)(
+            self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
+            j.arrival, j.weight, j.decay, out.start, out.first, best.value, budget, self.spill,
+            swaps, polish)
+        return out
 
 
 class _PyDecoder(Decoder):

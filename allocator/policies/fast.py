@@ -7,7 +7,10 @@
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
-   opens an earlier start for a job already placed: one pass per order is final.
+   opens an earlier start for a job already placed: one pass per order is final. A
+   bounded order search then moves delayed jobs ahead, and a pair step sends two jobs
+   to the back of the order at once, or brings a delayed job and another to its front
+   (moves no single insertion makes).
 4. The same is tried with realtime's later layers (its rises and peaks) placed after the
    batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
    step spare; long batch runs then need not dodge peaks placed before them.
@@ -29,7 +32,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import reservations
-from allocator.model import BatchJob, Scenario
+from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
@@ -100,11 +103,25 @@ def fast(scenario: Scenario, *, search: int | None = None,
             cheapest = min(scenario.weights.realtime_penalty * j.priority
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
+                # The batch value a pass counts is not the objective here (the later
+                # layers come after it), so the grid before the pair step competes too,
+                # unless the realtime shortfall the later layers leave costs less than
+                # the step gained (then the earlier grid cannot be worth more). With
+                # spill, a pass does not count the shortfall its spilled jobs cause at
+                # all: no pair step there (on the tuning seeds it gained nothing).
+                earlier: list[tuple[np.ndarray, float]] = []
                 layout = place_batch(scenario, around, held_back, search, spill=spill,
-                                     held=held, jobs=jobs, orders=orders)
+                                     held=held, jobs=jobs, orders=orders,
+                                     before_pairs=earlier, pair_step=spill < 0)
                 placer.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
+                for grid, gained in earlier:
+                    if shortfall_cost(scenario, layout) < gained - 1e-6:
+                        continue
+                    placer.copy().place(grid, "later")
+                    held.release(grid)
+                    candidates.append(grid)
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
@@ -119,8 +136,11 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
                 search: int, compiled: bool | None = None, spill: float = -1.0,
                 held: reservations.Holds | None = None,
                 jobs: Jobs | None = None, pinned: frozenset[int] = frozenset(),
-                orders: tuple[tuple[int, ...], ...] | None = None) -> np.ndarray:
-    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search.
+                orders: tuple[tuple[int, ...], ...] | None = None,
+                before_pairs: list[tuple[np.ndarray, float]] | None = None,
+                pair_step: bool = True) -> np.ndarray:
+    """Batch jobs onto `grid` (a copy): the best of the value orders, then the order search
+    and the pair step.
 
     `compiled` picks the decoder (None: the C one where it can run); both give one grid.
     `spill` prices reserved GPUs a job may take instead of waiting (Decoder.new).
@@ -128,6 +148,9 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     `jobs`: the scenario's job arrays (Jobs.of), when the caller already has them.
     `pinned`: batch jobs already written into `grid` (placed by the caller, not here).
     `orders`: value_orders(scenario, held), when the caller already has them.
+    `before_pairs`: where given, the grid before the pair step is appended to it, with the
+    batch value the step gained, when the step raised it. `pair_step`: False skips the
+    pair step (the order search still runs).
     """
     grid = grid.copy()
     spare = None if held_back is None else (grid == gridlib.FREE).sum(axis=1) - held_back
@@ -152,10 +175,32 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
         if best is None or trial.value > best.value:
             best, best_order = trial, order
     if queued and best is not None and search >= len(queued):
-        best = improve_order(scenario, empty, best_order, best, search // len(queued))
+        best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
+        if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued):  # where it pays
+            # Two pair neighbourhoods, each from the order search's result; the better
+            # pass is kept (the back step on a tie).
+            back = pairs_back(scenario, empty, order, best, search)
+            ahead = pairs_front(scenario, empty, order, best, search // FRONT_SHARE)
+            paired = back if back.value >= ahead.value else ahead
+            if before_pairs is not None and paired.value > best.value:
+                kept = grid.copy()
+                best.write(scenario, kept)
+                before_pairs.append((kept, paired.value - best.value))
+            best = paired
     if best is not None:
         best.write(scenario, grid)
     return grid
+
+
+def shortfall_cost(scenario: Scenario, grid: np.ndarray) -> float:
+    """What `grid`'s realtime shortfall takes off the objective (MODEL.md)."""
+    cost = 0.0
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, RealtimeJob):
+            held = (grid == i).sum(axis=1)
+            short = np.maximum(np.asarray(job.demand) - held, 0).sum()
+            cost += scenario.weights.realtime_penalty * job.priority * float(short)
+    return cost
 
 
 def value_orders(scenario: Scenario, held: reservations.Holds | None = None
@@ -177,8 +222,10 @@ SWAPS = False
 
 
 def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
-                  packs: int) -> Decoder:
+                  packs: int) -> tuple[Decoder, tuple[int, ...]]:
     """First-improvement search over orders: move a delayed job ahead of others, keep gains.
+
+    Returns the best pass and the order that gives it.
 
     The greedy decoder puts each job at its earliest free start, so the order alone decides
     who is delayed; moving a delayed (or left out) job forward (inserted, or swapped with
@@ -186,7 +233,8 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
     changes, from a saved prefix state. The compiled decoder runs the same search in C.
     """
     if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
-        return empty.improve(order, best, packs, SWAPS)[0]
+        out, final = empty.improve(order, best, packs, SWAPS)
+        return out, tuple(final)
     current = list(order)
     budget = packs * max(1, len(order))  # in placements
     while budget > 0:
@@ -211,6 +259,110 @@ def improve_order(scenario: Scenario, empty: Decoder, order: tuple[int, ...], be
                     state = _gain(base, trial[b:], best)
                 if state is not None:
                     current, best = trial, state
+                    improved = True
+                    break
+            if improved or budget <= 0:
+                break
+        if not improved:
+            break
+    return best, tuple(current)
+
+
+# The pair step (pairs_back) after the order search: it spends up to the order search's
+# budget again, and runs where that budget is at least PAIR_MIN_PASSES passes (up to
+# 64 GPUs at the default budget; beyond, one scan costs more than it finds). Each pair
+# move kept is polished by PAIR_POLISH passes of the order search. Chosen on the tuning
+# seeds of benchmarks/bench_quality.py (BENCHMARKS.md).
+PAIRS = True
+PAIR_MIN_PASSES = 4
+PAIR_POLISH = 5
+# pairs_front's budget: this share of the order search's (a quarter keeps most of its
+# gain on the tuning seeds, at the cost the latency targets allow).
+FRONT_SHARE = 4
+
+
+def pairs_back(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
+               budget: int) -> Decoder:
+    """A large-neighbourhood step past the order search: two jobs sent to the back at once.
+
+    At the insertion search's local optimum a job placed early can hold a block two
+    others need in turn: sending it back alone helps nothing when the job after it then
+    takes the same block, and no single insertion sends both. Each pair of positions,
+    the front one first and before the last delayed job, is tried (a suffix replay from
+    the saved prefix state); the first gain is kept and polished by a short order search
+    (`PAIR_POLISH`), and the scan starts again, until a scan finds nothing or `budget`
+    placements are spent.
+    The compiled decoder runs the same step in C.
+    """
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+        return empty.pairs(order, best, budget, PAIR_POLISH, SWAPS)
+    current = list(order)
+    n = len(current)
+    while budget > 0 and n > 2:
+        prefix = _prefix_states(empty, current)
+        # Sending two jobs back gains only if a job placed after the front one was
+        # delayed (or left out): front positions up to the last such job are tried.
+        last = max((p for p, i in enumerate(current)
+                    if best.start[i] < 0
+                    or best.start[i] > scenario.batch_job_at(i).arrival_step), default=-1)
+        improved = False
+        for a in range(min(n - 2, last)):
+            for c in range(a + 1, n):
+                if budget <= 0:
+                    break
+                trial = [j for p, j in enumerate(current) if p not in (a, c)]
+                trial += [current[a], current[c]]
+                budget -= n - a
+                state = prefix[a].copy()
+                tail_value = state.pack(trial[a:])
+                if prefix[a].value + tail_value > best.value + 1e-9:
+                    best, polished = improve_order(scenario, empty, tuple(trial), state,
+                                                   PAIR_POLISH)
+                    budget -= PAIR_POLISH * n
+                    current = list(polished)
+                    improved = True
+                    break
+            if improved or budget <= 0:
+                break
+        if not improved:
+            break
+    return best
+
+
+def pairs_front(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best: Decoder,
+                budget: int) -> Decoder:
+    """The pair step's other neighbourhood: a delayed job and another brought to the front.
+
+    A delayed job moved to the head alone often only displaces the next job that wants
+    its block; moved there together with a job from behind it, the two can land on
+    blocks no single insertion reaches. Each delayed job, in order, is tried with each
+    job behind it, the delayed one first, at the head of the order (a full replay); the
+    first gain is kept and polished by a short order search (`PAIR_POLISH`), and the
+    scan starts again, until a scan finds nothing or `budget` placements are spent.
+    The compiled decoder runs the same step in C.
+    """
+    if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):
+        return empty.pairs(order, best, budget, PAIR_POLISH, SWAPS, front=True)
+    current = list(order)
+    n = len(current)
+    while budget > 0 and n > 2:
+        delayed = [p for p, i in enumerate(current)
+                   if best.start[i] < 0
+                   or best.start[i] > scenario.batch_job_at(i).arrival_step]
+        improved = False
+        for a in delayed:
+            for c in range(a + 1, n):
+                if budget <= 0:
+                    break
+                trial = [current[a], current[c]]
+                trial += [j for p, j in enumerate(current) if p not in (a, c)]
+                budget -= n
+                state = empty.copy()
+                if state.pack(trial) > best.value + 1e-9:
+                    best, polished = improve_order(scenario, empty, tuple(trial), state,
+                                                   PAIR_POLISH)
+                    budget -= PAIR_POLISH * n
+                    current = list(polished)
                     improved = True
                     break
             if improved or budget <= 0:

@@ -1,0 +1,82 @@
+"""fast's variants in the rolling replay over many suite seeds, paired per seed.
+
+One seed of `gpuplan simulate --suite --seed N --policies fast` moves by about 1% when
+fast's plans change at all, so a change is judged on the per-seed differences over many
+seeds: summed realized value over the 21 worlds, and the worst world's realtime
+shortfall. Each variant replays the same worlds in this process, one after another:
+
+    python benchmarks/replay_seeds.py --seeds 20-49
+    python benchmarks/replay_seeds.py --seeds 7-9 --variants off,pairs
+
+Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
+pair step), `both` (pair step and `clear_blocks=True`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from functools import partial
+
+import typer
+
+VARIANTS: dict[str, tuple[bool, bool]] = {  # name -> (pair step, clear_blocks)
+    "off": (False, False), "pairs": (True, False), "clear": (False, True), "both": (True, True),
+}
+
+
+def seed_range(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def replay(seed: int, pairs: bool, clear: bool) -> dict[str, tuple[float, float]]:
+    """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
+    from allocator import policies
+    from allocator.policies import fast as fastmod
+    from pipelines.simulate import SimConfig, run_many
+    from pipelines.worlds import suite
+
+    saved = fastmod.PAIRS
+    fastmod.PAIRS = pairs
+    policies.register("fast", partial(fastmod.fast, clear_blocks=clear))
+    try:
+        rows = run_many(suite(seed), ["fast"], SimConfig())
+    finally:
+        fastmod.PAIRS = saved
+        policies.register("fast", fastmod.fast)
+    return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
+
+
+def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),
+         variants: str = typer.Option("off,pairs,clear,both", "--variants")) -> None:
+    names = variants.split(",")
+    base = names[0]
+    table: dict[str, dict[int, dict[str, tuple[float, float]]]] = {n: {} for n in names}
+    print("| seed | " + " | ".join(f"{n} value | {n} worst rt %" for n in names) + " |")
+    print("|---" * (1 + 2 * len(names)) + "|")
+    for seed in seed_range(seeds):
+        cells = []
+        for name in names:
+            run = table[name][seed] = replay(seed, *VARIANTS[name])
+            cells += [f"{sum(v for v, _ in run.values()):,.0f}",
+                      f"{max(r for _, r in run.values()):.2f}"]
+        print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)
+    for name in names[1:]:
+        value = [100 * (sum(v for v, _ in table[name][s].values())
+                        / sum(v for v, _ in table[base][s].values()) - 1) for s in table[name]]
+        worst = [max(r for _, r in table[name][s].values())
+                 - max(r for _, r in table[base][s].values()) for s in table[name]]
+        n = len(value)
+        sd = statistics.stdev(value) if n > 1 else 0.0
+        sdw = statistics.stdev(worst) if n > 1 else 0.0
+        print(f"{name} - {base} over {n} seeds: value {statistics.fmean(value):+.2f}% "
+              f"(sd {sd:.2f}, se {sd / n ** 0.5:.2f}, {sum(v > 0 for v in value)} up, "
+              f"{sum(v < 0 for v in value)} down); worst realtime shortfall "
+              f"{statistics.fmean(worst):+.2f} points (se {sdw / n ** 0.5:.2f})")
+
+
+if __name__ == "__main__":
+    typer.run(main)
