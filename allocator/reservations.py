@@ -249,25 +249,38 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
 def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     """Steps realtime needs to move off the GPUs of [first, first + gpus) it holds now.
 
-    Each moved GPU costs an acquire elsewhere and a release here against the job's per-step
+    A moved GPU costs an acquire elsewhere and a release here against the job's per-step
     swap limit, and the budget a step's change in forecast demand uses is not there to
-    move with (a service growing into its peak may have none left); the jobs move in
+    move with (a service growing into its peak may have none left); but where the held
+    curve falls, a release here is the fall itself and needs no replacement. Counting that
+    keeps the estimate from growing along the path a plan takes off the block: a plan that
+    acquired a GPU elsewhere last step only has the release left. The jobs move in
     parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
     """
     out = 0
     for rt in scenario.realtime_jobs:
-        n = sum(first <= g < first + gpus for g in rt.current_gpus or ())
-        if not n:
+        inside = sum(first <= g < first + gpus for g in rt.current_gpus or ())
+        if not inside:
             continue
-        limit, need, t = max(rt.swap_limit, 1), 2 * n, 0
+        limit, t = max(rt.swap_limit, 1), 0
         previous = len(rt.current_gpus or ())
         # the held count fast and full actually follow: it rises ahead of a peak, so the
         # budget of the steps before the peak is spent too (raw demand would miss that)
         demand = np.asarray(rt.demand, dtype=np.int64)
         curve = target_curve(demand, limit, previous, np.full(len(demand), scenario.G))
-        while need > 0:
+        ahead = 0  # GPUs acquired elsewhere for a release still to come
+        while inside > 0:
             now = int(curve[t]) if t < len(curve) else previous
-            need -= max(limit - abs(now - previous), 0)
+            budget = limit - abs(now - previous)
+            if now < previous:  # the fall releases GPUs: ours first, no replacement needed
+                fall = min(previous - now, inside)
+                inside -= fall
+                ahead = min(ahead, inside)
+            released = min(ahead, inside, max(budget, 0))  # replacements already held
+            inside, ahead, budget = inside - released, ahead - released, budget - released
+            moved = min(inside - ahead, max(budget, 0) // 2)  # an acquire and a release
+            inside, budget = inside - moved, budget - 2 * moved
+            ahead += min(max(budget, 0), inside - ahead)  # acquire now, release next step
             previous, t = now, t + 1
         out = max(out, t + 1)  # one step of slack: the last move may land on step t
     return out
@@ -277,12 +290,18 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     """The step from which fast and full keep realtime off `r`'s block: late enough that a
     service may use the block's free GPUs until then, early enough that it can move off all
     of them (an acquire and a release each, at the slowest swap limit) before `r.start`;
-    never before it can leave the GPUs it holds there now."""
+    never before it can leave the GPUs it holds now.
+
+    And at least two steps before the start: the next plan sees realtime where this one
+    left it a step earlier, and `vacate_steps` gives a GPU still held there a step to move
+    and one of slack, so a block cleared any later would push the kept promise later.
+    """
     limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
     if not limits:
         return 0
     lead = -(-2 * r.gpus // min(limits))
-    return min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
+    off = min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
+    return max(0, min(off, r.start - 2))
 
 
 def claim(priority: float, waited: int, age: float) -> float:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator import reservations as R
 from allocator.core.errors import InputError
-from allocator.model import BatchJob, Reservation
+from allocator.model import BatchJob, RealtimeJob, Reservation
 from allocator.plan import make_plan
 from allocator.policies import baselines
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
@@ -247,3 +247,25 @@ def test_moving_off_a_promised_gpu_waits_for_the_swap_budget_a_rising_peak_spend
     planned = scenario_from_dict(later)
     plan = make_plan(planned, "fast")  # make_plan validates: an illegal grid raises
     assert violations(planned, gridlib.to_ids(planned, plan.grid)) == []
+
+
+def test_a_falling_service_leaves_a_promised_gpu_without_a_replacement() -> None:
+    """Held on GPUs 1 and 15 for a demand of 1 (a handover), the service's held curve falls
+    at step 0: releasing GPU 15 is that fall, no acquire needed, so the block 8..15 is
+    clear from step 0 and can be promised from step 2 (one step of slack). Counting an
+    acquire and a release said step 5, and moved a kept promise later."""
+    raw = {"cluster": {"gpus": 16, "node_size": 8, "horizon_steps": 6},
+           "jobs": [{"id": "serve", "kind": "realtime", "priority": 10.0,
+                     "demand": [1, 1, 2, 1, 1, 1], "swap_limit": 1, "current_gpus": [1, 15]},
+                    {"id": "big", "kind": "training", "priority": 1.0, "gpus": 8,
+                     "duration_steps": 1}]}
+    scenario = scenario_from_dict(raw)
+    assert R.vacate_steps(scenario, 8, 8) == 2
+    assert R.vacate_steps(scenario, 0, 8) == 2  # GPU 1 likewise
+    flat = replace(scenario, jobs=tuple(replace(j, demand=(2,) * 6)
+                                        if isinstance(j, RealtimeJob) else j
+                                        for j in scenario.jobs))
+    assert R.vacate_steps(flat, 8, 8) == 3  # no fall: an acquire, then the release
+    promised = replace(scenario, reservations=(Reservation("big", 2, 8, 8),))
+    plan = make_plan(promised, "fast")  # validated: swap limits and the promise kept
+    assert plan.starts()["big"]["start"] == 2
