@@ -172,7 +172,8 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.batch_job_at(i)
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        realtime_off[realtime_off_from(scenario, r):, cols] = True
+        for g, off in enumerate(realtime_off_steps(scenario, r), start=r.first_gpu):
+            realtime_off[off:, g] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -252,9 +253,14 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     A moved GPU costs an acquire elsewhere and a release here against the job's per-step
     swap limit, and the budget a step's change in forecast demand uses is not there to
     move with (a service growing into its peak may have none left); but where the held
-    curve falls, a release here is the fall itself and needs no replacement. Counting that
-    keeps the estimate from growing along the path a plan takes off the block: a plan that
-    acquired a GPU elsewhere last step only has the release left. The jobs move in
+    curve falls to a new low (below every count since now), a release here is the fall
+    itself and needs no replacement. Counting that keeps the estimate from growing along
+    the path a plan takes off the block: a plan that acquired a GPU elsewhere last step
+    only has the release left. Only a new low: fast keeps a GPU held now on a layer of the
+    curve that starts at step 0, and such a layer ends only where the curve sets a new low
+    (a fall after a peak ends a peak's layer, on whichever GPU it took; counting that fall
+    too, a promise went illegal). An acquire made to release a GPU here is only of use in
+    the next step: fast hands a GPU over in consecutive steps or not at all. The jobs move in
     parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
     """
     out = 0
@@ -269,18 +275,18 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
         demand = np.asarray(rt.demand, dtype=np.int64)
         curve = target_curve(demand, limit, previous, np.full(len(demand), scenario.G))
         ahead = 0  # GPUs acquired elsewhere for a release still to come
+        low = previous  # the curve's lowest count so far: below it, held layers end
         while inside > 0:
             now = int(curve[t]) if t < len(curve) else previous
             budget = limit - abs(now - previous)
-            if now < previous:  # the fall releases GPUs: ours first, no replacement needed
-                fall = min(previous - now, inside)
-                inside -= fall
+            if now < low:  # a new low: the GPUs that fall are ours, unreplaced
+                inside, low = inside - min(low - now, inside), now
                 ahead = min(ahead, inside)
             released = min(ahead, inside, max(budget, 0))  # replacements already held
             inside, ahead, budget = inside - released, ahead - released, budget - released
             moved = min(inside - ahead, max(budget, 0) // 2)  # an acquire and a release
             inside, budget = inside - moved, budget - 2 * moved
-            ahead += min(max(budget, 0), inside - ahead)  # acquire now, release next step
+            ahead = min(max(budget, 0), inside)  # acquire now, release next step
             previous, t = now, t + 1
         out = max(out, t + 1)  # one step of slack: the last move may land on step t
     return out
@@ -304,6 +310,24 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     return max(0, min(off, r.start - 2))
 
 
+def realtime_off_steps(scenario: Scenario, r: Reservation) -> list[int]:
+    """Per GPU of `r`'s block, in order, the step from which realtime is kept off it.
+
+    A GPU realtime holds now gets `realtime_off_from` (it may stay until it can move off);
+    one it does not hold is closed once the block's move would have to begin (the start
+    less an acquire and a release per GPU at the slowest swap limit), even where a held
+    GPU keeps the block open longer: realtime growing onto more of a block it cannot yet
+    leave (a rising forecast spends its swap budget) pushed the kept promise later.
+    """
+    off = realtime_off_from(scenario, r)
+    limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
+    if not limits:
+        return [off] * r.gpus
+    held = {g for rt in scenario.realtime_jobs for g in rt.current_gpus or ()}
+    fresh = min(off, max(0, r.start - -(-2 * r.gpus // min(limits))))
+    return [off if g in held else fresh for g in range(r.first_gpu, r.first_gpu + r.gpus)]
+
+
 def claim(priority: float, waited: int, age: float) -> float:
     """A waiting job's claim: its priority plus `age` per step waited (additive, as Slurm's
     age factor), so any job that waits long enough outranks every fresh one."""
@@ -317,4 +341,4 @@ def as_dicts(reservations: Iterable[Reservation]) -> list[dict[str, int | str]]:
 
 
 __all__ = ["Holds", "Reservation", "as_dicts", "claim", "earliest", "holds",
-           "plan_problems", "problems", "vacate_steps"]
+           "plan_problems", "problems", "realtime_off_steps", "vacate_steps"]

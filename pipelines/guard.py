@@ -69,6 +69,7 @@ class Guard:
     promised: dict[int, tuple[int, int]] = field(default_factory=dict)  # code -> start, GPU
     log: list[tuple[int, int, int]] = field(default_factory=list)  # (t0, code, start)
     later: int = 0  # promises moved later: an overrun on the block, or realtime still on it
+    later_realtime: int = 0  # ... of them, with realtime holding a GPU of the block then
     made: int = 0
 
     def apply(self, scenario: Scenario, codes: list[int], t0: int,
@@ -103,6 +104,7 @@ class Guard:
                                floor)
         self.promised = got.promised
         self.later += got.later
+        self.later_realtime += got.later_realtime
         self.made += got.made
         self.log.extend(got.log)
         return replace(scenario, reservations=got.reservations)

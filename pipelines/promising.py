@@ -49,6 +49,7 @@ class Promises(Generic[K]):
     promised: dict[K, tuple[int, int]]
     reservations: tuple[Reservation, ...]  # relative to the plan: the scenario's reservations
     later: int  # promises moved later (an overrun on the block, or realtime still on it)
+    later_realtime: int  # ... of them, with realtime holding a GPU of the block now
     made: int
     log: tuple[tuple[int, K, int], ...]  # (t0, key, absolute start) per kept or made promise
 
@@ -64,7 +65,8 @@ def keep_and_promise(scenario: Scenario, waiting: Mapping[K, Waiting],
     out: dict[K, tuple[int, int]] = {}
     kept: list[Reservation] = []
     log: list[tuple[int, K, int]] = []
-    later = made = 0
+    later = later_realtime = made = 0
+    realtime_now = {g for rt in scenario.realtime_jobs for g in rt.current_gpus or ()}
     for key, (start, first) in promised.items():
         job = scenario.batch_job_at(waiting[key].position)
         got = earliest(scenario, job, kept, forbidden, floor, keep=first)
@@ -78,6 +80,8 @@ def keep_and_promise(scenario: Scenario, waiting: Mapping[K, Waiting],
             continue
         if t0 + got.start > start:
             later += 1
+            job_block = range(first, first + job.gpus)
+            later_realtime += any(g in realtime_now for g in job_block)
         out[key] = (t0 + got.start, got.first_gpu)
         kept.append(got)
         log.append((t0, key, t0 + got.start))
@@ -103,7 +107,7 @@ def keep_and_promise(scenario: Scenario, waiting: Mapping[K, Waiting],
                 kept.append(got)
                 made += 1
                 log.append((t0, key, t0 + got.start))
-    return Promises(out, tuple(kept), later, made, tuple(log))
+    return Promises(out, tuple(kept), later, later_realtime, made, tuple(log))
 
 
 def _large_nodes(scenario: Scenario, kept: Iterable[Reservation], node: int) -> set[int]:
