@@ -46,6 +46,10 @@ CUT_SHARE = 0.6
 # At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) well
 # within a minute at 64 GPUs; this share of what is left is the cap, windows get the rest.
 LARGE_PLACE_SHARE = 0.5
+# Below LNS_MIN_GPUS and above this many GPUs, when the block relaxation's first starts fall
+# short, a tighter relaxation keeps each job smaller than a zone of this many GPUs in one
+# zone for its whole run (bounds.build_zone_model).
+ZONE_GPUS = 8
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -218,6 +222,7 @@ class FullSolve:
         self.model: MilpModel | None = None
         self.search: Search | None = None
         self.cuts = 0
+        self.zoned = False  # the zone relaxation has run (it runs at most once)
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
@@ -340,8 +345,13 @@ class FullSolve:
             cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
             placed = search.attempt(cap, allowed, self.target, restricted=True)
             model.restrict_starts(None)
-            if (self.target is not None and search.objective >= self.target) or not cutting \
-                    or placed.status != "optimal" or placed.bound is None \
+            if self._at_target():
+                break
+            if self._bound_by_zones():  # a tighter relaxation: its bound, then its starts
+                if self._at_target():
+                    break
+                continue
+            if not cutting or placed.status != "optimal" or placed.bound is None \
                     or time.perf_counter() > cut_until:
                 break
             # No plan with exactly these starts beats `placed.bound`: cut the set off.
@@ -358,6 +368,28 @@ class FullSolve:
         self.report["phases"]["cuts"] = self.cuts
         self.phase("place_relaxed_starts")
         self.met_relaxation = self._at_target()
+
+    def _bound_by_zones(self) -> bool:
+        """Once, when the block relaxation's first starts fall short (ZONE_GPUS < G <
+        LNS_MIN_GPUS): the zone relaxation, warm-started from the incumbent. True if its
+        bound is below every bound so far; it then replaces the block relaxation for the
+        starts to place and the cuts."""
+        if self.zoned or not ZONE_GPUS < self.scenario.G < LNS_MIN_GPUS \
+                or self.block_model is None or not self.proven:
+            return False
+        self.zoned = True
+        assert self.search is not None
+        began = time.perf_counter()
+        zone = bounds.build_zone_model(self.scenario, ZONE_GPUS)
+        start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
+        got = self._count(bounds.solve_block(zone, start=start, time_limit=self._half_left()))
+        self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
+        best = min(self.proven)
+        if got.value is None or got.value >= best - REL_TOL * max(1.0, abs(best)):
+            return False
+        self.target = self._tighten(got.value)
+        self.block_model, self.relaxed_starts = zone, got.starts
+        return True
 
     def _at_target(self) -> bool:
         assert self.search is not None
