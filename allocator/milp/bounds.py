@@ -97,6 +97,11 @@ class BlockModel:
         values.update(touched_values(scenario, grid, self.touched))
         return values
 
+    def restrict(self, starts: dict[int, int] | None) -> None:
+        """Allow each job only the given start (or none); None lifts the restriction."""
+        for z, i, s in self.chosen:
+            z.upBound = 1 if starts is None or starts.get(i) == s else 0
+
     def exclude(self, starts: dict[int, int]) -> None:
         """A no-good cut: the relaxation may no longer pick exactly this set of starts."""
         wanted = set(starts.items())

@@ -50,6 +50,7 @@ LARGE_PLACE_SHARE = 0.5
 # short, a tighter relaxation keeps each job smaller than a zone of this many GPUs in one
 # zone for its whole run (bounds.build_zone_model).
 ZONE_GPUS = 8
+ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -380,12 +381,23 @@ class FullSolve:
         self.zoned = True
         assert self.search is not None
         began = time.perf_counter()
+        best = min(self.proven)
+        tied = best - REL_TOL * max(1.0, abs(best))
         zone = bounds.build_zone_model(self.scenario, ZONE_GPUS)
+        # The zone relaxation is a restriction of the block one: if the block solution's
+        # starts earn the block bound in it too, its bound is the same. A quick check first.
+        if self.relaxed_starts is not None:
+            zone.restrict(self.relaxed_starts)
+            same = self._count(bounds.solve_block(zone, time_limit=min(self._half_left(),
+                                                                       ZONE_CHECK_SECONDS)))
+            zone.restrict(None)
+            if same.status == "optimal" and same.value is not None and same.value >= tied:
+                self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
+                return False
         start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
         got = self._count(bounds.solve_block(zone, start=start, time_limit=self._half_left()))
         self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
-        best = min(self.proven)
-        if got.value is None or got.value >= best - REL_TOL * max(1.0, abs(best)):
+        if got.value is None or got.value >= tied:
             return False
         self.target = self._tighten(got.value)
         self.block_model, self.relaxed_starts = zone, got.starts
