@@ -103,11 +103,13 @@ class BlockModel:
             z.upBound = 1 if starts is None or starts.get(i) == s else 0
 
     def exclude(self, starts: dict[int, int]) -> None:
-        """A no-good cut: the relaxation may no longer pick exactly this set of starts."""
+        """A no-good cut: the relaxation may no longer pick this set of starts or any subset
+        of it (at least one start outside it). Valid where every plan whose starts are a
+        subset is accounted for: placing a start set may drop any of its jobs."""
         wanted = set(starts.items())
-        terms = [(z, -1 if (i, s) in wanted else 1) for z, i, s in self.chosen]
+        terms = [(z, 1) for z, i, s in self.chosen if (i, s) not in wanted]
         self.cuts += 1
-        self.prob += (pulp.LpAffineExpression(terms) >= 1 - len(wanted),
+        self.prob += (pulp.LpAffineExpression(terms) >= 1,
                       f"no_good_{self.cuts}")
 
 

@@ -42,7 +42,7 @@ WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole 
 STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
-CUT_SHARE = 0.6
+CUT_SHARE = 0.85
 # At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) well
 # within a minute at 64 GPUs; this share of what is left is the cap, windows get the rest.
 LARGE_PLACE_SHARE = 0.5
@@ -50,7 +50,8 @@ LARGE_PLACE_SHARE = 0.5
 # short, a tighter relaxation keeps each job smaller than a zone of this many GPUs in one
 # zone for its whole run (bounds.build_zone_model).
 ZONE_GPUS = 8
-ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
+ZONE_CHECK_SECONDS = 3.0
+CUTOFF = True  # placements for no-good cuts look only above the incumbent  # the quick check that the zones cannot lower the bound
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -76,14 +77,20 @@ class Search:
             self.grid, self.objective = grid, objective
 
     def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
-                restricted: bool = False) -> Solve:
-        """One solver call: recompute what it returns, keep it if legal and better."""
+                restricted: bool = False, cutoff: float | None = None) -> Solve:
+        """One solver call: recompute what it returns, keep it if legal and better.
+
+        With `cutoff` (HiGHS), only plans worth at least it are sought: "infeasible" then
+        means every plan of this (restricted) model is worth less.
+        """
         fixed = self.model.fixed_value
         values = self.model.start_values(self.scenario, start) if start is not None else None
         milp_target = None if target is None else target - fixed
+        milp_cutoff = None if cutoff is None else cutoff - fixed
         seconds = min(seconds, self.deadline - time.perf_counter())
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
-                            mip_gap=self.mip_gap, start=values, target=milp_target)
+                            mip_gap=self.mip_gap, start=values, target=milp_target,
+                            cutoff=milp_cutoff)
         self.statuses.append(result.status)
         self.effort["nodes"] += result.nodes
         self.effort["iterations"] += result.iterations
@@ -99,7 +106,8 @@ class Search:
             # hands back (docs/sources.md): re-solve without the start and keep the better.
             self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
                                  f"{obj:.6g}; re-solved without the warm start")
-            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted)
+            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted,
+                                cutoff)
         return result
 
 
@@ -344,7 +352,9 @@ class FullSolve:
             model.restrict_starts(starts)
             allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
             cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
-            placed = search.attempt(cap, allowed, self.target, restricted=True)
+            # Placing for a cut, only plans above the incumbent matter: prune the rest.
+            cutoff = search.objective if cutting and CUTOFF else None
+            placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
             model.restrict_starts(None)
             if self._at_target():
                 break
@@ -352,11 +362,16 @@ class FullSolve:
                 if self._at_target():
                     break
                 continue
-            if not cutting or placed.status != "optimal" or placed.bound is None \
-                    or time.perf_counter() > cut_until:
+            if placed.status == "optimal" and placed.bound is not None:
+                best_here = placed.bound + model.fixed_value
+            elif placed.status == "infeasible" and cutoff is not None:
+                best_here = cutoff  # nothing with these starts reaches the incumbent
+            else:
                 break
-            # No plan with exactly these starts beats `placed.bound`: cut the set off.
-            excluded = max(excluded, placed.bound + model.fixed_value)
+            if not cutting or time.perf_counter() > cut_until:
+                break
+            # No plan with exactly these starts beats `best_here`: cut the set off.
+            excluded = max(excluded, best_here)
             assert self.block_model is not None
             self.block_model.exclude(starts)
             self.cuts += 1
