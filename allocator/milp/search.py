@@ -352,8 +352,9 @@ class FullSolve:
             model.restrict_starts(starts)
             allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
             cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
-            # Placing for a cut, only plans above the incumbent matter: prune the rest.
-            cutoff = search.objective if cutting and CUTOFF else None
+            # After a cut, only plans above the incumbent matter: prune the rest. (The first
+            # placement keeps its warm start, which a cutoff above it would throw away.)
+            cutoff = search.objective if cutting and CUTOFF and self.cuts else None
             placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
             model.restrict_starts(None)
             if self._at_target():
