@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 
 import pytest
 from hypothesis import given, settings
@@ -98,7 +99,7 @@ def test_a_legal_grid_is_a_feasible_warm_start_for_the_relaxation(scenario) -> N
 def test_zones_cut_the_cluster_into_aligned_blocks(gpus: int, size: int) -> None:
     parts = bounds.zones(gpus, size)
     assert parts[0][0] == 0 and parts[-1][1] == gpus
-    for (lo, hi), (nxt, _) in zip(parts, parts[1:], strict=False):
+    for (_, hi), (nxt, _) in itertools.pairwise(parts):
         assert hi == nxt
     for lo, hi in parts:
         k = hi - lo

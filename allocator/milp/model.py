@@ -18,7 +18,6 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
-
 # A `touched` count of block_rows: (variable, block size k, step, free cells outside
 # pin-free k-blocks, first GPU, end GPU) of the GPU range the rows cover.
 Touched = tuple[pulp.LpVariable, int, int, int, int, int]

@@ -50,8 +50,8 @@ LARGE_PLACE_SHARE = 0.5
 # short, a tighter relaxation keeps each job smaller than a zone of this many GPUs in one
 # zone for its whole run (bounds.build_zone_model).
 ZONE_GPUS = 8
-ZONE_CHECK_SECONDS = 3.0
-CUTOFF = True  # placements for no-good cuts look only above the incumbent  # the quick check that the zones cannot lower the bound
+ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
+CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -232,6 +232,7 @@ class FullSolve:
         self.search: Search | None = None
         self.cuts = 0
         self.zoned = False  # the zone relaxation has run (it runs at most once)
+        self.zone_bound = False  # and lowered the bound: its model took the block one's place
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
@@ -417,6 +418,7 @@ class FullSolve:
             return False
         self.target = self._tighten(got.value)
         self.block_model, self.relaxed_starts = zone, got.starts
+        self.zone_bound = True
         return True
 
     def _at_target(self) -> bool:
@@ -462,7 +464,8 @@ class FullSolve:
         gap = relative_gap(search.objective, best_bound)
         if gap is not None and gap <= self.mip_gap:
             status = "optimal"
-            report["proof"] = (f"the plan meets the block-capacity bound ({self.cuts} no-good "
+            which = "zone" if self.zone_bound else "block-capacity"
+            report["proof"] = (f"the plan meets the {which} bound ({self.cuts} no-good "
                                "cuts)" if self.met_relaxation else "the MILP's own bound")
         else:
             status = "time_limit" if self.left() <= 0.5 else "feasible"
