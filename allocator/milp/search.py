@@ -51,6 +51,7 @@ LARGE_PLACE_SHARE = 0.5
 # zone for its whole run (bounds.build_zone_model).
 ZONE_GPUS = 8
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
+ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
@@ -412,7 +413,8 @@ class FullSolve:
                 self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
                 return False
         start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
-        got = self._count(bounds.solve_block(zone, start=start, time_limit=self._half_left()))
+        got = self._count(bounds.solve_block(zone, start=start,
+                                             time_limit=min(self._half_left(), ZONE_SECONDS)))
         self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
         if got.value is None or got.value >= tied:
             return False
