@@ -1,13 +1,16 @@
 """Upper bounds on MODEL.md's objective: how far any plan is from the ceiling.
 
-Two relaxations, both solved with HiGHS:
+Three relaxations, all solved with HiGHS:
 - `lp_relaxation`: the full MILP with integrality dropped. Cheap to explain, but weak: it
   ignores where jobs sit and behaves like a capacity-only bound.
 - `block_capacity`: integer starts kept, placement dropped; per step it only checks that
   the jobs fit the free aligned blocks of each power-of-two size (buddy capacity), and a
   realtime job's held count moves by at most its swap limit. Far tighter, and small
   enough to bound 256-GPU scenarios in seconds (docs/sources.md, "Solving the exact model").
-Every feasible plan is feasible in both, so each value is a proven ceiling.
+- `build_zone_model`: the block relaxation with each small job kept in one aligned zone
+  for its whole run (realtime counted per zone): tighter, slower; `full` uses it below
+  32 GPUs when the block relaxation's starts cannot be placed.
+Every feasible plan is feasible in each, so each value is a proven ceiling.
 """
 
 from __future__ import annotations
