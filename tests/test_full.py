@@ -300,3 +300,49 @@ def test_a_window_solve_keeps_the_rest_and_never_loses(axis: str, lo: int, hi: i
         outside[lo:hi, :] = False
     # Jobs move only if wholly inside the window, realtime only inside it: outside stays.
     assert np.array_equal(search.grid[outside], start[outside])
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(0.25))
+@given(scenario=tiny_scenarios())
+def test_the_zone_path_proves_only_the_brute_force_optimum(scenario) -> None:
+    """With 1-GPU zones (exact) the zone relaxation runs whenever the block starts fall
+    short; whatever it proves must be the true optimum, and the plan stays legal."""
+    best, _ = brute_force(scenario)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "ZONE_GPUS", 1)
+        result = full(scenario, time_limit=10.0, mip_gap=1e-9)
+    grid, report = result.grid, result.solve
+    assert legal(scenario, grid)
+    assert report.status == "optimal", report
+    assert close(objective(scenario, grid), best), report
+    assert report.best_bound >= best - 1e-6 * max(1.0, abs(best))
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=10, max_batch=7, max_realtime=2))
+def test_random_small_full_with_zones_is_legal_and_bounded(scenario) -> None:
+    """2-GPU zones and cuts that prune below the incumbent: still legal, never below fast,
+    and the reported bound is above a plan found without any of it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "ZONE_GPUS", 2)
+        result = full(scenario, time_limit=3.0)
+    grid, report = result.grid, result.solve
+    assert legal(scenario, grid)
+    got = objective(scenario, grid)
+    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    plain = objective(scenario, full(scenario, time_limit=3.0, block_bound=False).grid)
+    if report.best_bound is not None:
+        assert report.best_bound >= max(got, plain) - 1e-6 * max(1.0, abs(got))
+
+
+def test_a_cutoff_above_every_solution_is_infeasible_and_at_the_optimum_finds_it() -> None:
+    import pulp
+
+    prob = pulp.LpProblem("cutoff", pulp.LpMaximize)
+    x, y = pulp.LpVariable("x", cat="Binary"), pulp.LpVariable("y", cat="Binary")
+    prob += x + 2 * y
+    prob += x + y <= 1
+    assert solvers.solve_highs(prob, time_limit=5.0, cutoff=2.5).status == "infeasible"
+    found = solvers.solve_highs(prob, time_limit=5.0, cutoff=2.0)
+    assert found.status == "optimal" and close(found.objective, 2.0)

@@ -1,13 +1,16 @@
 """Upper bounds on MODEL.md's objective: how far any plan is from the ceiling.
 
-Two relaxations, both solved with HiGHS:
+Three relaxations, all solved with HiGHS:
 - `lp_relaxation`: the full MILP with integrality dropped. Cheap to explain, but weak: it
   ignores where jobs sit and behaves like a capacity-only bound.
 - `block_capacity`: integer starts kept, placement dropped; per step it only checks that
   the jobs fit the free aligned blocks of each power-of-two size (buddy capacity), and a
   realtime job's held count moves by at most its swap limit. Far tighter, and small
   enough to bound 256-GPU scenarios in seconds (docs/sources.md, "Solving the exact model").
-Every feasible plan is feasible in both, so each value is a proven ceiling.
+- `build_zone_model`: the block relaxation with each small job kept in one aligned zone
+  for its whole run (realtime counted per zone): tighter, slower; `full` uses it below
+  32 GPUs when the block relaxation's starts cannot be placed.
+Every feasible plan is feasible in each, so each value is a proven ceiling.
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ import numpy as np
 import pulp
 
 from allocator.grid import placements
-from allocator.milp.model import block_rows, build_model, pinned_cells, touched_values
+from allocator.milp.model import (
+    Touched,
+    block_rows,
+    build_model,
+    pinned_cells,
+    touched_values,
+)
 from allocator.milp.solvers import solve_highs
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
@@ -55,8 +64,13 @@ class BlockModel:
     empty: bool  # nothing to decide: the bound is `fixed`
     held: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (job, t)
     short: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (job, t)
-    touched: list[tuple[pulp.LpVariable, int, int, int]] = field(default_factory=list)
+    touched: list[Touched] = field(default_factory=list)
     cuts: int = 0
+    # The zone relaxation only (build_zone_model): a start's zone or whole block, as
+    # (variable, job, start, first GPU, end GPU); realtime counts and their changes per zone.
+    places: list[tuple[pulp.LpVariable, int, int, int, int]] = field(default_factory=list)
+    zone_held: dict[tuple[int, int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    zone_swaps: dict[tuple[int, int, int, int], pulp.LpVariable] = field(default_factory=dict)
 
     def start_values(self, scenario: Scenario, grid: np.ndarray) -> dict[str, float] | None:
         """Every variable's value for a legal grid (a warm start), or None if the grid has a
@@ -70,15 +84,35 @@ class BlockModel:
             values[h.name] = float(held)
             values[self.short[i, t].name] = float(
                 max(0, scenario.realtime_job_at(i).demand[t] - held))
+        placed = placements(scenario, grid, queued_only=True)
+        for var, i, s, lo, hi in self.places:
+            p = placed.get(i)
+            values[var.name] = float(p is not None and p.start == s and lo <= p.first_gpu < hi)
+        for (i, lo, hi, t), h in self.zone_held.items():
+            values[h.name] = float((grid[t, lo:hi] == i).sum())
+        for (i, lo, hi, t), d in self.zone_swaps.items():
+            now = int((grid[t, lo:hi] == i).sum())
+            if t > 0:
+                before = int((grid[t - 1, lo:hi] == i).sum())
+            else:
+                before = sum(lo <= g < hi for g in scenario.realtime_job_at(i).current_gpus or ())
+            values[d.name] = float(abs(now - before))
         values.update(touched_values(scenario, grid, self.touched))
         return values
 
+    def restrict(self, starts: dict[int, int] | None) -> None:
+        """Allow each job only the given start (or none); None lifts the restriction."""
+        for z, i, s in self.chosen:
+            z.upBound = 1 if starts is None or starts.get(i) == s else 0
+
     def exclude(self, starts: dict[int, int]) -> None:
-        """A no-good cut: the relaxation may no longer pick exactly this set of starts."""
+        """A no-good cut: the relaxation may no longer pick this set of starts or any subset
+        of it (at least one start outside it). Valid where every plan whose starts are a
+        subset is accounted for: placing a start set may drop any of its jobs."""
         wanted = set(starts.items())
-        terms = [(z, -1 if (i, s) in wanted else 1) for z, i, s in self.chosen]
+        terms = [(z, 1) for z, i, s in self.chosen if (i, s) not in wanted]
         self.cuts += 1
-        self.prob += (pulp.LpAffineExpression(terms) >= 1 - len(wanted),
+        self.prob += (pulp.LpAffineExpression(terms) >= 1,
                       f"no_good_{self.cuts}")
 
 
@@ -178,6 +212,140 @@ def build_block_model(scenario: Scenario) -> BlockModel:
                 prob += h[0] >= now - job.swap_limit, f"c4_fall_j{i}_t0"
 
     prob += pulp.LpAffineExpression(objective), "objective"
-    touched = block_rows(prob, scenario, pinned, cells, held)
+    touched = block_rows(prob, pinned, cells, held)
     return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
                       touched=touched)
+
+
+def zones(G: int, size: int) -> list[tuple[int, int]]:
+    """[0, G) cut into aligned power-of-two blocks of at most `size` GPUs, lowest first."""
+    out, first = [], 0
+    while first < G:
+        k = size
+        while k > 1 and (first % k or first + k > G):
+            k //= 2
+        out.append((first, first + k))
+        first += k
+    return out
+
+
+def build_zone_model(scenario: Scenario, size: int) -> BlockModel:
+    """The block relaxation with each job kept in one zone for its whole run: tighter.
+
+    The cluster is cut into aligned zones of `size` GPUs (`zones`). A job of fewer GPUs than
+    its zone stays in that zone from its start to its end, and only inside the zone is
+    capacity counted per step and block size (block_rows), so it cannot change zones
+    between steps as it can in `build_block_model`; a job of a zone's size or more takes
+    its exact aligned block. Realtime holds a count per zone, and the counts' changes,
+    summed over zones, stay within the swap limit (|A xor A'| >= sum over zones of
+    ||A & Z| - |A' & Z||). Every legal plan maps onto a solution with the same objective,
+    so its dual bound is a proven ceiling.
+    """
+    T, G = scenario.T, scenario.G
+    decay = scenario.weights.decay ** np.arange(T)
+    penalty = scenario.weights.realtime_penalty
+    pinned = pinned_cells(scenario)
+    cum = np.zeros((T + 1, G), dtype=np.int32)
+    np.cumsum(pinned, axis=0, out=cum[1:])
+    parts = zones(G, size)
+    zone_of = np.zeros(G, dtype=np.int64)
+    for n, (lo, hi) in enumerate(parts):
+        zone_of[lo:hi] = n
+
+    prob = pulp.LpProblem("gpuplan_zone_capacity", pulp.LpMaximize)
+    objective: list[tuple[pulp.LpVariable, float]] = []
+    fixed = 0.0
+    # cells[n][t] = [(gpus inside zone n, var)]: what a placement fills of zone n at step t
+    cells: list[list[list[tuple[int, pulp.LpVariable]]]] = [[[] for _ in range(T)]
+                                                             for _ in parts]
+    chosen: list[tuple[pulp.LpVariable, int, int]] = []
+    places: list[tuple[pulp.LpVariable, int, int, int, int]] = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob):
+            continue
+        if job.running:
+            fixed += job.priority * job.gpus * float(decay[: min(job.running.remaining_steps,
+                                                                 T)].sum())
+            continue
+        k = job.gpus
+        starts = []
+        for s in range(job.arrival_step, T):
+            end = min(s + job.duration_steps, T)
+            hits = cum[end] - cum[s]
+            spans: dict[tuple[int, int], None] = {}  # zone (k < its size) or exact block
+            for first in range(0, G - k + 1, k):
+                if hits[first : first + k].any():
+                    continue
+                lo, hi = parts[zone_of[first]]
+                spans[(lo, hi) if k < hi - lo else (first, first + k)] = None
+            if not spans:
+                continue
+            z = prob.add_variable(f"start_j{i}_s{s}", cat=pulp.LpBinary)
+            starts.append(z)
+            chosen.append((z, i, s))
+            objective.append((z, job.priority * k * float(decay[s:end].sum())))
+            where = []
+            for lo, hi in spans:
+                v = z if len(spans) == 1 else \
+                    prob.add_variable(f"place_j{i}_s{s}_g{lo}", cat=pulp.LpBinary)
+                where.append(v)
+                places.append((v, i, s, lo, hi))
+                for n in range(zone_of[lo], zone_of[hi - 1] + 1):
+                    width = min(k, parts[n][1] - parts[n][0])
+                    for t in range(s, end):
+                        cells[n][t].append((width, v))
+            if len(where) > 1:
+                prob += z == pulp.lpSum(where), f"c3_one_place_j{i}_s{s}"
+        if len(starts) > 1:
+            prob += pulp.lpSum(starts) <= 1, f"c2_at_most_once_j{i}"
+
+    held: list[list[list[pulp.LpVariable]]] = [[[] for _ in range(T)] for _ in parts]
+    held_by: dict[tuple[int, int], pulp.LpVariable] = {}
+    short_by: dict[tuple[int, int], pulp.LpVariable] = {}
+    zone_held: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+    zone_swaps: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        for t in range(T):
+            per_zone = []
+            for n, (lo, hi) in enumerate(parts):
+                room = int((~pinned[t, lo:hi]).sum())
+                h = prob.add_variable(f"held_j{i}_g{lo}_t{t}", 0, room, cat=pulp.LpInteger)
+                zone_held[i, lo, hi, t] = h
+                held[n][t].append(h)
+                per_zone.append(h)
+            total = prob.add_variable(f"held_j{i}_t{t}", 0, int((~pinned[t]).sum()),
+                                      cat=pulp.LpInteger)
+            prob += total == pulp.lpSum(per_zone), f"c2_held_count_j{i}_t{t}"
+            short = prob.add_variable(f"short_j{i}_t{t}", lowBound=0)
+            held_by[i, t], short_by[i, t] = total, short
+            objective.append((short, -penalty * job.priority))
+            prob += short + total >= job.demand[t], f"c2_shortfall_j{i}_t{t}"
+        # 4. Swap limit, on zone counts: |A xor A'| >= sum over zones of ||A & Z| - |A' & Z||.
+        if job.swap_limit >= G:
+            continue
+        current = job.current_gpus
+        for t in range(T):
+            if t == 0 and current is None:
+                continue
+            changes = []
+            for lo, hi in parts:
+                now = zone_held[i, lo, hi, t]
+                before: pulp.LpVariable | int = zone_held[i, lo, hi, t - 1] if t > 0 else \
+                    sum(lo <= g < hi for g in current or ())
+                d = prob.add_variable(f"swap_j{i}_g{lo}_t{t}", 0, hi - lo)
+                zone_swaps[i, lo, hi, t] = d
+                prob += d >= now - before, f"c4_gain_j{i}_g{lo}_t{t}"
+                prob += d >= before - now, f"c4_loss_j{i}_g{lo}_t{t}"
+                changes.append(d)
+            prob += pulp.lpSum(changes) <= job.swap_limit, f"c4_swap_limit_j{i}_t{t}"
+
+    prob += pulp.LpAffineExpression(objective), "objective"
+    touched = []
+    for n, (lo, hi) in enumerate(parts):
+        touched += block_rows(prob, pinned[:, lo:hi], cells[n], held[n], tag=f"_z{lo}",
+                              offset=lo)
+    return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
+                      touched=touched, places=places, zone_held=zone_held,
+                      zone_swaps=zone_swaps)

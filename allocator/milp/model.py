@@ -18,6 +18,10 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
+# A `touched` count of block_rows: (variable, block size k, step, free cells outside
+# pin-free k-blocks, first GPU, end GPU) of the GPU range the rows cover.
+Touched = tuple[pulp.LpVariable, int, int, int, int, int]
+
 
 @dataclass(frozen=True)
 class Start:
@@ -40,7 +44,7 @@ class MilpModel:
     shortfall: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
     fixed_value: float = 0.0  # running jobs' objective: pinned, so outside the MILP
     counts: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # aggregate ints
-    touched: list[tuple[pulp.LpVariable, int, int, int]] = field(default_factory=list)
+    touched: list[Touched] = field(default_factory=list)
     start_counts: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
 
     def restrict_starts(self, starts: dict[int, int] | None) -> None:
@@ -106,7 +110,7 @@ class MilpModel:
 
 
 def touched_values(scenario: Scenario, grid: np.ndarray,
-                   touched: list[tuple[pulp.LpVariable, int, int, int]]) -> dict[str, float]:
+                   touched: list[Touched]) -> dict[str, float]:
     """The `touched` counts of block_rows for a legal grid: k-blocks its small cells spoil."""
     # Batch jobs as their size, realtime as 0 (always small), pins and free cells as G+1.
     sizes = np.array([j.gpus if isinstance(j, BatchJob) else 0 for j in scenario.jobs]
@@ -114,8 +118,8 @@ def touched_values(scenario: Scenario, grid: np.ndarray,
     cell_size = sizes[np.where(grid >= 0, grid, len(scenario.jobs))]
     cell_size[pinned_cells(scenario)] = scenario.G + 1
     values = {}
-    for var, k, t, outside in touched:
-        small = int((cell_size[t] < k).sum())
+    for var, k, t, outside, lo, hi in touched:
+        small = int((cell_size[t, lo:hi] < k).sum())
         values[var.name] = float(max(0, -(-(small - outside) // k)))
     return values
 
@@ -253,7 +257,7 @@ def _strengthen(model: MilpModel, scenario: Scenario, pinned: np.ndarray,
             model.counts[h.name] = ("held", i, t)
             prob += h == pulp.lpSum(xs), f"c2_held_count_j{i}_t{t}"
             held[t].append(h)
-    model.touched = block_rows(prob, scenario, pinned, cells, held)
+    model.touched = block_rows(prob, pinned, cells, held)
 
 
 def _swap_rows(model: MilpModel, scenario: Scenario, i: int, job: RealtimeJob) -> None:
@@ -294,19 +298,20 @@ def free_blocks(pinned: np.ndarray, k: int) -> np.ndarray:
     return free
 
 
-def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
+def block_rows(prob: pulp.LpProblem, pinned: np.ndarray,
                cells: list[list[tuple[int, Any]]], held: list[list[Any]],
-               tag: str = "") -> list[tuple[pulp.LpVariable, int, int, int]]:
+               tag: str = "", offset: int = 0) -> list[Touched]:
     """Constraints 1 and 3 counted per step and block size: buddy capacity.
 
     `cells[t]` lists (gpus, start count) for batch starts that run at step t, `held[t]` the
     realtime held counts. Jobs of >= k GPUs fill whole pin-free aligned k-blocks; smaller
     jobs and realtime GPUs spoil at least (their cells outside partly pinned k-blocks) / k
     of them, an integer (`touched`). Implied by any legal grid, so valid in the MILP too.
+    `pinned` may be a slice of the cluster, GPUs `offset` onwards (an aligned block).
     """
-    T, G = scenario.T, scenario.G
+    T, G = pinned.shape
     free = (~pinned).sum(axis=1)
-    out = []  # (touched, k, t, outside), so a warm start can give each its value
+    out = []  # so that a warm start can give each `touched` its value
     for k in (1 << p for p in range(G.bit_length()) if (1 << p) <= G):
         blocks = free_blocks(pinned, k)
         for t in range(T):
@@ -325,7 +330,7 @@ def block_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
                      f"c1_touched{tag}_k{k}_t{t}")
             prob += (pulp.LpAffineExpression(big) + k * touched <= cap,
                      f"c1_blocks{tag}_k{k}_t{t}")
-            out.append((touched, k, t, outside))
+            out.append((touched, k, t, outside, offset, offset + G))
     return out
 
 

@@ -42,10 +42,17 @@ WINDOW_SECONDS = 8.0  # one window's cap: a stuck window must not eat the whole 
 STEP_WINDOW = 8  # time windows: every GPU, 8 steps, so realtime can be laid out anew
 # The share of the time limit that relaxation, placement and no-good cuts may use before
 # the whole MILP gets the rest.
-CUT_SHARE = 0.6
+CUT_SHARE = 0.85
 # At 32+ GPUs the relaxation's starts, placed whole, often meet its bound (a proof) well
 # within a minute at 64 GPUs; this share of what is left is the cap, windows get the rest.
 LARGE_PLACE_SHARE = 0.5
+# Below LNS_MIN_GPUS and above this many GPUs, when the block relaxation's first starts fall
+# short, a tighter relaxation keeps each job smaller than a zone of this many GPUs in one
+# zone for its whole run (bounds.build_zone_model).
+ZONE_GPUS = 8
+ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
+ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
+CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -71,14 +78,20 @@ class Search:
             self.grid, self.objective = grid, objective
 
     def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
-                restricted: bool = False) -> Solve:
-        """One solver call: recompute what it returns, keep it if legal and better."""
+                restricted: bool = False, cutoff: float | None = None) -> Solve:
+        """One solver call: recompute what it returns, keep it if legal and better.
+
+        With `cutoff` (HiGHS), only plans worth at least it are sought: "infeasible" then
+        means every plan of this (restricted) model is worth less.
+        """
         fixed = self.model.fixed_value
         values = self.model.start_values(self.scenario, start) if start is not None else None
         milp_target = None if target is None else target - fixed
+        milp_cutoff = None if cutoff is None else cutoff - fixed
         seconds = min(seconds, self.deadline - time.perf_counter())
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
-                            mip_gap=self.mip_gap, start=values, target=milp_target)
+                            mip_gap=self.mip_gap, start=values, target=milp_target,
+                            cutoff=milp_cutoff)
         self.statuses.append(result.status)
         self.effort["nodes"] += result.nodes
         self.effort["iterations"] += result.iterations
@@ -94,7 +107,8 @@ class Search:
             # hands back (docs/sources.md): re-solve without the start and keep the better.
             self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
                                  f"{obj:.6g}; re-solved without the warm start")
-            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted)
+            return self.attempt(self.deadline - time.perf_counter(), None, target, restricted,
+                                cutoff)
         return result
 
 
@@ -218,6 +232,8 @@ class FullSolve:
         self.model: MilpModel | None = None
         self.search: Search | None = None
         self.cuts = 0
+        self.zoned = False  # the zone relaxation has run (it runs at most once)
+        self.zone_bound = False  # and lowered the bound: its model took the block one's place
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
@@ -338,14 +354,27 @@ class FullSolve:
             model.restrict_starts(starts)
             allowed = keep_starts(scenario, search.grid, starts) if self.warm_start else None
             cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
-            placed = search.attempt(cap, allowed, self.target, restricted=True)
+            # After a cut, only plans above the incumbent matter: prune the rest. (The first
+            # placement keeps its warm start, which a cutoff above it would throw away.)
+            cutoff = search.objective if cutting and CUTOFF and self.cuts else None
+            placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
             model.restrict_starts(None)
-            if (self.target is not None and search.objective >= self.target) or not cutting \
-                    or placed.status != "optimal" or placed.bound is None \
-                    or time.perf_counter() > cut_until:
+            if self._at_target():
                 break
-            # No plan with exactly these starts beats `placed.bound`: cut the set off.
-            excluded = max(excluded, placed.bound + model.fixed_value)
+            if self._bound_by_zones():  # a tighter relaxation: its bound, then its starts
+                if self._at_target():
+                    break
+                continue
+            if placed.status == "optimal" and placed.bound is not None:
+                best_here = placed.bound + model.fixed_value
+            elif placed.status == "infeasible" and cutoff is not None:
+                best_here = cutoff  # nothing with these starts reaches the incumbent
+            else:
+                break
+            if not cutting or time.perf_counter() > cut_until:
+                break
+            # No plan with exactly these starts beats `best_here`: cut the set off.
+            excluded = max(excluded, best_here)
             assert self.block_model is not None
             self.block_model.exclude(starts)
             self.cuts += 1
@@ -358,6 +387,41 @@ class FullSolve:
         self.report["phases"]["cuts"] = self.cuts
         self.phase("place_relaxed_starts")
         self.met_relaxation = self._at_target()
+
+    def _bound_by_zones(self) -> bool:
+        """Once, when the block relaxation's first starts fall short (ZONE_GPUS < G <
+        LNS_MIN_GPUS): the zone relaxation, warm-started from the incumbent. True if its
+        bound is below every bound so far; it then replaces the block relaxation for the
+        starts to place and the cuts."""
+        if self.zoned or not ZONE_GPUS < self.scenario.G < LNS_MIN_GPUS \
+                or self.block_model is None or not self.proven:
+            return False
+        self.zoned = True
+        assert self.search is not None
+        began = time.perf_counter()
+        best = min(self.proven)
+        tied = best - REL_TOL * max(1.0, abs(best))
+        zone = bounds.build_zone_model(self.scenario, ZONE_GPUS)
+        # The zone relaxation is a restriction of the block one: if the block solution's
+        # starts earn the block bound in it too, its bound is the same. A quick check first.
+        if self.relaxed_starts is not None:
+            zone.restrict(self.relaxed_starts)
+            same = self._count(bounds.solve_block(zone, time_limit=min(self._half_left(),
+                                                                       ZONE_CHECK_SECONDS)))
+            zone.restrict(None)
+            if same.status == "optimal" and same.value is not None and same.value >= tied:
+                self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
+                return False
+        start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
+        got = self._count(bounds.solve_block(zone, start=start,
+                                             time_limit=min(self._half_left(), ZONE_SECONDS)))
+        self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
+        if got.value is None or got.value >= tied:
+            return False
+        self.target = self._tighten(got.value)
+        self.block_model, self.relaxed_starts = zone, got.starts
+        self.zone_bound = True
+        return True
 
     def _at_target(self) -> bool:
         assert self.search is not None
@@ -402,7 +466,8 @@ class FullSolve:
         gap = relative_gap(search.objective, best_bound)
         if gap is not None and gap <= self.mip_gap:
             status = "optimal"
-            report["proof"] = (f"the plan meets the block-capacity bound ({self.cuts} no-good "
+            which = "zone" if self.zone_bound else "block-capacity"
+            report["proof"] = (f"the plan meets the {which} bound ({self.cuts} no-good "
                                "cuts)" if self.met_relaxation else "the MILP's own bound")
         else:
             status = "time_limit" if self.left() <= 0.5 else "feasible"

@@ -59,10 +59,12 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
     """
 
     def __init__(self, start: dict[str, float] | None = None, target: float | None = None,
-                 options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 options: dict[str, Any] | None = None, cutoff: float | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start = start
         self.target = target
+        self.cutoff = cutoff
         self.options = options or {}
         self.result: Solve | None = None
 
@@ -89,6 +91,8 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
             h.setOptionValue("time_limit", max(float(self.timeLimit) - spent, 0.01))
         if self.target is not None:  # stop as soon as an incumbent reaches the target
             h.setOptionValue("objective_target", -self.target)  # HiGHS minimises -objective
+        if self.cutoff is not None:  # look only for solutions at least this good
+            h.setOptionValue("objective_bound", -self.cutoff)
         self.callSolver(lp)
         status = h.getModelStatus()
         info = h.getInfo()
@@ -146,8 +150,12 @@ def _quiet_banner() -> None:
 
 def solve_highs(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
                 start: dict[str, float] | None = None, target: float | None = None,
-                mip: bool = True, options: dict[str, Any] | None = None) -> Solve:
-    solver = _HiGHS(start=start, target=target, options=options, mip=mip, msg=False,
+                mip: bool = True, options: dict[str, Any] | None = None,
+                cutoff: float | None = None) -> Solve:
+    """One HiGHS solve. With `cutoff`, only solutions worth at least it are sought, and
+    "infeasible" means none exists: every solution is worth less."""
+    solver = _HiGHS(start=start, target=target, options=options, cutoff=cutoff, mip=mip,
+                    msg=False,
                     timeLimit=max(time_limit, 0.0), gapRel=mip_gap)
     began = time.perf_counter()
     try:
@@ -193,10 +201,12 @@ def solve_cbc(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
 
 
 def run_solver(name: str, prob: pulp.LpProblem, *, time_limit: float, mip_gap: float,
-               start: dict[str, float] | None, target: float | None) -> Solve:
+               start: dict[str, float] | None, target: float | None,
+               cutoff: float | None = None) -> Solve:
+    """`cutoff` (HiGHS only; CBC ignores it): see solve_highs."""
     if name == "highs":
         return solve_highs(prob, time_limit=time_limit, mip_gap=mip_gap, start=start,
-                           target=target)
+                           target=target, cutoff=cutoff)
     return solve_cbc(prob, time_limit=time_limit, mip_gap=mip_gap, start=start)
 
 

@@ -22,8 +22,9 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
 
     `time_limit` bounds the whole solve, bounds included. With `block_bound`, the
     block-capacity relaxation (allocator.milp.bounds) runs first: its bound often proves
-    fast optimal at once, its starts, placed by a restricted MILP, often reach it, and the
-    full MILP stops as soon as an incumbent meets it.
+    fast optimal at once, its starts, placed by a restricted MILP, often reach it (below
+    32 GPUs, when they do not, the tighter zone relaxation and no-good cuts follow), and
+    the full MILP stops as soon as an incumbent meets it.
     """
     run = FullSolve(scenario, fast, solver=solver, time_limit=time_limit, mip_gap=mip_gap,
                     warm_start=warm_start)
