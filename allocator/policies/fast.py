@@ -13,7 +13,10 @@
    step spare; long batch runs then need not dodge peaks placed before them.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
-6. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
+   them, chosen unless the best grid beats it by more than `stability`
+   (allocator/policies/stable.py).
+7. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
@@ -30,7 +33,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
-from allocator.policies import baselines, rtmove
+from allocator.policies import baselines, rtmove, stable
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 
@@ -59,13 +62,15 @@ SEARCH_PLACEMENTS = 3000
 CLEAR_SHARE = 4
 
 
-def fast(scenario: Scenario, *, search: int | None = None,
-         clear_blocks: bool = False) -> np.ndarray:
+def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
+         anchors: stable.Anchors | None = None,
+         stability: float = stable.STABILITY) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
     `clear_blocks` adds step 6: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
+    `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
     """
     if search is None:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
@@ -81,11 +86,13 @@ def fast(scenario: Scenario, *, search: int | None = None,
     orders = value_orders(scenario, held)  # and the same value orders
     candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
                               orders=orders)]
+    layouts = [realtime_first]  # the complete realtime layouts, for the stable candidate
     if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
         tails = base.copy()
         place_realtime(scenario, tails, tail_first=True)
         held.release(tails)
         if not np.array_equal(tails, realtime_first):
+            layouts.append(tails)
             candidates.append(place_batch(scenario, tails, None, search, held=held,
                                           jobs=jobs, orders=orders))
     if scenario.realtime_jobs:
@@ -109,6 +116,11 @@ def fast(scenario: Scenario, *, search: int | None = None,
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    if anchors:
+        best = stable.keep(scenario, best, layouts, anchors, stability, held,
+                           lambda grid, kept: place_batch(scenario, grid, None, search,
+                                                          held=held, jobs=jobs, orders=orders,
+                                                          pinned=kept))
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
