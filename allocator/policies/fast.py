@@ -86,13 +86,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     orders = value_orders(scenario, held)  # and the same value orders
     candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
                               orders=orders)]
-    layouts = [realtime_first]  # the complete realtime layouts, for the stable candidate
     if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
         tails = base.copy()
         place_realtime(scenario, tails, tail_first=True)
         held.release(tails)
         if not np.array_equal(tails, realtime_first):
-            layouts.append(tails)
             candidates.append(place_batch(scenario, tails, None, search, held=held,
                                           jobs=jobs, orders=orders))
     if scenario.realtime_jobs:
@@ -117,7 +115,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
     if anchors:
-        best = stable.keep(scenario, best, layouts, anchors, stability, held,
+        best = stable.keep(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))

@@ -18,13 +18,14 @@ than `stability` (relative). Both are built from free cells only, so the grid st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
+from allocator.policies.realtime import place_realtime
 
 # job id -> (start step in this scenario, first GPU) the previous plan gave it
 Anchors = Mapping[str, tuple[int, int]]
@@ -36,16 +37,17 @@ PlaceRest = Callable[[np.ndarray, frozenset[int]], np.ndarray]
 STABILITY = 0.01
 
 
-def keep(scenario: Scenario, fresh: np.ndarray, layouts: Sequence[np.ndarray],
-         anchors: Anchors, stability: float, held: reservations.Holds,
-         place_rest: PlaceRest) -> np.ndarray:
+def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Anchors,
+         stability: float, held: reservations.Holds, place_rest: PlaceRest) -> np.ndarray:
     """`fresh`, unless a stable candidate is within `stability` of its objective.
 
-    A negative `stability` turns the term off (the fresh grid always wins).
+    `base`: running jobs and reserved runs pinned, realtime kept off reserved blocks, no
+    realtime placed yet. A negative `stability` turns the term off (`fresh` always wins).
     """
     if stability < 0 or not anchors:
         return fresh
-    stable = [candidate(scenario, layout, anchors, held, place_rest) for layout in layouts]
+    stable = [candidate(scenario, base, anchors, held, place_rest, tails)
+              for tails in ((False, True) if scenario.realtime_jobs else (False,))]
     scores = [gridlib.objective(scenario, g) for g in stable]
     k = int(np.argmax(scores))
     if gridlib.objective(scenario, fresh) > scores[k] + stability * abs(scores[k]):
@@ -53,33 +55,68 @@ def keep(scenario: Scenario, fresh: np.ndarray, layouts: Sequence[np.ndarray],
     return stable[k]
 
 
-def candidate(scenario: Scenario, layout: np.ndarray, anchors: Anchors,
-              held: reservations.Holds, place_rest: PlaceRest) -> np.ndarray:
-    """The previous starts kept where their cells are free, the rest placed around them."""
-    T, G = scenario.T, scenario.G
-    grid = layout.copy()
-    busy = grid >= 0 if held.batch_busy is None else (grid >= 0) | held.batch_busy
-    wanted: list[tuple[int, int, int]] = []  # (start, job index, previous first GPU)
+def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
+              held: reservations.Holds, place_rest: PlaceRest,
+              tail_first: bool = False) -> np.ndarray:
+    """The previous starts kept where they still fit, realtime placed around them, the rest
+    placed after.
+
+    Realtime is placed with the kept blocks marked off (as a reserved block is), so it
+    moves around them where it can; it keeps a GPU it holds now if it cannot pay the swap,
+    and a job whose block it kept is placed afresh. A block is marked only while every
+    step it covers keeps enough free GPUs for realtime's forecast demand.
+    """
+    T = scenario.T
+    busy = base >= 0 if held.batch_busy is None else (base >= 0) | held.batch_busy
+    need = np.zeros(T, dtype=np.int64)
+    for rt in scenario.realtime_jobs:
+        need += np.asarray(rt.demand[:T], dtype=np.int64)
+    spare = (base == gridlib.FREE).sum(axis=1) - need
+    marks = np.zeros_like(busy)
+    chosen: list[tuple[int, int, int, int]] = []  # (job index, start, end, first GPU)
+    for start, i, first in _wanted(scenario, anchors, held):
+        job = scenario.batch_job_at(i)
+        end = min(start + job.duration_steps, T)
+        if (spare[start:end] < job.gpus).any():
+            continue
+        for f in _blocks(first, job.gpus, scenario.G):
+            cells = (slice(start, end), slice(f, f + job.gpus))
+            if not (busy[cells].any() or marks[cells].any()):
+                marks[cells] = True
+                spare[start:end] -= job.gpus
+                chosen.append((i, start, end, f))
+                break
+    grid = base.copy()
+    grid[marks & (grid == gridlib.FREE)] = reservations.OFF
+    place_realtime(scenario, grid, tail_first=tail_first)
+    grid[grid == reservations.OFF] = gridlib.FREE
+    kept: set[int] = set()
+    for i, start, end, f in chosen:
+        cells = (slice(start, end), slice(f, f + scenario.batch_job_at(i).gpus))
+        if (grid[cells] == gridlib.FREE).all():
+            grid[cells] = i
+            kept.add(i)
+    return place_rest(grid, frozenset(kept))
+
+
+def _wanted(scenario: Scenario, anchors: Anchors, held: reservations.Holds
+            ) -> list[tuple[int, int, int]]:
+    """(start, job index, previous first GPU) of each queued, unreserved job whose anchor
+    is inside the horizon and not before its arrival, by start."""
+    out = []
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, BatchJob) or job.running or i in held.reserved:
             continue
         spot = anchors.get(job.id)
-        if spot is not None and max(0, job.arrival_step) <= spot[0] < T:
-            wanted.append((spot[0], i, spot[1]))
-    kept: set[int] = set()
-    for start, i, first in sorted(wanted):
-        job = scenario.batch_job_at(i)
-        end = min(start + job.duration_steps, T)
-        blocks = [first] if first % job.gpus == 0 and first + job.gpus <= G else []
-        blocks += [f for f in range(0, G - job.gpus + 1, job.gpus) if f != first]
-        for f in blocks:
-            cells = (slice(start, end), slice(f, f + job.gpus))
-            if not busy[cells].any():
-                grid[cells] = i
-                busy[cells] = True
-                kept.add(i)
-                break
-    return place_rest(grid, frozenset(kept))
+        if spot is not None and max(0, job.arrival_step) <= spot[0] < scenario.T:
+            out.append((spot[0], i, spot[1]))
+    return sorted(out)
+
+
+def _blocks(first: int, gpus: int, G: int) -> list[int]:
+    """The previous block first (if still an aligned block), then every other aligned one."""
+    head = [first] if first % gpus == 0 and first + gpus <= G else []
+    return head + [f for f in range(0, G - gpus + 1, gpus) if f not in head]
 
 
 def anchors_from(scenario: Scenario, grid: np.ndarray, shift: int = 0
