@@ -73,25 +73,29 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
         need += np.asarray(rt.demand[:T], dtype=np.int64)
     spare = (base == gridlib.FREE).sum(axis=1) - need
     marks = np.zeros_like(busy)
-    chosen: list[tuple[int, int, int, int]] = []  # (job index, start, end, first GPU)
-    for start, i, first in _wanted(scenario, anchors, held):
-        job = scenario.batch_job_at(i)
-        end = min(start + job.duration_steps, T)
-        if (spare[start:end] < job.gpus).any():
-            continue
-        for f in _blocks(first, job.gpus, scenario.G):
-            cells = (slice(start, end), slice(f, f + job.gpus))
-            if not (busy[cells].any() or marks[cells].any()):
-                marks[cells] = True
-                spare[start:end] -= job.gpus
-                chosen.append((i, start, end, f))
-                break
+    chosen: dict[int, tuple[int, int, int]] = {}  # job index -> (start, end, first GPU)
+    wanted = _wanted(scenario, anchors, held)
+    # Twice: each job on its own block first, so that no job's fallback takes another's.
+    for fallback in (False, True):
+        for start, i, first in wanted:
+            job = scenario.batch_job_at(i)
+            end = min(start + job.duration_steps, T)
+            if i in chosen or (spare[start:end] < job.gpus).any():
+                continue
+            blocks = _blocks(first, job.gpus, scenario.G)
+            for f in blocks[1:] if fallback else blocks[:1]:
+                cells = (slice(start, end), slice(f, f + job.gpus))
+                if f >= 0 and not (busy[cells].any() or marks[cells].any()):
+                    marks[cells] = True
+                    spare[start:end] -= job.gpus
+                    chosen[i] = (start, end, f)
+                    break
     grid = base.copy()
     grid[marks & (grid == gridlib.FREE)] = reservations.OFF
     place_realtime(scenario, grid, tail_first=tail_first)
     grid[grid == reservations.OFF] = gridlib.FREE
     kept: set[int] = set()
-    for i, start, end, f in chosen:
+    for i, (start, end, f) in chosen.items():
         cells = (slice(start, end), slice(f, f + scenario.batch_job_at(i).gpus))
         if (grid[cells] == gridlib.FREE).all():
             grid[cells] = i
@@ -114,9 +118,10 @@ def _wanted(scenario: Scenario, anchors: Anchors, held: reservations.Holds
 
 
 def _blocks(first: int, gpus: int, G: int) -> list[int]:
-    """The previous block first (if still an aligned block), then every other aligned one."""
-    head = [first] if first % gpus == 0 and first + gpus <= G else []
-    return head + [f for f in range(0, G - gpus + 1, gpus) if f not in head]
+    """The previous block (none if it is no longer an aligned block), then every other
+    aligned one."""
+    head = [first] if first % gpus == 0 and first + gpus <= G else [-1]
+    return head + [f for f in range(0, G - gpus + 1, gpus) if f != first]
 
 
 def anchors_from(scenario: Scenario, grid: np.ndarray, shift: int = 0
