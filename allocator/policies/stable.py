@@ -94,13 +94,44 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
     grid[marks & (grid == gridlib.FREE)] = reservations.OFF
     place_realtime(scenario, grid, tail_first=tail_first)
     grid[grid == reservations.OFF] = gridlib.FREE
-    kept: set[int] = set()
+    kept: dict[int, tuple[int, int, int]] = {}
     for i, (start, end, f) in chosen.items():
         cells = (slice(start, end), slice(f, f + scenario.batch_job_at(i).gpus))
         if (grid[cells] == gridlib.FREE).all():
             grid[cells] = i
-            kept.add(i)
+            kept[i] = (start, end, f)
+    if PULL:
+        _pull_forward(scenario, grid, kept, held)
     return place_rest(grid, frozenset(kept))
+
+
+PULL = True
+
+
+def _pull_forward(scenario: Scenario, grid: np.ndarray, kept: dict[int, tuple[int, int, int]],
+                  held: reservations.Holds) -> None:
+    """Each kept job, by start, moves to its earliest free start on any aligned block when
+    that is earlier than the kept one (a job that ended early left a hole)."""
+    T, G = scenario.T, scenario.G
+    for i, (start, end, f) in sorted(kept.items(), key=lambda kv: kv[1]):
+        if start == 0:
+            continue
+        job = scenario.batch_job_at(i)
+        grid[start:end, f : f + job.gpus] = gridlib.FREE
+        free = grid == gridlib.FREE
+        if held.batch_busy is not None:
+            free &= ~held.batch_busy
+        best = (start, f)
+        for b in range(0, G - job.gpus + 1, job.gpus):
+            col = free[:, b : b + job.gpus].all(axis=1)
+            for s in range(max(0, job.arrival_step), best[0]):
+                e = min(s + job.duration_steps, T)
+                if col[s:e].all():
+                    best = (s, b)
+                    break
+        s, b = best
+        e = min(s + job.duration_steps, T)
+        grid[s:e, b : b + job.gpus] = i
 
 
 def _wanted(scenario: Scenario, anchors: Anchors, held: reservations.Holds
