@@ -30,7 +30,7 @@ from allocator.policies.realtime import place_realtime
 # job id -> (start step in this scenario, first GPU) the previous plan gave it
 Anchors = Mapping[str, tuple[int, int]]
 # (grid, jobs already written into it) -> the grid with the rest of the batch work placed
-PlaceRest = Callable[[np.ndarray, frozenset[int]], np.ndarray]
+PlaceRest = Callable[[np.ndarray, frozenset[int], tuple[int, ...] | None], np.ndarray]
 
 # The relative objective gain a fresh plan needs to replace the stable one (chosen on the
 # seed-11 starvation worlds: docs/starvation.md, "Start estimates that hold").
@@ -46,8 +46,14 @@ def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Ancho
     """
     if stability < 0 or not anchors:
         return fresh
-    stable = [candidate(scenario, base, anchors, held, place_rest, tails)
-              for tails in ((False, True) if scenario.realtime_jobs else (False,))]
+    stable = [candidate(scenario, base, anchors, held, place_rest, tails, mark)
+              for tails in ((False, True) if scenario.realtime_jobs else (False,))
+              for mark in ((True, False) if scenario.realtime_jobs else (False,))]
+    if FILTER:
+        short = shortfall(scenario, fresh)
+        stable = [g for g in stable if shortfall(scenario, g) <= short]  # never less realtime
+    if not stable:
+        return fresh
     scores = [gridlib.objective(scenario, g) for g in stable]
     k = int(np.argmax(scores))
     if gridlib.objective(scenario, fresh) > scores[k] + stability * abs(scores[k]):
@@ -55,9 +61,19 @@ def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Ancho
     return stable[k]
 
 
+def shortfall(scenario: Scenario, grid: np.ndarray) -> int:
+    """GPU-steps of realtime forecast demand the plan leaves unserved."""
+    out = 0
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob):
+            have = (grid == i).sum(axis=1)
+            out += int(np.maximum(np.asarray(job.demand[: scenario.T]) - have, 0).sum())
+    return out
+
+
 def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
               held: reservations.Holds, place_rest: PlaceRest,
-              tail_first: bool = False) -> np.ndarray:
+              tail_first: bool = False, mark: bool = True) -> np.ndarray:
     """The previous starts kept where they still fit, realtime placed around them, the rest
     placed after.
 
@@ -71,6 +87,11 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
     need = np.zeros(T, dtype=np.int64)
     for rt in scenario.realtime_jobs:
         need += np.asarray(rt.demand[:T], dtype=np.int64)
+    if HELD:
+        plain = base.copy()
+        place_realtime(scenario, plain, tail_first=tail_first)
+        rt_codes = [i for i, j in enumerate(scenario.jobs) if not isinstance(j, BatchJob)]
+        need = np.maximum(need, np.isin(plain, rt_codes).sum(axis=1))
     spare = (base == gridlib.FREE).sum(axis=1) - need
     marks = np.zeros_like(busy)
     chosen: dict[int, tuple[int, int, int]] = {}  # job index -> (start, end, first GPU)
@@ -91,7 +112,8 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
                     chosen[i] = (start, end, f)
                     break
     grid = base.copy()
-    grid[marks & (grid == gridlib.FREE)] = reservations.OFF
+    if mark:
+        grid[marks & (grid == gridlib.FREE)] = reservations.OFF
     place_realtime(scenario, grid, tail_first=tail_first)
     grid[grid == reservations.OFF] = gridlib.FREE
     kept: dict[int, tuple[int, int, int]] = {}
@@ -100,12 +122,34 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
         if (grid[cells] == gridlib.FREE).all():
             grid[cells] = i
             kept[i] = (start, end, f)
+    if MODE == "order":
+        grid[np.isin(grid, list(kept))] = gridlib.FREE
+        return place_rest(grid, frozenset(), stable_order(scenario, anchors, held))
     if PULL:
         _pull_forward(scenario, grid, kept, held)
-    return place_rest(grid, frozenset(kept))
+    return place_rest(grid, frozenset(kept), None)
 
 
-PULL = True
+PULL = False
+MODE = "order"
+MARK = True
+FILTER = True
+HELD = True
+PRIO = True
+
+
+def stable_order(scenario: Scenario, anchors: Anchors, held: reservations.Holds
+                 ) -> tuple[int, ...]:
+    """Queued, unreserved batch jobs: by priority, then previous start (new jobs last)."""
+    queued = [i for i, job in enumerate(scenario.jobs)
+              if isinstance(job, BatchJob) and not job.running and i not in held.reserved]
+    def key(i: int) -> tuple[float, ...]:
+        job = scenario.batch_job_at(i)
+        spot = anchors.get(job.id)
+        after = float(scenario.T if spot is None else spot[0])
+        return (-job.priority if PRIO else 0.0, after, float(spot is None),
+                -job.priority, -job.gpus * job.duration_steps, float(i))
+    return tuple(sorted(queued, key=key))
 
 
 def _pull_forward(scenario: Scenario, grid: np.ndarray, kept: dict[int, tuple[int, int, int]],
