@@ -52,13 +52,34 @@ def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Ancho
     if FILTER:
         short = shortfall(scenario, fresh)
         stable = [g for g in stable if shortfall(scenario, g) <= short]  # never less realtime
-    if not stable:
+    grids = [fresh, *stable]
+    scores = [gridlib.objective(scenario, g) for g in grids]
+    if PENALTY:
+        ids = {job.id: i for i, job in enumerate(scenario.jobs)}
+        spots = {ids[k]: v[0] for k, v in anchors.items() if k in ids}
+        per_job = stability * abs(scores[0]) / max(1, len(spots))
+        scores = [v - per_job * moved(scenario, g, spots) for v, g in zip(scores, grids)]
+        return grids[int(np.argmax(scores))]
+    k = 1 + int(np.argmax(scores[1:])) if stable else 0
+    if scores[0] > scores[k] + stability * abs(scores[k]):
         return fresh
-    scores = [gridlib.objective(scenario, g) for g in stable]
-    k = int(np.argmax(scores))
-    if gridlib.objective(scenario, fresh) > scores[k] + stability * abs(scores[k]):
-        return fresh
-    return stable[k]
+    return grids[k]
+
+
+PENALTY = True
+
+
+def moved(scenario: Scenario, grid: np.ndarray, spots: dict[int, int]) -> int:
+    """Anchored queued jobs the grid starts more than a step away from their anchor (or
+    leaves out)."""
+    out = 0
+    for i, start in spots.items():
+        job = scenario.jobs[i]
+        if not isinstance(job, BatchJob) or job.running or not 0 <= start < scenario.T:
+            continue
+        rows = np.flatnonzero((grid == i).any(axis=1))
+        out += not len(rows) or abs(int(rows[0]) - start) > 1
+    return out
 
 
 def shortfall(scenario: Scenario, grid: np.ndarray) -> int:
