@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator.core.errors import InputError
 from allocator.grid import FREE
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
@@ -66,6 +67,20 @@ class Replay:
     estimates: dict[int, int | None] = field(default_factory=dict)  # first plan's start
     estimates_p90: dict[int, int | None] = field(default_factory=dict)  # ... at p90 durations
     guard: Guard | None = None  # the starvation guard's promises, for guarded policies
+
+
+def stability_option(text: str) -> float | None:
+    """`--stability`: "off", or the relative gain in [0, 10] a fresh plan needs."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 10:  # also refuses NaN
+        raise InputError(f"--stability must be 'off' or a number in [0, 10], got {text!r}",
+                         field="--stability")
+    return value
 
 
 # -- forecast ---------------------------------------------------------------------------

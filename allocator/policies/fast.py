@@ -116,9 +116,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
     if anchors:
         best = stable.keep(scenario, best, base, anchors, stability, held,
-                           lambda grid, kept, order: place_batch(
-                               scenario, grid, None, search, held=held, jobs=jobs,
-                               orders=orders if order is None else (order,), pinned=kept))
+                           lambda grid, kept: place_batch(scenario, grid, None, search,
+                                                          held=held, jobs=jobs, orders=orders,
+                                                          pinned=kept))
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
