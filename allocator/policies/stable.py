@@ -62,7 +62,7 @@ def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Ancho
     spots = {index[k]: v[0] for k, v in anchors.items()
              if k in index and index[k] not in held.reserved}
     per_job = stability * abs(scores[0]) / max(1, len(spots))
-    scores = [v - per_job * moved(scenario, g, spots) for v, g in zip(scores, grids)]
+    scores = [v - per_job * moved(scenario, g, spots) for v, g in zip(scores, grids, strict=True)]
     return grids[int(np.argmax(scores))]  # ties keep fresh
 
 
@@ -90,8 +90,8 @@ def candidate(scenario: Scenario, base: np.ndarray, anchors: Anchors,
     realtime = [i for i, job in enumerate(scenario.jobs) if not isinstance(job, BatchJob)]
     need = np.isin(plain, realtime).sum(axis=1)
     forecast = np.zeros(T, dtype=np.int64)
-    for job in scenario.realtime_jobs:
-        forecast += np.asarray(job.demand[:T], dtype=np.int64)
+    for service in scenario.realtime_jobs:
+        forecast += np.asarray(service.demand[:T], dtype=np.int64)
     spare = (base == gridlib.FREE).sum(axis=1) - np.maximum(need, forecast)
     busy = base >= 0 if held.batch_busy is None else (base >= 0) | held.batch_busy
     taken = np.zeros_like(busy)
