@@ -33,9 +33,10 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, Scenario
-from allocator.policies import baselines, rtmove, stable
+from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.policies.stable import STABILITY, Anchors, keep_starts
 
 OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
@@ -63,8 +64,8 @@ CLEAR_SHARE = 4
 
 
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
-         anchors: stable.Anchors | None = None,
-         stability: float = stable.STABILITY) -> np.ndarray:
+         anchors: Anchors | None = None,
+         stability: float = STABILITY) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -115,7 +116,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
     if anchors:
-        best = stable.keep(scenario, best, base, anchors, stability, held,
+        best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))

@@ -44,7 +44,7 @@ PlaceRest = Callable[[np.ndarray, frozenset[int]], np.ndarray]
 STABILITY = 0.01
 
 
-def keep(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Anchors,
+def keep_starts(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors: Anchors,
          stability: float, held: reservations.Holds, place_rest: PlaceRest) -> np.ndarray:
     """The best of `fresh` and the stable candidates, each less its moves' penalty.
 
