@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -55,11 +56,16 @@ def simulate(
                                help="Starvation guard for fast/full/backfill: age claims and "
                                     "the top job's reservation (docs/starvation.md)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
+    stability: str = typer.Option("off", "--stability",
+                                  help="fast keeps each queued job's last planned start "
+                                       "unless a fresh plan gains more than this share of "
+                                       "the objective (allocator/policies/stable.py); off."),
     max_seconds: float = typer.Option(0.0, "--max-seconds",
                                       help="Stop (exit 2, nothing written) past this many "
                                            "seconds of replay; 0 = no limit but the caps."),
 ) -> None:
     """Replay with forecast error: plan the horizon, commit the step, compare policies."""
+    from pipelines.simulate import stability_option
     from pipelines.simulate_compare import SimArgs, resolve, run_simulate
 
     args = SimArgs(world=world, use_suite=use_suite, use_philly=use_philly, seed=seed,
@@ -70,6 +76,7 @@ def simulate(
                    traffic=traffic, out=out, workers=workers, guard=guard, track=track,
                    max_seconds=max_seconds)
     with input_errors():
+        args = replace(args, stability=stability_option(stability))
         request = resolve(args)
     with _progress(request.replays) as tick, input_errors():
         files = run_simulate(request, progress=tick)

@@ -31,16 +31,23 @@ def starvation(
                                  help="fast's headroom on the realtime forecast."),
     baseline_margin: float = typer.Option(0.15, "--baseline-margin",
                                           help="The same for fifo, priority and backfill."),
+    stability: str = typer.Option("off", "--stability",
+                                  help="fast keeps each queued job's last planned start "
+                                       "unless a fresh plan gains more than this share of "
+                                       "the objective (allocator/policies/stable.py); off."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
     """Replay the starvation suite with and without the guard; check the targets."""
+    from pipelines.simulate import stability_option
     from pipelines.starvation import StarveArgs, run_starvation
 
+    with input_errors():
+        level = stability_option(stability)
     args = StarveArgs(worlds=worlds, seed=seed, age=age, reservations=reservations,
                       age_in_plan=age_in_plan, exact=exact, margin=margin,
                       baseline_margin=baseline_margin, half_nodes=half_nodes, out=out,
-                      workers=workers)
+                      workers=workers, stability=level)
     with input_errors():
         report = run_starvation(args)
     typer.echo(f"report -> {report}")

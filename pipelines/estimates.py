@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +32,9 @@ def duration_sigma(world) -> float:
 
 
 def p90_starts(scenario: Scenario, codes: list[int], policy: str, sigma: float,
-               t0: int) -> dict[int, int | None]:
-    """World code -> absolute start of each queued job when every duration is at its p90."""
+               t0: int, **options: Any) -> dict[int, int | None]:
+    """World code -> absolute start of each queued job when every duration is at its p90
+    (`options` go to the policy: fast's stability anchors)."""
     q = math.exp(Z90 * sigma)
     jobs = []
     for job in scenario.jobs:
@@ -47,7 +49,7 @@ def p90_starts(scenario: Scenario, codes: list[int], policy: str, sigma: float,
     slow = replace(scenario, jobs=tuple(jobs))
     if slow.reservations and problems(slow, slow.reservations):
         slow = replace(slow, reservations=())  # a promise the slower world cannot keep
-    starts = make_plan(slow, policy).starts()
+    starts = make_plan(slow, policy, **options).starts()
     out: dict[int, int | None] = {}
     for p, job in enumerate(slow.jobs):
         if isinstance(job, BatchJob) and not job.running:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator.core.errors import InputError
 from allocator.grid import FREE
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
@@ -45,6 +46,8 @@ class SimConfig:
     half_node_reservations: int = 0  # ... and besides them, for jobs of half a node or more
     age_in_plan: bool = False  # plan with claims as priorities too (not only to pick the top)
     ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
+    stability: float | None = None  # fast keeps last plan's starts unless a fresh plan gains
+    # more than this (relative; allocator/policies/stable.py); None: off
 
 
 @dataclass
@@ -64,6 +67,20 @@ class Replay:
     estimates: dict[int, int | None] = field(default_factory=dict)  # first plan's start
     estimates_p90: dict[int, int | None] = field(default_factory=dict)  # ... at p90 durations
     guard: Guard | None = None  # the starvation guard's promises, for guarded policies
+
+
+def stability_option(text: str) -> float | None:
+    """`--stability`: "off", or the relative gain in [0, 10] a fresh plan needs."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 10:  # also refuses NaN
+        raise InputError(f"--stability must be 'off' or a number in [0, 10], got {text!r}",
+                         field="--stability")
+    return value
 
 
 # -- forecast ---------------------------------------------------------------------------
@@ -155,6 +172,7 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
                  provisioned=np.zeros((L, len(world.services)), dtype=np.int64))
     held: list[set[int] | None] = [None] * len(world.services)
     previous: dict[int, int | None] = {}  # queued job -> planned absolute start, last run
+    spots_abs: dict[int, tuple[int, int]] = {}  # queued job -> (absolute start, GPU), last run
     sigma = duration_sigma(world)
     if config.guard and policy in GUARDED and (config.age > 0 or config.reserve):
         rules = Rules(count=config.reservations, half_nodes=config.half_node_reservations)
@@ -164,19 +182,33 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
         scenario, codes = build_scenario(world, t0, rec.starts, held, config)
         if rec.guard is not None:
             scenario = rec.guard.apply(scenario, codes, t0, rec.starts)
-        plan = make_plan(scenario, policy)
+        options = _stable_options(scenario, codes, spots_abs, t0, policy, config)
+        plan = make_plan(scenario, policy, **options)
         rec.plan_ms.append(plan.latency_ms)
         spots = planned_starts(scenario, plan.grid)
+        spots_abs = {codes[p]: (t0 + s, f) for p, (s, f) in spots.items()}
         previous = _churn(rec, scenario, codes, spots, previous, t0)
         new = [code for code in previous if code not in rec.estimates]
         for code in new:  # the start a user is first told
             rec.estimates[code] = previous[code]
         if config.ranges and new and sigma > 0:
-            late = p90_starts(scenario, codes, policy, sigma, t0)
+            late = p90_starts(scenario, codes, policy, sigma, t0, **options)
             rec.estimates_p90.update({code: late.get(code) for code in new})
         for t in range(t0, min(t0 + config.replan_every, L)):
             _commit(world, rec, scenario, codes, spots, plan.grid[t - t0], t, t0, held)
     return rec
+
+
+def _stable_options(scenario: Scenario, codes: list[int],
+                    spots_abs: dict[int, tuple[int, int]], t0: int, policy: str,
+                    config: SimConfig) -> dict[str, Any]:
+    """fast's stability term: the last plan's starts of the jobs still queued, as anchors."""
+    if config.stability is None or policy != "fast":
+        return {}
+    anchors = {job.id: (spots_abs[codes[p]][0] - t0, spots_abs[codes[p]][1])
+               for p, job in enumerate(scenario.jobs)
+               if isinstance(job, BatchJob) and not job.running and codes[p] in spots_abs}
+    return {"anchors": anchors, "stability": config.stability}
 
 
 def _churn(rec: Replay, scenario: Scenario, codes: list[int],

@@ -54,6 +54,7 @@ class SimArgs:
     guard: bool
     track: bool
     max_seconds: float
+    stability: float | None = None  # fast's stability term; None: off
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ def _check_options(a: SimArgs) -> None:
     limits.whole(a.lead, "--lead", low=0, high=96 - a.horizon)
     limits.finite(a.margin, "--margin", low=0, high=10)
     limits.finite(a.max_seconds, "--max-seconds", low=0, high=limits.MAX_SECONDS)
+    if a.stability is not None:
+        limits.finite(a.stability, "--stability", low=0, high=10)
 
 
 def _worlds(a: SimArgs) -> tuple[list[World], str, object]:
@@ -133,7 +136,8 @@ def _command(a: SimArgs, policies: list[str]) -> str:
     return (f"gpuplan simulate {what} --seed {a.seed}{days_part} --horizon {a.horizon} "
             f"--replan-every {a.replan_every} --policies {','.join(policies)} "
             f"--margin {a.margin:g} --lead {a.lead} --out {a.out}"
-            + (" --guard" if a.guard else ""))
+            + (" --guard" if a.guard else "")
+            + ("" if a.stability is None else f" --stability {a.stability:g}"))
 
 
 def resolve(a: SimArgs) -> SimRequest:
@@ -152,7 +156,7 @@ def resolve(a: SimArgs) -> SimRequest:
     horizons = _ints(a.sweep_horizon, "--sweep-horizon") if a.sweep_horizon else []
     decays = _floats(a.sweep_decay, "--sweep-decay")
     config = SimConfig(horizon=a.horizon, replan_every=a.replan_every, margin=a.margin,
-                       lead=a.lead, guard=a.guard)
+                       lead=a.lead, guard=a.guard, stability=a.stability)
     worlds, name, source = _worlds(a)
     if max(horizons, default=0) + a.lead > 96:
         raise InputError("horizon + lead must be <= 96 (the worlds' look-ahead)",

@@ -42,6 +42,7 @@ class StarveArgs:
     margin: float = FAST_MARGIN  # fast's headroom on the realtime forecast (+ no guard)
     half_nodes: int = 0  # promises held for half-node jobs, besides `reservations`
     baseline_margin: float = SimConfig.margin  # the same for fifo, priority and backfill
+    stability: float | None = None  # fast's stability term (allocator/policies/stable.py)
 
 
 def run_starvation(a: StarveArgs) -> Path:
@@ -66,12 +67,14 @@ def run_starvation(a: StarveArgs) -> Path:
         built = [exact_durations(w) for w in built]
     config = SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
                        reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
-                       ranges=True, margin=a.margin, half_node_reservations=a.half_nodes)
+                       ranges=True, margin=a.margin, half_node_reservations=a.half_nodes,
+                       stability=a.stability)
     metrics = measure(built, config, a.workers, a.baseline_margin)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {a.seed} "
                f"--age {a.age:g} --reservations {a.reservations} "
                f"--half-node-reservations {a.half_nodes} --margin {a.margin:g} "
-               f"--baseline-margin {a.baseline_margin:g}"
+               f"--baseline-margin {a.baseline_margin:g} "
+               f"--stability {'off' if a.stability is None else f'{a.stability:g}'}"
                f"{' --age-in-plan' if a.age_in_plan else ''}"
                f"{' --exact-durations' if a.exact else ''} --out {a.out}")
     atomic.write_text(a.out / "report.md", render(built, metrics, command))

@@ -16,7 +16,10 @@
    step spare; long batch runs then need not dodge peaks placed before them.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
-6. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
+   them, chosen unless the best grid beats it by more than `stability`
+   (allocator/policies/stable.py).
+7. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
@@ -36,6 +39,7 @@ from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.policies.stable import STABILITY, Anchors, keep_starts
 
 OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
@@ -62,13 +66,15 @@ SEARCH_PLACEMENTS = 3000
 CLEAR_SHARE = 4
 
 
-def fast(scenario: Scenario, *, search: int | None = None,
-         clear_blocks: bool = False) -> np.ndarray:
+def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
+         anchors: Anchors | None = None,
+         stability: float = STABILITY) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
     `clear_blocks` adds step 6: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
+    `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
     """
     if search is None:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
@@ -126,6 +132,11 @@ def fast(scenario: Scenario, *, search: int | None = None,
         candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
     scores = [gridlib.objective(scenario, g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    if anchors:
+        best = keep_starts(scenario, best, base, anchors, stability, held,
+                           lambda grid, kept: place_batch(scenario, grid, None, search,
+                                                          held=held, jobs=jobs, orders=orders,
+                                                          pinned=kept))
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
