@@ -72,7 +72,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
-    `clear_blocks` adds step 6: better one-shot plans up to 16 GPUs, but worse realized
+    `clear_blocks` adds step 7: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
     `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
     """
