@@ -62,7 +62,7 @@ ORDERS: tuple[OrderKey, ...] = (
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
 
-# The share of `search` each of step 6's trials' order search gets.
+# The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
 
 
