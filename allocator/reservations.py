@@ -172,8 +172,7 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.batch_job_at(i)
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        for g, off in enumerate(realtime_off_steps(scenario, r), start=r.first_gpu):
-            realtime_off[off:, g] = True
+        realtime_off[realtime_off_from(scenario, r):, cols] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -310,24 +309,6 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     return max(0, min(off, r.start - 2))
 
 
-def realtime_off_steps(scenario: Scenario, r: Reservation) -> list[int]:
-    """Per GPU of `r`'s block, in order, the step from which realtime is kept off it.
-
-    A GPU realtime holds now gets `realtime_off_from` (it may stay until it can move off);
-    one it does not hold is closed once the block's move would have to begin (the start
-    less an acquire and a release per GPU at the slowest swap limit), even where a held
-    GPU keeps the block open longer: realtime growing onto more of a block it cannot yet
-    leave (a rising forecast spends its swap budget) pushed the kept promise later.
-    """
-    off = realtime_off_from(scenario, r)
-    limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
-    if not limits:
-        return [off] * r.gpus
-    held = {g for rt in scenario.realtime_jobs for g in rt.current_gpus or ()}
-    fresh = min(off, max(0, r.start - -(-2 * r.gpus // min(limits))))
-    return [off if g in held else fresh for g in range(r.first_gpu, r.first_gpu + r.gpus)]
-
-
 def claim(priority: float, waited: int, age: float) -> float:
     """A waiting job's claim: its priority plus `age` per step waited (additive, as Slurm's
     age factor), so any job that waits long enough outranks every fresh one."""
@@ -341,4 +322,4 @@ def as_dicts(reservations: Iterable[Reservation]) -> list[dict[str, int | str]]:
 
 
 __all__ = ["Holds", "Reservation", "as_dicts", "claim", "earliest", "holds",
-           "plan_problems", "problems", "realtime_off_steps", "vacate_steps"]
+           "plan_problems", "problems", "vacate_steps"]
