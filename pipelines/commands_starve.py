@@ -35,7 +35,7 @@ def starvation(
                                   help="fast keeps each queued job's last planned start "
                                        "unless a fresh plan gains more than this share of "
                                        "the objective (allocator/policies/stable.py); off."),
-    estimate_horizon: int = typer.Option(168, "--estimate-horizon",
+    estimate_horizon: int = typer.Option(72, "--estimate-horizon",
                                          help="A job the first plan leaves out of its "
                                               "horizon gets its start estimate from a plan "
                                               "this many steps long; 0: off."),

@@ -49,7 +49,7 @@ class SimConfig:
     ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
     stability: float | None = None  # fast keeps last plan's starts unless a fresh plan gains
     # more than this (relative; allocator/policies/stable.py); None: off
-    estimate_horizon: int = 168  # a job the first plan leaves out of its horizon gets its
+    estimate_horizon: int = 72  # a job the first plan leaves out of its horizon gets its
     # estimate from a plan this many steps long (same policy, estimates only); 0: off
 
 

@@ -223,20 +223,20 @@ def test_a_job_beyond_the_horizon_gets_the_long_plans_start(policy: str) -> None
     m_off, m_on = sim.realized(off), sim.realized(on)
     assert (m_off["estimate_none_pct"], m_on["estimate_none_pct"]) == (50.0, 0.0)
     assert (m_off["estimate_1h_pct"], m_on["estimate_1h_pct"]) == (50.0, 100.0)
-    same = {k for k in m_off if not k.startswith("estimate_")}
+    same = {k for k in m_off if not k.startswith("estimate_") and k != "plan_ms_mean"}
     assert {k: m_on[k] for k in same} == {k: m_off[k] for k in same}
 
 
 def test_the_long_plan_changes_no_committed_step_on_a_suite_world() -> None:
-    w = suite_world("high-03", seed=7, days=1)
+    w = suite_world("high-03", seed=7, days=2)
     base = sim.SimConfig(guard=True, ranges=True, estimate_horizon=0)
     off = sim.replay(w, "fast", base)
     on = sim.replay(w, "fast", replace(base, estimate_horizon=72))
     assert np.array_equal(off.grid, on.grid) and off.starts == on.starts
     m_off, m_on = sim.realized(off), sim.realized(on)
-    assert {k: v for k, v in m_on.items() if not k.startswith("estimate_")} == \
-        {k: v for k, v in m_off.items() if not k.startswith("estimate_")}
-    assert m_on["estimate_none_pct"] <= m_off["estimate_none_pct"]
+    same = {k for k in m_off if not k.startswith("estimate_") and k != "plan_ms_mean"}
+    assert {k: m_on[k] for k in same} == {k: m_off[k] for k in same}
+    assert m_off["estimate_none_pct"] > 0 and m_on["estimate_none_pct"] == 0
     # only jobs the first plan left out got a new estimate
     changed = {i for i in on.estimates if on.estimates[i] != off.estimates.get(i)}
     assert all(off.estimates[i] is None for i in changed)
