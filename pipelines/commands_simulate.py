@@ -60,6 +60,10 @@ def simulate(
                                   help="fast keeps each queued job's last planned start "
                                        "unless a fresh plan gains more than this share of "
                                        "the objective (allocator/policies/stable.py); off."),
+    estimate_horizon: int = typer.Option(72, "--estimate-horizon",
+                                         help="A job the first plan leaves out of its "
+                                              "horizon gets its start estimate from a plan "
+                                              "this many steps long; 0: off."),
     max_seconds: float = typer.Option(0.0, "--max-seconds",
                                       help="Stop (exit 2, nothing written) past this many "
                                            "seconds of replay; 0 = no limit but the caps."),
@@ -74,7 +78,7 @@ def simulate(
                    sweep_decay=sweep_decay, gpus=gpus, philly_start=philly_start,
                    philly_vc=philly_vc, forecaster=forecaster, philly_csv=philly_csv,
                    traffic=traffic, out=out, workers=workers, guard=guard, track=track,
-                   max_seconds=max_seconds)
+                   max_seconds=max_seconds, estimate_horizon=estimate_horizon)
     with input_errors():
         args = replace(args, stability=stability_option(stability))
         request = resolve(args)

@@ -35,6 +35,10 @@ def starvation(
                                   help="fast keeps each queued job's last planned start "
                                        "unless a fresh plan gains more than this share of "
                                        "the objective (allocator/policies/stable.py); off."),
+    estimate_horizon: int = typer.Option(72, "--estimate-horizon",
+                                         help="A job the first plan leaves out of its "
+                                              "horizon gets its start estimate from a plan "
+                                              "this many steps long; 0: off."),
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
@@ -47,7 +51,7 @@ def starvation(
     args = StarveArgs(worlds=worlds, seed=seed, age=age, reservations=reservations,
                       age_in_plan=age_in_plan, exact=exact, margin=margin,
                       baseline_margin=baseline_margin, half_nodes=half_nodes, out=out,
-                      workers=workers, stability=level)
+                      workers=workers, stability=level, estimate_horizon=estimate_horizon)
     with input_errors():
         report = run_starvation(args)
     typer.echo(f"report -> {report}")

@@ -23,6 +23,7 @@ from allocator.core.errors import InputError
 from allocator.grid import FREE
 from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from allocator.plan import make_plan
+from allocator.reservations import problems
 from pipelines.estimates import duration_sigma, p90_starts, range_accuracy
 from pipelines.guard import GUARDED, Guard
 from pipelines.promising import Rules
@@ -48,6 +49,8 @@ class SimConfig:
     ranges: bool = False  # also plan at p90 durations for a start range (pipelines/estimates)
     stability: float | None = None  # fast keeps last plan's starts unless a fresh plan gains
     # more than this (relative; allocator/policies/stable.py); None: off
+    estimate_horizon: int = 72  # a job the first plan leaves out of its horizon gets its
+    # estimate from a plan this many steps long (same policy, estimates only); 0: off
 
 
 @dataclass
@@ -67,6 +70,18 @@ class Replay:
     estimates: dict[int, int | None] = field(default_factory=dict)  # first plan's start
     estimates_p90: dict[int, int | None] = field(default_factory=dict)  # ... at p90 durations
     guard: Guard | None = None  # the starvation guard's promises, for guarded policies
+    long_plans: int = 0  # plans made at `estimate_horizon` for start estimates
+
+
+MAX_ESTIMATE_HORIZON = 336  # two weeks of hourly steps
+
+
+def check_estimate_horizon(value: int, horizon: int) -> int:
+    """`--estimate-horizon`: 0 (off) or more steps than the plan's horizon, at most 336."""
+    if value != 0 and not horizon < value <= MAX_ESTIMATE_HORIZON:
+        raise InputError(f"--estimate-horizon must be 0 (off) or in ({horizon}, "
+                         f"{MAX_ESTIMATE_HORIZON}], got {value}", field="--estimate-horizon")
+    return value
 
 
 def stability_option(text: str) -> float | None:
@@ -85,7 +100,8 @@ def stability_option(text: str) -> float | None:
 
 # -- forecast ---------------------------------------------------------------------------
 
-def forecast(service: Service, t0: int, horizon: int, config: SimConfig) -> tuple[int, ...]:
+def forecast(service: Service, t0: int, horizon: int, config: SimConfig,
+             extend: bool = False) -> tuple[int, ...]:
     """Demand for steps t0.. : the expected curve, rescaled by what was just observed.
 
     Two corrections, both from actual load already seen: the level of the last 24 steps
@@ -96,12 +112,16 @@ def forecast(service: Service, t0: int, horizon: int, config: SimConfig) -> tupl
     correction: the estimator already updated on the hours seen).
     Each step then asks for the most of itself and the next `lead` steps: rising early is
     the hedge against a batch job that overruns onto GPUs the service was to grow into.
+    `extend` (the long plans made for start estimates only): past the curve's end, its last
+    day repeated.
     """
     span = horizon + config.lead
     if service.issued is not None:  # an estimator's own forecast, made at t0
         expected = np.asarray(service.issued[t0, :span], dtype=float)
     else:
         expected = np.asarray(service.expected[t0 : t0 + span], dtype=float)
+    if extend and 0 < len(expected) < span:
+        expected = periodic(expected, span)
     if len(expected) < span:
         raise ValueError(f"service {service.id}: expected curve ends before step "
                          f"{t0 + horizon}; extend the world's look-ahead")
@@ -115,6 +135,13 @@ def forecast(service: Service, t0: int, horizon: int, config: SimConfig) -> tupl
     need = np.maximum(np.ceil(expected * (1.0 + config.margin) - 1e-9), service.min_gpus)
     ahead = np.lib.stride_tricks.sliding_window_view(need, config.lead + 1).max(axis=1)
     return tuple(int(v) for v in ahead[:horizon])
+
+
+def periodic(curve: np.ndarray, span: int, period: int = 24) -> np.ndarray:
+    """`curve` continued to `span` steps by repeating its last `period` steps (a day)."""
+    last = curve[-min(period, len(curve)):]
+    reps = -(-(span - len(curve)) // len(last))
+    return np.concatenate([curve, np.tile(last, reps)])[:span]
 
 
 # -- one planning run --------------------------------------------------------------------
@@ -162,6 +189,33 @@ def planned_starts(scenario: Scenario, grid: np.ndarray) -> dict[int, tuple[int,
             for i, p in gridlib.placements(scenario, grid, queued_only=True).items()}
 
 
+def long_scenario(world: World, scenario: Scenario, codes: list[int], t0: int,
+                  config: SimConfig) -> Scenario:
+    """The plan's own scenario (its guard's claims and promises included) over
+    `config.estimate_horizon` steps: realtime forecast that far, past the world's curve its
+    last day repeated. Made only for start estimates; nothing it plans is committed."""
+    horizon = config.estimate_horizon
+    wide = replace(config, horizon=horizon)
+    n = len(world.jobs)
+    jobs = [replace(job, demand=forecast(world.services[codes[p] - n], t0, horizon, wide,
+                                         extend=True))
+            if isinstance(job, RealtimeJob) else job for p, job in enumerate(scenario.jobs)]
+    out = replace(scenario, jobs=tuple(jobs),
+                  cluster=replace(scenario.cluster, horizon_steps=horizon))
+    if out.reservations and problems(out, out.reservations):
+        out = replace(out, reservations=())  # a promise the longer forecast cannot keep
+    return out
+
+
+def _starts_in(scenario: Scenario, codes: list[int], t0: int, policy: str,
+               want: Sequence[int], **options: Any) -> dict[int, int | None]:
+    """World code -> absolute start of each job in `want` in `policy`'s plan of `scenario`
+    (None: left out of it too)."""
+    spots = planned_starts(scenario, make_plan(scenario, policy, **options).grid)
+    got = {codes[p]: t0 + s for p, (s, _) in spots.items()}
+    return {code: got.get(code) for code in want}
+
+
 # -- the event loop ----------------------------------------------------------------------
 
 def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay:
@@ -191,9 +245,19 @@ def replay(world: World, policy: str, config: SimConfig = SimConfig()) -> Replay
         new = [code for code in previous if code not in rec.estimates]
         for code in new:  # the start a user is first told
             rec.estimates[code] = previous[code]
+        beyond = [code for code in new if previous[code] is None]
+        wide = None
+        quick = {"search": 0} if policy == "fast" else {}  # fast's greedy orders only
+        if config.estimate_horizon > config.horizon and beyond:  # out of the first horizon
+            wide = long_scenario(world, scenario, codes, t0, config)
+            rec.estimates.update(_starts_in(wide, codes, t0, policy, beyond, **quick))
+            rec.long_plans += 1
         if config.ranges and new and sigma > 0:
             late = p90_starts(scenario, codes, policy, sigma, t0, **options)
             rec.estimates_p90.update({code: late.get(code) for code in new})
+            if wide is not None:  # the range's top from the long plan too, for those jobs
+                later = p90_starts(wide, codes, policy, sigma, t0, **quick)
+                rec.estimates_p90.update({code: later.get(code) for code in beyond})
         for t in range(t0, min(t0 + config.replan_every, L)):
             _commit(world, rec, scenario, codes, spots, plan.grid[t - t0], t, t0, held)
     return rec

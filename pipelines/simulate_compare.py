@@ -21,7 +21,7 @@ from allocator.core.timeparse import parse_time
 from pipelines import outset
 from pipelines import simulate_report as report
 from pipelines.philly import PhillyConfig, philly_world
-from pipelines.simulate import OutOfTime, SimConfig, run_many
+from pipelines.simulate import OutOfTime, SimConfig, check_estimate_horizon, run_many
 from pipelines.worlds import World, suite, suite_world
 
 Runner = Callable[..., list]  # run_many with the workers, progress and deadline bound
@@ -55,6 +55,7 @@ class SimArgs:
     track: bool
     max_seconds: float
     stability: float | None = None  # fast's stability term; None: off
+    estimate_horizon: int = SimConfig.estimate_horizon  # long plans for start estimates
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ def _check_options(a: SimArgs) -> None:
     limits.finite(a.max_seconds, "--max-seconds", low=0, high=limits.MAX_SECONDS)
     if a.stability is not None:
         limits.finite(a.stability, "--stability", low=0, high=10)
+    check_estimate_horizon(a.estimate_horizon, a.horizon)
 
 
 def _worlds(a: SimArgs) -> tuple[list[World], str, object]:
@@ -137,7 +139,8 @@ def _command(a: SimArgs, policies: list[str]) -> str:
             f"--replan-every {a.replan_every} --policies {','.join(policies)} "
             f"--margin {a.margin:g} --lead {a.lead} --out {a.out}"
             + (" --guard" if a.guard else "")
-            + ("" if a.stability is None else f" --stability {a.stability:g}"))
+            + ("" if a.stability is None else f" --stability {a.stability:g}")
+            + f" --estimate-horizon {a.estimate_horizon}")
 
 
 def resolve(a: SimArgs) -> SimRequest:
@@ -156,7 +159,8 @@ def resolve(a: SimArgs) -> SimRequest:
     horizons = _ints(a.sweep_horizon, "--sweep-horizon") if a.sweep_horizon else []
     decays = _floats(a.sweep_decay, "--sweep-decay")
     config = SimConfig(horizon=a.horizon, replan_every=a.replan_every, margin=a.margin,
-                       lead=a.lead, guard=a.guard, stability=a.stability)
+                       lead=a.lead, guard=a.guard, stability=a.stability,
+                       estimate_horizon=a.estimate_horizon)
     worlds, name, source = _worlds(a)
     if max(horizons, default=0) + a.lead > 96:
         raise InputError("horizon + lead must be <= 96 (the worlds' look-ahead)",

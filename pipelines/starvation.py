@@ -18,7 +18,7 @@ from pathlib import Path
 from allocator.core import atomic
 from allocator.core.errors import InputError
 from pipelines.philly import PhillyConfig, philly_world
-from pipelines.simulate import SimConfig, run_tasks
+from pipelines.simulate import SimConfig, check_estimate_horizon, run_tasks
 from pipelines.simulate_report import markdown
 from pipelines.starve import FAST_MARGIN, exact_durations, starve_names, starve_world
 from pipelines.worlds import World
@@ -43,6 +43,7 @@ class StarveArgs:
     half_nodes: int = 0  # promises held for half-node jobs, besides `reservations`
     baseline_margin: float = SimConfig.margin  # the same for fifo, priority and backfill
     stability: float | None = None  # fast's stability term (allocator/policies/stable.py)
+    estimate_horizon: int = SimConfig.estimate_horizon  # long plans for start estimates
 
 
 def run_starvation(a: StarveArgs) -> Path:
@@ -61,6 +62,7 @@ def run_starvation(a: StarveArgs) -> Path:
     for flag, value, low in counts:
         if value < low:
             raise InputError(f"{flag} must be >= {low}, got {value:g}", field=flag)
+    check_estimate_horizon(a.estimate_horizon, SimConfig.horizon)
     built = [philly_world(PhillyConfig(seed=a.seed)) if n == "philly"
              else starve_world(n, a.seed) for n in names]
     if a.exact:
@@ -68,13 +70,14 @@ def run_starvation(a: StarveArgs) -> Path:
     config = SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
                        reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
                        ranges=True, margin=a.margin, half_node_reservations=a.half_nodes,
-                       stability=a.stability)
+                       stability=a.stability, estimate_horizon=a.estimate_horizon)
     metrics = measure(built, config, a.workers, a.baseline_margin)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {a.seed} "
                f"--age {a.age:g} --reservations {a.reservations} "
                f"--half-node-reservations {a.half_nodes} --margin {a.margin:g} "
                f"--baseline-margin {a.baseline_margin:g} "
-               f"--stability {'off' if a.stability is None else f'{a.stability:g}'}"
+               f"--stability {'off' if a.stability is None else f'{a.stability:g}'} "
+               f"--estimate-horizon {a.estimate_horizon}"
                f"{' --age-in-plan' if a.age_in_plan else ''}"
                f"{' --exact-durations' if a.exact else ''} --out {a.out}")
     atomic.write_text(a.out / "report.md", render(built, metrics, command))

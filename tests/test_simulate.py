@@ -7,9 +7,13 @@ suite's targets run in the slow test at the end.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from allocator.core.errors import InputError
+from allocator.plan import make_plan
 from pipelines import simulate as sim
 from pipelines.worlds import LEVELS, Service, SimJob, World, suite, suite_world
 
@@ -188,3 +192,70 @@ def test_starts_are_counted_by_job_size() -> None:
     m = sim.realized(sim.replay(w, "fast", EXACT))
     assert (m["arrived_1gpu"], m["started_1gpu"]) == (1, 1)  # `late` arrives after the end
     assert (m["arrived_2gpu"], m["started_2gpu"]) == (1, 1)
+
+
+# -- start estimates past the first plan's horizon ------------------------------------------
+
+def _beyond_world() -> World:
+    """b arrives while a holds the whole cluster until step 10: a 4-step plan cannot start
+    it, so its first plan gives it no start."""
+    return world([job("a", gpus=2, true=10, pred=10), job("b", gpus=2, arrival=1, true=3,
+                                                           pred=3)],
+                 [], gpus=2, steps=16)
+
+
+@pytest.mark.parametrize("policy", ["fast", "fifo", "priority", "backfill"])
+def test_a_job_beyond_the_horizon_gets_the_long_plans_start(policy: str) -> None:
+    w = _beyond_world()
+    short = sim.SimConfig(horizon=4, margin=0.0, lead=0, estimate_horizon=0)
+    off = sim.replay(w, policy, short)
+    assert off.estimates[1] is None and off.long_plans == 0
+    on = sim.replay(w, policy, sim.SimConfig(horizon=4, margin=0.0, lead=0,
+                                             estimate_horizon=20))
+    assert on.long_plans == 1  # once, at b's first plan; a was placed by its own
+    scenario, codes = sim.build_scenario(w, 1, {0: (0, 0)}, [], short)
+    wide = sim.long_scenario(w, scenario, codes, 1, replace(short, estimate_horizon=20))
+    assert wide.T == 20
+    plan = make_plan(wide, policy, **({"search": 0} if policy == "fast" else {}))
+    spots = sim.planned_starts(wide, plan.grid)
+    assert on.estimates[1] == 1 + spots[codes.index(1)][0] == 10
+    assert on.starts[1][0] == 10
+    m_off, m_on = sim.realized(off), sim.realized(on)
+    assert (m_off["estimate_none_pct"], m_on["estimate_none_pct"]) == (50.0, 0.0)
+    assert (m_off["estimate_1h_pct"], m_on["estimate_1h_pct"]) == (50.0, 100.0)
+    same = {k for k in m_off if not k.startswith("estimate_") and k != "plan_ms_mean"}
+    assert {k: m_on[k] for k in same} == {k: m_off[k] for k in same}
+
+
+def test_the_long_plan_changes_no_committed_step_on_a_suite_world() -> None:
+    w = suite_world("high-03", seed=7, days=2)
+    base = sim.SimConfig(guard=True, ranges=True, estimate_horizon=0)
+    off = sim.replay(w, "fast", base)
+    on = sim.replay(w, "fast", replace(base, estimate_horizon=72))
+    assert np.array_equal(off.grid, on.grid) and off.starts == on.starts
+    m_off, m_on = sim.realized(off), sim.realized(on)
+    same = {k for k in m_off if not k.startswith("estimate_") and k != "plan_ms_mean"}
+    assert {k: m_on[k] for k in same} == {k: m_off[k] for k in same}
+    assert m_off["estimate_none_pct"] > 0 and m_on["estimate_none_pct"] == 0
+    # only jobs the first plan left out got a new estimate
+    changed = {i for i in on.estimates if on.estimates[i] != off.estimates.get(i)}
+    assert all(off.estimates[i] is None for i in changed)
+
+
+def test_the_long_forecast_repeats_the_curves_last_day() -> None:
+    curve = np.arange(30, dtype=float)
+    out = sim.periodic(curve, 60)
+    assert list(out[:30]) == list(curve) and list(out[30:54]) == list(curve[6:30])
+    assert list(out[54:]) == list(curve[6:12])
+    s = service([1.0] * 4, [1.0, 2.0, 3.0, 4.0], lookahead=0)
+    assert sim.forecast(s, 0, 8, EXACT, extend=True) == (1, 2, 3, 4, 1, 2, 3, 4)
+    with pytest.raises(ValueError):
+        sim.forecast(s, 0, 8, EXACT)
+
+
+def test_estimate_horizon_is_checked() -> None:
+    assert sim.check_estimate_horizon(0, 24) == 0
+    assert sim.check_estimate_horizon(168, 24) == 168
+    for bad in (24, 12, -1, 337):
+        with pytest.raises(InputError):
+            sim.check_estimate_horizon(bad, 24)
