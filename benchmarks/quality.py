@@ -19,7 +19,7 @@ from benchmarks.bench_quality import print_report  # noqa: E402
 
 
 def main(
-    which: str = typer.Option("tuning", "--set", help="tuning or test"),
+    which: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
     gpus: int = typer.Option(16, "--gpus",
                              help="16: the small family (8-16 GPUs); 64 or 256: cluster scale"),
     count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
@@ -27,8 +27,8 @@ def main(
     no_full: bool = typer.Option(False, "--no-full", help="fast and the bound only"),
 ) -> None:
     """fast against full mode on the wider seeded family (the table and its summary)."""
-    if which not in ("tuning", "test"):
-        raise typer.BadParameter("tuning or test", param_hint="--set")
+    if which not in ("tuning", "tuning2", "test"):
+        raise typer.BadParameter("tuning, tuning2 or test", param_hint="--set")
     cmd = (f"python benchmarks/quality.py --set {which} --gpus {gpus}"
            + (f" --count {count}" if count else "")
            + f" --time-limit {time_limit:g}" + (" --no-full" if no_full else ""))

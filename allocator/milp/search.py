@@ -367,6 +367,11 @@ class FullSolve:
                 continue
             if placed.status == "optimal" and placed.bound is not None:
                 best_here = placed.bound + model.fixed_value
+                if cutoff is not None:
+                    # Plans below the cutoff were pruned, not weighed: HiGHS may then call
+                    # it optimal at its warm start's value, below the cutoff, which
+                    # is no bound on them. The cutoff (the incumbent) is.
+                    best_here = max(best_here, cutoff)
             elif placed.status == "infeasible" and cutoff is not None:
                 best_here = cutoff  # nothing with these starts reaches the incumbent
             else:
