@@ -324,9 +324,8 @@ def pairs_back(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best:
                 trial = [j for p, j in enumerate(current) if p not in (a, c)]
                 trial += [current[a], current[c]]
                 budget -= n - a
-                state = prefix[a].copy()
-                tail_value = state.pack(trial[a:])
-                if prefix[a].value + tail_value > best.value + 1e-9:
+                state = _gain(prefix[a], trial[a:], best)
+                if state is not None:
                     best, polished = improve_order(scenario, empty, tuple(trial), state,
                                                    PAIR_POLISH)
                     budget -= PAIR_POLISH * n
@@ -368,8 +367,8 @@ def pairs_front(scenario: Scenario, empty: Decoder, order: tuple[int, ...], best
                 trial = [current[a], current[c]]
                 trial += [j for p, j in enumerate(current) if p not in (a, c)]
                 budget -= n
-                state = empty.copy()
-                if state.pack(trial) > best.value + 1e-9:
+                state = _gain(empty, trial, best)
+                if state is not None:
                     best, polished = improve_order(scenario, empty, tuple(trial), state,
                                                    PAIR_POLISH)
                     budget -= PAIR_POLISH * n
