@@ -23,6 +23,16 @@ from allocator.core.errors import InputError
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
 
+# The rolling replay's options that `gpuplan simulate` and `gpuplan starvation` share.
+STABILITY_OPTION = typer.Option(
+    "off", "--stability",
+    help="fast keeps each queued job's last planned start unless a fresh plan gains more "
+         "than this share of the objective (allocator/policies/stable.py); off.")
+ESTIMATE_HORIZON_OPTION = typer.Option(
+    72, "--estimate-horizon",
+    help="A job the first plan leaves out of its horizon gets its start estimate from a "
+         "plan this many steps long; 0: off.")
+
 
 def distinct_outputs(inputs: list[Path], outputs: list[Path]) -> None:
     """InputError when an output would overwrite an input or another output."""

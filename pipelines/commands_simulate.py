@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, input_errors
 from pipelines.home import out_dir as out_dir_default
 from pipelines.philly import PHILLY_CSV, SERVEGEN_CSV
 
@@ -56,14 +56,8 @@ def simulate(
                                help="Starvation guard for fast/full/backfill: age claims and "
                                     "the top job's reservation (docs/starvation.md)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
-    stability: str = typer.Option("off", "--stability",
-                                  help="fast keeps each queued job's last planned start "
-                                       "unless a fresh plan gains more than this share of "
-                                       "the objective (allocator/policies/stable.py); off."),
-    estimate_horizon: int = typer.Option(72, "--estimate-horizon",
-                                         help="A job the first plan leaves out of its "
-                                              "horizon gets its start estimate from a plan "
-                                              "this many steps long; 0: off."),
+    stability: str = STABILITY_OPTION,
+    estimate_horizon: int = ESTIMATE_HORIZON_OPTION,
     max_seconds: float = typer.Option(0.0, "--max-seconds",
                                       help="Stop (exit 2, nothing written) past this many "
                                            "seconds of replay; 0 = no limit but the caps."),

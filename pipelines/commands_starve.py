@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, input_errors
 from pipelines.starve import FAST_MARGIN, starve_names
 
 
@@ -31,14 +31,8 @@ def starvation(
                                  help="fast's headroom on the realtime forecast."),
     baseline_margin: float = typer.Option(0.15, "--baseline-margin",
                                           help="The same for fifo, priority and backfill."),
-    stability: str = typer.Option("off", "--stability",
-                                  help="fast keeps each queued job's last planned start "
-                                       "unless a fresh plan gains more than this share of "
-                                       "the objective (allocator/policies/stable.py); off."),
-    estimate_horizon: int = typer.Option(72, "--estimate-horizon",
-                                         help="A job the first plan leaves out of its "
-                                              "horizon gets its start estimate from a plan "
-                                              "this many steps long; 0: off."),
+    stability: str = STABILITY_OPTION,
+    estimate_horizon: int = ESTIMATE_HORIZON_OPTION,
     out: Path = typer.Option(Path("out/starvation"), "--out", "-o", help="Output directory."),
     workers: int = typer.Option(2, "--workers", help="Processes for independent replays."),
 ) -> None:
