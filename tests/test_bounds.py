@@ -79,12 +79,8 @@ def test_a_no_good_cut_removes_that_set_of_starts_and_its_subsets() -> None:
     model.restrict(None)
 
 
-@settings(max_examples=examples(0.25))
-@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
-def test_a_legal_grid_is_a_feasible_warm_start_for_the_relaxation(scenario) -> None:
-    """The relaxation's warm start (fast's grid) satisfies every row, at the grid's worth."""
-    grid = fast(scenario)
-    model = bounds.build_block_model(scenario)
+def _assert_a_feasible_warm_start(scenario, model, grid) -> None:
+    """`grid` as the model's warm start satisfies every row and is worth its objective."""
     values = model.start_values(scenario, grid)
     assert values is not None
     for var in model.prob.variables():
@@ -93,6 +89,14 @@ def test_a_legal_grid_is_a_feasible_warm_start_for_the_relaxation(scenario) -> N
     assert broken == []
     worth = (model.prob.objective.value() or 0.0) + model.fixed
     assert worth == pytest.approx(gridlib.objective(scenario, grid), rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
+def test_a_legal_grid_is_a_feasible_warm_start_for_the_relaxation(scenario) -> None:
+    """The relaxation's warm start (fast's grid) satisfies every row, at the grid's worth."""
+    grid = fast(scenario)
+    _assert_a_feasible_warm_start(scenario, bounds.build_block_model(scenario), grid)
 
 
 @pytest.mark.parametrize("gpus,size", [(14, 8), (12, 8), (16, 4), (10, 8), (7, 2), (16, 16)])
@@ -144,15 +148,7 @@ def test_zone_bound_is_between_full_and_the_block_bound(scenario) -> None:
 def test_a_legal_grid_is_a_feasible_warm_start_for_the_zone_relaxation(scenario) -> None:
     grid = fast(scenario)
     for size in (1, 2, 8):
-        model = bounds.build_zone_model(scenario, size)
-        values = model.start_values(scenario, grid)
-        assert values is not None
-        for var in model.prob.variables():
-            var.varValue = values[var.name]
-        broken = [row.name for row in model.prob.constraints() if not row.valid(1e-9)]
-        assert broken == []
-        worth = (model.prob.objective.value() or 0.0) + model.fixed
-        assert worth == pytest.approx(gridlib.objective(scenario, grid), rel=1e-9, abs=1e-9)
+        _assert_a_feasible_warm_start(scenario, bounds.build_zone_model(scenario, size), grid)
 
 
 @pytest.mark.slow
