@@ -27,6 +27,7 @@ from allocator.milp.model import (
     block_rows,
     build_model,
     pinned_cells,
+    running_value,
     touched_values,
 )
 from allocator.milp.solvers import solve_highs
@@ -157,7 +158,7 @@ def build_block_model(scenario: Scenario) -> BlockModel:
 
     prob = pulp.LpProblem("gpuplan_block_capacity", pulp.LpMaximize)
     objective: list[tuple[pulp.LpVariable, float]] = []
-    fixed = 0.0
+    fixed = running_value(scenario, decay)
     # cells[t] = [(gpus, var)]: batch cells a start would fill at step t
     cells: list[list[tuple[int, pulp.LpVariable]]] = [[] for _ in range(T)]
     chosen: list[tuple[pulp.LpVariable, int, int]] = []
@@ -165,8 +166,6 @@ def build_block_model(scenario: Scenario) -> BlockModel:
         if not isinstance(job, BatchJob):
             continue
         if job.running:
-            fixed += job.priority * job.gpus * float(decay[: min(job.running.remaining_steps,
-                                                                 T)].sum())
             continue
         k = job.gpus
         n = G // k
@@ -254,7 +253,7 @@ def build_zone_model(scenario: Scenario, size: int) -> BlockModel:
 
     prob = pulp.LpProblem("gpuplan_zone_capacity", pulp.LpMaximize)
     objective: list[tuple[pulp.LpVariable, float]] = []
-    fixed = 0.0
+    fixed = running_value(scenario, decay)
     # cells[n][t] = [(gpus inside zone n, var)]: what a placement fills of zone n at step t
     cells: list[list[list[tuple[int, pulp.LpVariable]]]] = [[[] for _ in range(T)]
                                                              for _ in parts]
@@ -264,8 +263,6 @@ def build_zone_model(scenario: Scenario, size: int) -> BlockModel:
         if not isinstance(job, BatchJob):
             continue
         if job.running:
-            fixed += job.priority * job.gpus * float(decay[: min(job.running.remaining_steps,
-                                                                 T)].sum())
             continue
         k = job.gpus
         starts = []

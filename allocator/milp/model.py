@@ -150,6 +150,13 @@ def batch_starts(scenario: Scenario, pinned: np.ndarray) -> list[Start]:
     return out
 
 
+def running_value(scenario: Scenario, decay: np.ndarray) -> float:
+    """The objective running jobs earn whatever is decided: their pinned cells, decayed."""
+    T = scenario.T
+    return sum(job.priority * job.gpus * float(decay[: min(job.running.remaining_steps, T)].sum())
+               for job in scenario.batch_jobs if job.running)
+
+
 def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
     """MODEL.md's objective and five constraint families, numbered as there."""
     T, G = scenario.T, scenario.G
@@ -159,10 +166,7 @@ def build_model(scenario: Scenario, strengthen: bool = True) -> MilpModel:
     model = MilpModel(prob)
     pinned = pinned_cells(scenario)
     job: BatchJob | RealtimeJob
-    for job in scenario.batch_jobs:
-        if job.running:
-            steps = min(job.running.remaining_steps, T)
-            model.fixed_value += job.priority * job.gpus * float(decay[:steps].sum())
+    model.fixed_value += running_value(scenario, decay)
 
     objective: list[tuple[pulp.LpVariable, float]] = []
     cover: dict[tuple[int, int], list[pulp.LpVariable]] = {}
