@@ -88,3 +88,18 @@ def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, tai
     b = data.draw(st.integers(a + 1, T))
     got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp, tail_first)
     assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp, tail_first)
+
+
+@needs_c
+@given(shape=st.tuples(st.integers(1, 30), st.integers(1, 70)), density=st.floats(0, 1),
+       seed=st.integers(0, 2**32 - 1), lag=st.integers(0, 4), data=st.data())
+def test_compiled_stack_pick_matches_numpy(shape, density, seed, lag, data) -> None:
+    T, G = shape
+    rng = np.random.default_rng(seed)
+    free = rng.random((T, G)) >= density
+    mine = rng.random(G) < 0.9
+    rank = rng.permutation(G).astype(np.float64)
+    a = data.draw(st.integers(0, T - 1))
+    b = data.draw(st.integers(a + 1, T))
+    got = decoder._packc.stack_pick(free, mine, rank, a, b, lag)
+    assert got == realtime._stack_pick_py(free, mine, rank, a, b, lag)

@@ -1,7 +1,8 @@
 """fast keeps the best of the layouts its docstring promises, not just the first one.
 
 fast builds candidate grids (allocator/policies/fast.py, steps 2-5): batch work after
-realtime placed as a curve; the same after realtime placed tail-first; batch work keeping
+realtime placed as a curve; the same after realtime placed tail-first, and stacked on the
+top GPUs; batch work keeping
 realtime's later layers spare, then those layers placed, without and with spilling onto
 the reserve at realtime's cheapest shortfall price; and the baselines. Each is rebuilt
 here from the same public pieces, and fast's plan must be worth at least each of them.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from allocator import grid as gridlib
@@ -25,6 +27,7 @@ from allocator.policies import baselines
 from allocator.policies.fast import SEARCH_PLACEMENTS, fast, place_batch
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 from allocator.scenario_io import load_scenario
+from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 
 
@@ -40,6 +43,9 @@ def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
     tails = base.copy()
     place_realtime(scenario, tails, tail_first=True)
     out["realtime tail-first"] = place_batch(scenario, tails, None, search)
+    stacked = base.copy()
+    place_realtime(scenario, stacked, stack=True)
+    out["realtime stacked"] = place_batch(scenario, stacked, None, search)
     if scenario.realtime_jobs:
         around = base.copy()
         placer = RealtimePlacer(scenario, around)
@@ -77,5 +83,33 @@ def test_fast_keeps_the_tail_first_layout_where_it_alone_is_best() -> None:
     scenario = load_scenario(TAIL_FIRST_WINS)
     values = {name: gridlib.objective(scenario, g) for name, g in layouts(scenario).items()}
     tail = values.pop("realtime tail-first")
+    values.pop("realtime stacked")  # which reaches the same plan here
     assert tail > max(values.values()) + 1e-6, (tail, values)  # the case still tells
     assert gridlib.objective(scenario, fast(scenario)) >= tail - 1e-6
+
+
+# Generated scenarios (tuning seeds of benchmarks/bench_quality.py) where only the stacked
+# layout keeps the aligned block the 4- and 8-GPU jobs need: 8 GPUs with the service's
+# three base layers, and 12 GPUs where the services must move to the unaligned top once
+# the running jobs there end.
+STACK_WINS = [Path(__file__).parent / "data" / "quality_cases" / name
+              for name in ("stack_wins.json", "stack_moves_wins.json")]
+
+
+@pytest.mark.parametrize("path", STACK_WINS, ids=lambda p: p.stem)
+def test_fast_keeps_the_stacked_layout_where_it_alone_is_best(path: Path) -> None:
+    scenario = load_scenario(path)
+    values = {name: gridlib.objective(scenario, g) for name, g in layouts(scenario).items()}
+    stacked = values.pop("realtime stacked")
+    assert stacked > 1.3 * max(values.values()), (stacked, values)  # the case still tells
+    assert gridlib.objective(scenario, fast(scenario)) >= stacked - 1e-6
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios())
+def test_the_stacked_layout_is_legal(scenario: Scenario) -> None:
+    """Realtime moving off its current GPUs mid-plan stays within its swap limit."""
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    place_realtime(scenario, grid, stack=True)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

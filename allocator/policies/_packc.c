@@ -624,8 +624,52 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ii)", gpu, start);
 }
 
+/* stack_pick(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, lag)
+ * -> (gpu, m) | None: realtime.py's _stack_pick. The highest-ranked allowed GPU whose
+ * free tail within [a, b) starts at most lag steps after a. */
+static PyObject *stack_pick(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *of, *om, *orank;
+    int a, b, lag;
+    if (!PyArg_ParseTuple(args, "OOOiii:stack_pick", &of, &om, &orank, &a, &b, &lag))
+        return NULL;
+    Py_buffer bf, bm, br;
+    if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
+    if (PyObject_GetBuffer(om, &bm, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(orank, &br, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bf);
+        PyBuffer_Release(&bm);
+        return NULL;
+    }
+    const int G = (int)bm.len;
+    const unsigned char *fr = bf.buf, *mine = bm.buf;
+    const double *rank = br.buf;
+    int gpu = -1, m = 0;
+    for (int g = 0; g < G; g++) {
+        int tail = 0; /* the free tail's start, relative to a */
+        for (int t = b - 1; t >= a; t--)
+            if (!(fr[(size_t)t * G + g] && mine[g])) {
+                tail = t - a + 1;
+                break;
+            }
+        if (tail <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
+            gpu = g;
+            m = tail;
+        }
+    }
+    PyBuffer_Release(&bf);
+    PyBuffer_Release(&bm);
+    PyBuffer_Release(&br);
+    if (gpu < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", gpu, m);
+}
+
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
+    {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
     {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
@@ -638,7 +682,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 6
+#define PACKC_ABI 7
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

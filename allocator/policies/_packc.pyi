@@ -32,3 +32,6 @@ def front(words: Array, offset: Array, count: Array, spare: Array | None,
 
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...
+
+def stack_pick(free: Array, mine: Array, rank: Array, a: int, b: int, lag: int,
+               /) -> tuple[int, int] | None: ...

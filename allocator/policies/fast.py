@@ -11,6 +11,10 @@
    bounded order search then moves delayed jobs ahead, and a pair step sends two jobs
    to the back of the order at once, or brings a delayed job and another to its front
    (moves no single insertion makes).
+   The same is tried with two other realtime layouts: tail-first (an interval that
+   would break a block everywhere waits for a GPU no block misses), and stacked (every
+   layer on the top GPUs, a service moving off its current GPU once one of them frees):
+   breaking blocks least one layer at a time can spread a service over several blocks.
 4. The same is tried with realtime's later layers (its rises and peaks) placed after the
    batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
    step spare; long batch runs then need not dodge peaks placed before them.
@@ -38,7 +42,7 @@ from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, rtmove
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
-from allocator.policies.realtime import RealtimePlacer, place_realtime
+from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
 
 OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
@@ -61,6 +65,10 @@ ORDERS: tuple[OrderKey, ...] = (
 # microsecond there), then less as a placement's cost grows with the GPUs it scans
 # (BENCHMARKS.md). `gpuplan plan --search N` overrides.
 SEARCH_PLACEMENTS = 3000
+# The realtime layouts tried beside the first (breaking batch blocks least, one layer at
+# a time): realtime kept off whole blocks where it can wait (tail_first), and realtime
+# stacked on the top GPUs, moving off a service's current GPU once one frees (stack).
+LAYOUTS: tuple[dict[str, bool], ...] = ({"tail_first": True}, {"stack": True})
 
 # The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
@@ -83,23 +91,21 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
     held.pin(base)
     held.keep_realtime_off(base)
-    realtime_first = base.copy()
-    place_realtime(scenario, realtime_first)
-    held.release(realtime_first)
+    placer = RealtimePlacer(scenario, base)  # layers and curves, shared by every layout
+    realtime_first = _lay_out(placer.copy(), base, held)
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
     orders = value_orders(scenario, held)  # and the same value orders
     candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
                               orders=orders)]
-    if scenario.realtime_jobs:  # the same, realtime kept off whole blocks where it can wait
-        tails = base.copy()
-        place_realtime(scenario, tails, tail_first=True)
-        held.release(tails)
-        if not np.array_equal(tails, realtime_first):
-            candidates.append(place_batch(scenario, tails, None, search, held=held,
+    layouts = [realtime_first]
+    for mode in LAYOUTS if scenario.realtime_jobs else ():
+        grid = _lay_out(placer.copy(**mode), base, held)
+        if not any(np.array_equal(grid, seen) for seen in layouts):
+            layouts.append(grid)
+            candidates.append(place_batch(scenario, grid, None, search, held=held,
                                           jobs=jobs, orders=orders))
     if scenario.realtime_jobs:
         around = base.copy()
-        placer = RealtimePlacer(scenario, around)
         placer.place(around, "first")
         placer.finish(around)
         held_back = placer.later_demand()
@@ -141,6 +147,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
+
+
+def _lay_out(placer: RealtimePlacer, base: np.ndarray, held: reservations.Holds
+             ) -> np.ndarray:
+    """`base` (running and reserved jobs pinned) with every realtime layer `placer` places."""
+    grid: np.ndarray = base.copy()
+    placer.place(grid)
+    placer.finish(grid)
+    held.release(grid)
+    return grid
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | None,

@@ -66,13 +66,18 @@ class SwapLedger:
     unused_current: set[int] = field(default_factory=set)
 
 
-def place_realtime(scenario: Scenario, grid: np.ndarray, tail_first: bool = False) -> None:
+def place_realtime(scenario: Scenario, grid: np.ndarray, tail_first: bool = False,
+                   stack: bool = False) -> None:
     """Fill `grid` (running jobs already pinned) with every realtime job's GPUs.
 
     `tail_first`: an interval that would break a batch block everywhere starts instead
     on a GPU no block misses once it frees up (its head placed apart).
+    `stack`: each interval on the most preferred GPU (`preference`) instead of the one
+    that breaks blocks least, moving off a service's current GPU once one frees
+    (`_choose_stacked`): realtime packed at the top leaves whole aligned blocks below,
+    where breaking blocks least, one layer at a time, spreads it over several.
     """
-    placer = RealtimePlacer(scenario, grid, tail_first)
+    placer = RealtimePlacer(scenario, grid, tail_first, stack)
     placer.place(grid)
     placer.finish(grid)
 
@@ -85,10 +90,12 @@ class RealtimePlacer:
     `later_demand` tells the batch placement how many GPUs per step to leave for them.
     """
 
-    def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False) -> None:
+    def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False,
+                 stack: bool = False) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
         self.tail_first = tail_first
+        self.stack = stack
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
         self.rank = preference(G, self.largest)
@@ -109,9 +116,16 @@ class RealtimePlacer:
             for a, b in layer_intervals(curve):
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
 
-    def copy(self) -> RealtimePlacer:
+    def copy(self, tail_first: bool | None = None, stack: bool | None = None
+             ) -> RealtimePlacer:
+        """An independent placer (its own swap ledgers), in another mode if asked: the
+        layers and curves are computed once for every layout fast tries."""
         clone = object.__new__(RealtimePlacer)
         clone.__dict__.update(self.__dict__)
+        if tail_first is not None:
+            clone.tail_first = tail_first
+        if stack is not None:
+            clone.stack = stack
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
@@ -135,10 +149,18 @@ class RealtimePlacer:
             _, _, a, i, b = heapq.heappop(queue)
             state = self.jobs[i]
             mine = (self.owner == -1) | (self.owner == i)
-            spot = _choose(free, mine, self.rank, state, a, b, self.largest, self.tail_first)
-            if spot is None:
-                continue  # left out: a shortfall the objective prices
-            gpu, start = spot
+            if self.stack:
+                spot3 = _choose_stacked(free, mine, self.rank, state, a, b, self.largest)
+                if spot3 is None:
+                    continue
+                gpu, start, head_end = spot3
+            else:
+                spot = _choose(free, mine, self.rank, state, a, b, self.largest,
+                               self.tail_first)
+                if spot is None:
+                    continue  # left out: a shortfall the objective prices
+                gpu, start = spot
+                head_end = start
             if not _charge(state, gpu, start, b, T):
                 continue
             free[start:b, gpu] = False
@@ -146,7 +168,7 @@ class RealtimePlacer:
             if start == 0:
                 state.unused_current.discard(gpu)
             if start > a:  # the head of the interval waits for another GPU
-                heapq.heappush(queue, (-(start - a), -state.job.priority, a, i, start))
+                heapq.heappush(queue, (-(head_end - a), -state.job.priority, a, i, head_end))
 
     def finish(self, grid: np.ndarray) -> None:
         _keep_current_at_step_zero(grid, self.jobs)
@@ -185,6 +207,74 @@ def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLed
     if _packc is not None:
         return _packc.choose(free, mine, rank, a, b, largest, tail_first)
     return _choose_py(free, mine, rank, a, b, largest, tail_first)
+
+
+# How far past an interval's start the stacked layout may wait for a preferred GPU to free
+# up (the head of the interval holds another GPU meanwhile): enough for running jobs that
+# end within the hour or two, not so far that heads pile up (tuning seeds).
+STACK_LAG = 2
+
+
+def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
+                    a: int, b: int, largest: int) -> tuple[int, int, int] | None:
+    """The stacked layout's GPU for [a, b): (gpu, start, end of the head left to place).
+
+    The highest-ranked GPU free for all of [a, b), or free from at most STACK_LAG steps
+    on: then the head [a, m) is placed apart (at step 0 on the job's own current GPU), so
+    a service moves off an aligned block as soon as the top of the cluster frees, handing
+    over within its swap limit (the head held one step longer where the limit is 1).
+    """
+    own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()] \
+        if a == 0 else []
+    own_best = max(own, key=lambda g: rank[g]) if own else -1
+    lag = STACK_LAG if b - a > STACK_LAG else 0
+    pick = _stack_pick(free, mine, rank, a, b, lag)
+    if pick is not None and pick[1] > 0:
+        head_end = _handover(state, a + pick[1], b)
+        if head_end is None:
+            pick = _stack_pick(free, mine, rank, a, b, 0)
+        elif own_best < 0 or rank[pick[0]] > rank[own_best]:
+            return pick[0], a + pick[1], head_end
+    if pick is not None and (own_best < 0 or rank[pick[0]] > rank[own_best]):
+        return pick[0], a, a
+    if own_best >= 0:
+        return own_best, a, a
+    spot = _choose(free, mine, rank, state, a, b, largest)
+    return None if spot is None else (spot[0], spot[1], spot[1])
+
+
+def _handover(state: SwapLedger, m: int, b: int) -> int | None:
+    """Where the head of a split interval may end, if the swap budget allows the move at m:
+    at m (a release and an acquire there), else at m + 1 (one change each step)."""
+    limit = state.job.swap_limit
+    changes = state.changes
+    if b < len(changes) - 1 and changes[b] + 1 > limit:
+        return None  # the tail's own release does not fit
+    if changes[m] + 2 <= limit:
+        return m
+    if changes[m] + 1 <= limit and changes[m + 1] + 1 <= limit:
+        return m + 1
+    return None
+
+
+def _stack_pick(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int, b: int,
+                lag: int) -> tuple[int, int] | None:
+    """The highest-ranked allowed GPU free from a + m to b for some m <= lag: (gpu, m)."""
+    if _packc is not None:
+        return _packc.stack_pick(free, mine, rank, a, b, lag)
+    return _stack_pick_py(free, mine, rank, a, b, lag)
+
+
+def _stack_pick_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int, b: int,
+                   lag: int) -> tuple[int, int] | None:
+    """`_stack_pick` in numpy: the reference for the compiled one."""
+    busy = ~(free[a:b] & mine)
+    start = np.where(busy.any(axis=0), (b - a) - np.argmax(busy[::-1], axis=0), 0)
+    ok = np.flatnonzero(start <= lag)
+    if not len(ok):
+        return None
+    gpu = int(ok[np.argmax(rank[ok])])
+    return gpu, int(start[gpu])
 
 
 def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
