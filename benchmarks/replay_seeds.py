@@ -9,7 +9,8 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
     python benchmarks/replay_seeds.py --seeds 7-9 --variants off,pairs
 
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
-pair step), `both` (pair step and `clear_blocks=True`).
+pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
+the stacked realtime layout).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from functools import partial
 
 import typer
 
-VARIANTS: dict[str, tuple[bool, bool]] = {  # name -> (pair step, clear_blocks)
-    "off": (False, False), "pairs": (True, False), "clear": (False, True), "both": (True, True),
+VARIANTS: dict[str, tuple[bool, bool, bool]] = {  # name -> (pair step, clear_blocks, stack)
+    "off": (False, False, True), "pairs": (True, False, True), "clear": (False, True, True),
+    "both": (True, True, True), "nostack": (True, False, False),
 }
 
 
@@ -32,20 +34,23 @@ def seed_range(text: str) -> list[int]:
     return out
 
 
-def replay(seed: int, pairs: bool, clear: bool) -> dict[str, tuple[float, float]]:
+def replay(seed: int, pairs: bool, clear: bool, stack: bool
+           ) -> dict[str, tuple[float, float]]:
     """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
     from allocator import policies
     from allocator.policies import fast as fastmod
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
-    saved = fastmod.PAIRS
+    saved, layouts = fastmod.PAIRS, fastmod.LAYOUTS
     fastmod.PAIRS = pairs
+    if not stack:
+        fastmod.LAYOUTS = tuple(m for m in layouts if not m.get("stack"))
     policies.register("fast", partial(fastmod.fast, clear_blocks=clear))
     try:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
-        fastmod.PAIRS = saved
+        fastmod.PAIRS, fastmod.LAYOUTS = saved, layouts
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -1,0 +1,69 @@
+"""fast against one stored 30-second run of full per scenario of the wider family, in seconds.
+
+Proving the optima takes minutes per scenario, so each set's run of
+`full(scenario, time_limit=30)` (as `python benchmarks/quality.py --set S --gpus 16
+--time-limit 30` makes it) is stored in benchmarks/stored/full30-S.json: objective,
+status, gap. fast is then judged in one pass on the current code, or on another checkout:
+
+    python benchmarks/against_stored.py --set tuning2
+    python benchmarks/against_stored.py --set test --tree /tmp/before
+
+Tuning sets (`tuning`, `tuning2`) may be looked at while changing fast; `test` is run
+once, on the final code (BENCHMARKS.md, "Quality on a wider family").
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import typer
+
+ROOT = Path(__file__).resolve().parent.parent
+STORED = ROOT / "benchmarks" / "stored"
+
+
+def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
+         tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
+         worst: int = typer.Option(5, "--worst", help="how many of the worst to list")) -> None:
+    sys.path.insert(0, str(ROOT))  # this checkout's scenarios
+    if tree is not None:  # and that checkout's allocator (an editable install's finder
+        # would map it back here)
+        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f)]
+        sys.path.insert(0, str(tree.resolve()))
+    from allocator import grid as gridlib
+    from allocator.policies.fast import fast
+    from benchmarks.bench_quality import (
+        TEST_SEEDS,
+        TUNING2_SEEDS,
+        TUNING_SEEDS,
+        scenario_for,
+        small_cases,
+    )
+
+    seeds = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS, "test": TEST_SEEDS}[set_name]
+    stored = json.loads((STORED / f"full30-{set_name}.json").read_text())
+    proven: list[tuple[float, str]] = []
+    found: list[float] = []
+    for case in small_cases(seeds):
+        row = stored.get(case.name)
+        if row is None:
+            continue
+        scenario = scenario_for(case)
+        value = gridlib.objective(scenario, fast(scenario))
+        found.append(value / max(row["full"], value))
+        if row["status"] == "optimal":
+            proven.append((value / row["full"], case.name))
+    shares = [s for s, _ in proven]
+    print(f"{set_name}: fast / proven optimum over {len(shares)} scenarios: mean "
+          f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "
+          f"{sum(s < 0.97 for s in shares)}; / best plan found, all {len(found)}: mean "
+          f"{100 * statistics.fmean(found):.2f}%")
+    for share, name in sorted(proven)[:worst]:
+        print(f"  {name}: {100 * share:.1f}%")
+
+
+if __name__ == "__main__":
+    typer.run(main)
