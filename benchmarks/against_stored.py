@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -27,7 +28,8 @@ STORED = ROOT / "benchmarks" / "stored"
 
 def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
-         worst: int = typer.Option(5, "--worst", help="how many of the worst to list")) -> None:
+         worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
+         pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials")) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
         # would map it back here)
@@ -46,13 +48,17 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
     seeds = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS, "test": TEST_SEEDS}[set_name]
     stored = json.loads((STORED / f"full30-{set_name}.json").read_text())
     proven: list[tuple[float, str]] = []
+    seconds: list[float] = []
     found: list[float] = []
     for case in small_cases(seeds):
         row = stored.get(case.name)
         if row is None:
             continue
         scenario = scenario_for(case)
-        value = gridlib.objective(scenario, fast(scenario))
+        began = time.perf_counter()
+        grid = fast(scenario, pin_trials=pin_trials) if pin_trials else fast(scenario)
+        seconds.append(time.perf_counter() - began)
+        value = gridlib.objective(scenario, grid)
         found.append(value / max(row["full"], value))
         if row["status"] == "optimal":
             proven.append((value / row["full"], case.name))
@@ -60,7 +66,8 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
     print(f"{set_name}: fast / proven optimum over {len(shares)} scenarios: mean "
           f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "
           f"{sum(s < 0.97 for s in shares)}; / best plan found, all {len(found)}: mean "
-          f"{100 * statistics.fmean(found):.2f}%")
+          f"{100 * statistics.fmean(found):.2f}%; fast's median "
+          f"{1000 * statistics.median(seconds):.1f} ms (one call per scenario)")
     for share, name in sorted(proven)[:worst]:
         print(f"  {name}: {100 * share:.1f}%")
 

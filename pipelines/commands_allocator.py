@@ -48,6 +48,11 @@ def plan(
                                       help="fast: also move services out of delayed jobs' "
                                            "windows (one-shot plans <= 16 GPUs; off: it "
                                            "lowers realized value in the rolling replay)."),
+    pin_trials: int = typer.Option(0, "--pin-trials", min=0, max=1000,
+                                   help="fast: replan up to N times, each with one delayed "
+                                        "job pinned to an earlier block; the best plan wins "
+                                        "(better one-shot plans, each trial about one more "
+                                        "fast run; 0 = none)."),
     bound: bool | None = typer.Option(None, "--bound/--no-bound",
                                       help="Prove an upper bound on the objective (default: "
                                            "where it is cheap; --bound: always)."),
@@ -60,7 +65,7 @@ def plan(
 
     args = PlanArgs(scenario=scenario, policy=policy, out=out, png=png, time_limit=time_limit,
                     solver=solver, lp_bound=lp_bound, search=search,
-                    clear_blocks=clear_blocks, bound=bound,
+                    clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound)
     with input_errors():
         result = plan_file(args)

@@ -37,7 +37,8 @@ class PlanArgs:
     solver: str  # full: highs | cbc
     lp_bound: bool  # full: also the LP-relaxation bound
     search: int | None  # fast: order-search budget (None: scaled to the cluster)
-    clear_blocks: bool  # fast: step 6, services moved out of delayed jobs' windows
+    clear_blocks: bool  # fast: step 8, services moved out of delayed jobs' windows
+    pin_trials: int  # fast: step 7, replans with one delayed job pinned earlier (0: none)
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
 
@@ -79,7 +80,7 @@ def plan_file(a: PlanArgs) -> Plan:
     if a.policy == "full":
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
-        options = {"clear_blocks": a.clear_blocks}
+        options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials}
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

@@ -23,7 +23,10 @@
 6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
    them, chosen unless the best grid beats it by more than `stability`
    (allocator/policies/stable.py).
-7. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+7. Only with `pin_trials=N`: up to N replans, each with one delayed job pinned to an
+   earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
+   one-shot plans at a few fast runs' cost each, so off on the hot path.
+8. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
@@ -41,6 +44,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, rtmove
+from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
@@ -76,13 +80,14 @@ CLEAR_SHARE = 4
 
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
          anchors: Anchors | None = None,
-         stability: float = STABILITY) -> np.ndarray:
+         stability: float = STABILITY, pin_trials: int = 0) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
     `clear_blocks` adds step 7: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
     `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
+    `pin_trials`: step 7's replans (0: none).
     """
     if search is None:
         search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
@@ -143,6 +148,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
+    if pin_trials > 0 and not anchors:
+        best = trials.pin_trials(scenario, best, partial(fast, search=search), pin_trials)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
