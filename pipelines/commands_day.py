@@ -68,6 +68,10 @@ def plan_day(
                                      help="Steps in the plan (default: one day)."),
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
+    pin_trials: int = typer.Option(0, "--pin-trials", min=0, max=1000,
+                                   help="fast: replan up to N times, each with one delayed "
+                                        "job pinned to an earlier block; the best plan wins "
+                                        "(0 = none)."),
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",
@@ -89,7 +93,8 @@ def plan_day(
                    traffic=traffic, services=services or bundled("data/traffic/services.json"),
                    profile=profile, running=running, models=models, start=start,
                    step_minutes=step_minutes, steps=steps, full=full, time_limit=time_limit,
-                   out_dir=out_dir or home_out("day"), duration_from=duration_from,
+                   pin_trials=pin_trials, out_dir=out_dir or home_out("day"),
+                   duration_from=duration_from,
                    guard=guard, previous_plan=previous_plan, age=age)
     with input_errors():
         result = run_day(args)

@@ -341,9 +341,13 @@ def build_day(cluster: DayCluster, start: pd.Timestamp, queue: pd.DataFrame, rea
 # ---------------------------------------------------------------- planning and outputs
 
 
-def plan_day(day: Day, full: bool = False, time_limit: float = 60.0) -> DayPlans:
-    """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day."""
-    options = {"time_limit": time_limit} if full else {}
+def plan_day(day: Day, full: bool = False, time_limit: float = 60.0,
+             pin_trials: int = 0) -> DayPlans:
+    """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day;
+    `pin_trials`: fast's replans with one delayed job pinned earlier (0: none)."""
+    options: dict[str, float | int] = (
+        {"time_limit": time_limit} if full else {"pin_trials": pin_trials} if pin_trials
+        else {})
     plan = make_plan(day.scenario, "full" if full else "fast", bound="auto", **options)
     # fifo is the contract's baseline, which honours no promise (MODEL.md)
     fifo = make_plan(replace(day.scenario, reservations=()), "fifo")
@@ -477,6 +481,7 @@ class DayArgs:
     steps: int | None = None
     full: bool = False
     time_limit: float = 60.0
+    pin_trials: int = 0  # fast: replans with one delayed job pinned earlier
     out_dir: Path = field(default_factory=lambda: out_dir_default("day"))
     duration_from: str = "p90"
     guard: bool = False  # the starvation guard: promises kept from --previous-plan, and made
@@ -559,7 +564,8 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
             raise err.located(str(args.cluster)) from None
         if args.guard:
             day = guard(day, frame, previous, args.age, str(args.queue))
-        plans = plan_day(day, full=args.full, time_limit=args.time_limit)
+        plans = plan_day(day, full=args.full, time_limit=args.time_limit,
+                         pin_trials=args.pin_trials)
         cluster_name = cluster_label(day.scenario.name, args.cluster)
         # the cluster, the plan's start and the policy; the wall-clock minute it was planned
         # tells reruns of the same day apart (the plan itself never depends on the clock)

@@ -148,3 +148,14 @@ def test_demo_generates_what_is_missing_first(tmp_path, monkeypatch):
     assert "--queue-out" in steps[0].args and "--full" in steps[6].args
     inputs = write_inputs(tmp_path / "in")
     assert demo.traffic_end(inputs["traffic"]) == "2026-11-30T00:00:00Z"
+
+
+def test_pin_trials_give_a_legal_day_plan_worth_at_least_the_plain_one(tmp_path):
+    plain = run_day(day_args(tmp_path, out="plain"))
+    tried = run_day(day_args(tmp_path, out="tried", pin_trials=4))
+    scenario = load_scenario(tried.outputs.scenario)
+    body = json.loads(tried.outputs.plan.read_text())
+    assert violations(scenario, body["grid"]) == []
+    value = {name: json.loads(r.outputs.plan.read_text())["metrics"]["objective"]
+             for name, r in (("plain", plain), ("tried", tried))}
+    assert value["tried"] >= value["plain"] - 1e-6, value
