@@ -10,7 +10,7 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
 
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
-the stacked realtime layout).
+the stacked realtime layout), `trials` (the default with 12 pin trials per plan).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from functools import partial
 
 import typer
 
-VARIANTS: dict[str, tuple[bool, bool, bool]] = {  # name -> (pair step, clear_blocks, stack)
-    "off": (False, False, True), "pairs": (True, False, True), "clear": (False, True, True),
-    "both": (True, True, True), "nostack": (True, False, False),
+VARIANTS: dict[str, tuple[bool, bool, bool, int]] = {
+    # name -> (pair step, clear_blocks, stacked layout, pin trials)
+    "off": (False, False, True, 0), "pairs": (True, False, True, 0),
+    "clear": (False, True, True, 0), "both": (True, True, True, 0),
+    "nostack": (True, False, False, 0), "trials": (True, False, True, 12),
 }
 
 
@@ -34,7 +36,7 @@ def seed_range(text: str) -> list[int]:
     return out
 
 
-def replay(seed: int, pairs: bool, clear: bool, stack: bool
+def replay(seed: int, pairs: bool, clear: bool, stack: bool, pin_trials: int = 0
            ) -> dict[str, tuple[float, float]]:
     """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
     from allocator import policies
@@ -46,7 +48,8 @@ def replay(seed: int, pairs: bool, clear: bool, stack: bool
     fastmod.PAIRS = pairs
     if not stack:
         fastmod.LAYOUTS = tuple(m for m in layouts if not m.get("stack"))
-    policies.register("fast", partial(fastmod.fast, clear_blocks=clear))
+    policies.register("fast", partial(fastmod.fast, clear_blocks=clear,
+                                      pin_trials=pin_trials))
     try:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
