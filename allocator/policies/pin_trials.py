@@ -53,8 +53,8 @@ def spots(scenario: Scenario, grid: np.ndarray) -> list[Reservation]:
         k = job.gpus
         if k not in held:
             blocks = G // k
-            busy = fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2)
-            busy |= kept[:blocks * k].reshape(blocks, k).any(axis=1)[None, :]
+            promised: np.ndarray = np.asarray(kept[:blocks * k].reshape(blocks, k).any(axis=1))
+            busy = fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2) | promised[None, :]
             held[k] = np.vstack([np.zeros((1, blocks), dtype=np.int64),
                                  np.cumsum(busy, axis=0)])
         cum = held[k]
