@@ -68,7 +68,7 @@ def plan_day(
                                      help="Steps in the plan (default: one day)."),
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
-    pin_trials: int = typer.Option(0, "--pin-trials", min=0, max=1000,
+    pin_trials: int = typer.Option(12, "--pin-trials", min=0, max=1000,
                                    help="fast: replan up to N times, each with one delayed "
                                         "job pinned to an earlier block; the best plan wins "
                                         "(0 = none)."),

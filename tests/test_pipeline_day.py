@@ -151,8 +151,8 @@ def test_demo_generates_what_is_missing_first(tmp_path, monkeypatch):
 
 
 def test_pin_trials_give_a_legal_day_plan_worth_at_least_the_plain_one(tmp_path):
-    plain = run_day(day_args(tmp_path, out="plain"))
-    tried = run_day(day_args(tmp_path, out="tried", pin_trials=4))
+    plain = run_day(day_args(tmp_path, out="plain", pin_trials=0))
+    tried = run_day(day_args(tmp_path, out="tried"))  # the default trials
     scenario = load_scenario(tried.outputs.scenario)
     body = json.loads(tried.outputs.plan.read_text())
     assert violations(scenario, body["grid"]) == []
