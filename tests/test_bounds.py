@@ -182,17 +182,25 @@ def _with_a_twin(scenario):
 @settings(max_examples=examples(0.25))
 @given(scenario=tiny_scenarios())
 def test_ordering_twins_keeps_the_optimum(scenario) -> None:
-    """Identical jobs' starts put in order (model.order_twins) lose no plan's worth: the
-    exact 1-GPU-zone model still meets brute force, the block bound stays above it."""
+    """Identical jobs' starts put in order (model.order_twins) lose no plan's worth: full
+    (the MILP orders them) and the exact 1-GPU-zone model with them ordered still meet
+    brute force, the block bound with them ordered stays above it."""
     scenario = _with_a_twin(scenario)
     if scenario is None:
         return
     assert model.twins(scenario)
     best, _ = brute_force(scenario)
-    exact = bounds.solve_block(bounds.build_zone_model(scenario, 1), time_limit=10.0)
-    assert exact.status == "optimal"
-    assert exact.value == pytest.approx(best, rel=1e-6, abs=1e-6)
-    assert above(bounds.block_capacity(scenario, time_limit=5.0).value, best)
+    assert full(scenario, time_limit=10.0).solve.objective == pytest.approx(best, rel=1e-6,
+                                                                           abs=1e-6)
+    saved = bounds.BLOCK_TWINS, bounds.ZONE_TWINS
+    bounds.BLOCK_TWINS = bounds.ZONE_TWINS = True  # off in `full`, still valid
+    try:
+        exact = bounds.solve_block(bounds.build_zone_model(scenario, 1), time_limit=10.0)
+        assert exact.status == "optimal"
+        assert exact.value == pytest.approx(best, rel=1e-6, abs=1e-6)
+        assert above(bounds.block_capacity(scenario, time_limit=5.0).value, best)
+    finally:
+        bounds.BLOCK_TWINS, bounds.ZONE_TWINS = saved
 
 
 @settings(max_examples=examples(0.25))
@@ -207,8 +215,13 @@ def test_a_canonical_grid_is_legal_and_a_warm_start_with_twins_ordered(scenario)
     same = model.canonical(scenario, grid)
     assert violations(scenario, gridlib.to_ids(scenario, same)) == []
     assert gridlib.objective(scenario, same) == pytest.approx(gridlib.objective(scenario, grid))
-    _assert_a_feasible_warm_start(scenario, bounds.build_block_model(scenario), grid)
-    _assert_a_feasible_warm_start(scenario, bounds.build_zone_model(scenario, 2), grid)
+    saved = bounds.BLOCK_TWINS, bounds.ZONE_TWINS
+    bounds.BLOCK_TWINS = bounds.ZONE_TWINS = True
+    try:
+        _assert_a_feasible_warm_start(scenario, bounds.build_block_model(scenario), grid)
+        _assert_a_feasible_warm_start(scenario, bounds.build_zone_model(scenario, 2), grid)
+    finally:
+        bounds.BLOCK_TWINS, bounds.ZONE_TWINS = saved
     milp = model.build_model(scenario)
     values = milp.start_values(scenario, grid)
     assert values is not None

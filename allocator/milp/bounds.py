@@ -23,7 +23,6 @@ import pulp
 
 from allocator.grid import placements
 from allocator.milp.model import (
-    TWINS,
     Touched,
     block_rows,
     build_model,
@@ -223,15 +222,20 @@ def build_block_model(scenario: Scenario) -> BlockModel:
 
     prob += pulp.LpAffineExpression(objective), "objective"
     touched = block_rows(prob, pinned, cells, held)
-    if TWINS:
+    if BLOCK_TWINS:
         order_twins(prob, scenario, _by_start(chosen))
     return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
-                      touched=touched, twins=TWINS)
+                      touched=touched, twins=BLOCK_TWINS)
 
 
 def _by_start(chosen: list[tuple[pulp.LpVariable, int, int]]
               ) -> dict[tuple[int, int], list[pulp.LpVariable]]:
     return {(i, s): [z] for z, i, s in chosen}
+
+
+# Not in the relaxations: there the order rows slowed HiGHS on degenerate optima (tuning
+# seed 1062: the zone solve went past its 8 s cap; seed 1020: the block one 1.4 s -> 20 s).
+BLOCK_TWINS = ZONE_TWINS = False
 
 
 def zones(G: int, size: int) -> list[tuple[int, int]]:
@@ -361,8 +365,8 @@ def build_zone_model(scenario: Scenario, size: int) -> BlockModel:
     for n, (lo, hi) in enumerate(parts):
         touched += block_rows(prob, pinned[:, lo:hi], cells[n], held[n], tag=f"_z{lo}",
                               offset=lo)
-    if TWINS:
+    if ZONE_TWINS:
         order_twins(prob, scenario, _by_start(chosen))
     return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
                       touched=touched, places=places, zone_held=zone_held,
-                      zone_swaps=zone_swaps, twins=TWINS)
+                      zone_swaps=zone_swaps, twins=ZONE_TWINS)
