@@ -19,7 +19,8 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
-# Symmetry breaking between identical queued jobs (order_twins) in the MILP and relaxations.
+# Symmetry breaking between identical queued jobs (order_twins) in the MILP; the relaxations
+# have their own switches (bounds.BLOCK_TWINS, ZONE_TWINS), off.
 TWINS = True
 
 # A `touched` count of block_rows: (variable, block size k, step, free cells outside
