@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 
@@ -9,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 
 from allocator import grid as gridlib
-from allocator.milp import bounds
+from allocator.milp import bounds, model
 from allocator.policies.fast import fast
 from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
+from allocator.validator import violations
 from tests.brute_force import brute_force
 from tests.strategies import examples, scenarios, tiny_scenarios
 
@@ -166,3 +168,76 @@ def test_zones_close_the_block_relaxations_gap_on_a_tuning_scenario() -> None:
     assert block.status == "optimal" and zone.status == "optimal"
     assert above(zone.value, worth)
     assert zone.value < block.value * (1 - 1e-2)
+
+
+def _with_a_twin(scenario):
+    """`scenario` with a copy of its first queued batch job (a `twins` group), or None."""
+    job = next((j for j in scenario.batch_jobs if not j.running), None)
+    if job is None:
+        return None
+    twin = dataclasses.replace(job, id=f"{job.id}-twin")
+    return dataclasses.replace(scenario, jobs=(*scenario.jobs, twin))
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=tiny_scenarios())
+def test_ordering_twins_keeps_the_optimum(scenario) -> None:
+    """Identical jobs' starts put in order (model.order_twins) lose no plan's worth: full
+    (the MILP orders them) and the exact 1-GPU-zone model with them ordered still meet
+    brute force, the block bound with them ordered stays above it."""
+    scenario = _with_a_twin(scenario)
+    if scenario is None:
+        return
+    assert model.twins(scenario)
+    best, _ = brute_force(scenario)
+    assert full(scenario, time_limit=10.0).solve.objective == pytest.approx(best, rel=1e-6,
+                                                                           abs=1e-6)
+    saved = bounds.BLOCK_TWINS, bounds.ZONE_TWINS
+    bounds.BLOCK_TWINS = bounds.ZONE_TWINS = True  # off in `full`, still valid
+    try:
+        exact = bounds.solve_block(bounds.build_zone_model(scenario, 1), time_limit=10.0)
+        assert exact.status == "optimal"
+        assert exact.value == pytest.approx(best, rel=1e-6, abs=1e-6)
+        assert above(bounds.block_capacity(scenario, time_limit=5.0).value, best)
+    finally:
+        bounds.BLOCK_TWINS, bounds.ZONE_TWINS = saved
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
+def test_a_canonical_grid_is_legal_and_a_warm_start_with_twins_ordered(scenario) -> None:
+    """fast's grid relabelled (model.canonical) is as legal and worth as much, and every
+    model with twins ordered takes it as a feasible warm start."""
+    scenario = _with_a_twin(scenario)
+    if scenario is None:
+        return
+    grid = fast(scenario)
+    same = model.canonical(scenario, grid)
+    assert violations(scenario, gridlib.to_ids(scenario, same)) == []
+    assert gridlib.objective(scenario, same) == pytest.approx(gridlib.objective(scenario, grid))
+    saved = bounds.BLOCK_TWINS, bounds.ZONE_TWINS
+    bounds.BLOCK_TWINS = bounds.ZONE_TWINS = True
+    try:
+        _assert_a_feasible_warm_start(scenario, bounds.build_block_model(scenario), grid)
+        _assert_a_feasible_warm_start(scenario, bounds.build_zone_model(scenario, 2), grid)
+    finally:
+        bounds.BLOCK_TWINS, bounds.ZONE_TWINS = saved
+    milp = model.build_model(scenario)
+    values = milp.start_values(scenario, grid)
+    assert values is not None
+    for var in milp.prob.variables():
+        var.varValue = values[var.name]
+    assert [row.name for row in milp.prob.constraints() if not row.valid(1e-9)] == []
+
+
+def test_a_cutoff_above_the_relaxation_bounds_it_by_the_cutoff() -> None:
+    """solve_block with a cutoff: below the relaxation's optimum the bound is the same;
+    above it the bound is the cutoff (HiGHS, having pruned everything, may answer
+    "optimal" at a worthless solution far below: that bounds nothing)."""
+    scenario = generate("mixed-control")
+    block = bounds.block_capacity(scenario, time_limit=10.0)
+    assert block.value is not None
+    low = bounds.solve_block(bounds.build_block_model(scenario), cutoff=block.value - 5.0)
+    assert low.value == pytest.approx(block.value, rel=1e-6)
+    high = bounds.solve_block(bounds.build_block_model(scenario), cutoff=block.value + 5.0)
+    assert high.value == pytest.approx(block.value + 5.0)

@@ -26,6 +26,8 @@ from allocator.milp.model import (
     Touched,
     block_rows,
     build_model,
+    canonical,
+    order_twins,
     pinned_cells,
     running_value,
     touched_values,
@@ -67,6 +69,7 @@ class BlockModel:
     short: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (job, t)
     touched: list[Touched] = field(default_factory=list)
     cuts: int = 0
+    twins: bool = False  # order_twins rows: a warm start must be `canonical`
     # The zone relaxation only (build_zone_model): a start's zone or whole block, as
     # (variable, job, start, first GPU, end GPU); realtime counts and their changes per zone.
     places: list[tuple[pulp.LpVariable, int, int, int, int]] = field(default_factory=list)
@@ -76,6 +79,8 @@ class BlockModel:
     def start_values(self, scenario: Scenario, grid: np.ndarray) -> dict[str, float] | None:
         """Every variable's value for a legal grid (a warm start), or None if the grid has a
         start the relaxation has no variable for (it cannot: every legal start has one)."""
+        if self.twins:
+            grid = canonical(scenario, grid)
         chosen = {(i, p.start) for i, p in placements(scenario, grid, queued_only=True).items()}
         values = {z.name: float((i, s) in chosen) for z, i, s in self.chosen}
         if sum(values.values()) != len(chosen):
@@ -128,18 +133,23 @@ BLOCK_OPTIONS = {"mip_allow_restart": False}
 
 
 def solve_block(model: BlockModel, time_limit: float = 10.0, mip_gap: float = 1e-6,
-                start: dict[str, float] | None = None) -> Bound:
+                start: dict[str, float] | None = None, cutoff: float | None = None) -> Bound:
     """The relaxation's proven bound (its dual bound) and the starts of its best solution.
 
-    `start` (BlockModel.start_values of a legal grid) gives HiGHS an incumbent to prune by.
+    `start` (BlockModel.start_values of a legal grid) gives HiGHS an incumbent to prune by;
+    `cutoff` (a plan's objective, when the model has cuts that start no longer fits) prunes
+    the same way: the bound is then at least the cutoff ("infeasible": nothing above it).
     """
     began = time.perf_counter()
     if model.empty:
         return Bound(model.fixed, "optimal", 0.0)
     result = solve_highs(model.prob, time_limit=max(time_limit, 0.1), mip_gap=mip_gap,
-                         start=start, options=BLOCK_OPTIONS)
+                         start=start, options=BLOCK_OPTIONS,
+                         cutoff=None if cutoff is None else cutoff - model.fixed)
     # The dual bound, not the incumbent: the relaxation's optimum may sit up to a gap above.
     value = None if result.bound is None else result.bound + model.fixed
+    if cutoff is not None and (result.status == "infeasible" or value is not None):
+        value = cutoff if value is None else max(value, cutoff)
     starts = {i: s for z, i, s in model.chosen
               if result.has_solution and (z.varValue or 0) > 0.5}
     return Bound(value, result.status, time.perf_counter() - began, starts,
@@ -212,8 +222,20 @@ def build_block_model(scenario: Scenario) -> BlockModel:
 
     prob += pulp.LpAffineExpression(objective), "objective"
     touched = block_rows(prob, pinned, cells, held)
+    if BLOCK_TWINS:
+        order_twins(prob, scenario, _by_start(chosen))
     return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
-                      touched=touched)
+                      touched=touched, twins=BLOCK_TWINS)
+
+
+def _by_start(chosen: list[tuple[pulp.LpVariable, int, int]]
+              ) -> dict[tuple[int, int], list[pulp.LpVariable]]:
+    return {(i, s): [z] for z, i, s in chosen}
+
+
+# Not in the relaxations: there the order rows slowed HiGHS on degenerate optima (tuning
+# seed 1062: the zone solve went past its 8 s cap; seed 1020: the block one 1.4 s -> 20 s).
+BLOCK_TWINS = ZONE_TWINS = False
 
 
 def zones(G: int, size: int) -> list[tuple[int, int]]:
@@ -343,6 +365,8 @@ def build_zone_model(scenario: Scenario, size: int) -> BlockModel:
     for n, (lo, hi) in enumerate(parts):
         touched += block_rows(prob, pinned[:, lo:hi], cells[n], held[n], tag=f"_z{lo}",
                               offset=lo)
+    if ZONE_TWINS:
+        order_twins(prob, scenario, _by_start(chosen))
     return BlockModel(prob, chosen, fixed, empty=not objective, held=held_by, short=short_by,
                       touched=touched, places=places, zone_held=zone_held,
-                      zone_swaps=zone_swaps)
+                      zone_swaps=zone_swaps, twins=ZONE_TWINS)

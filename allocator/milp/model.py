@@ -8,6 +8,7 @@ that the block-capacity relaxation (allocator.milp.bounds) shares.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,10 @@ import pulp
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
+
+# Symmetry breaking between identical queued jobs (order_twins) in the MILP; the relaxations
+# have their own switches (bounds.BLOCK_TWINS, ZONE_TWINS), off.
+TWINS = True
 
 # A `touched` count of block_rows: (variable, block size k, step, free cells outside
 # pin-free k-blocks, first GPU, end GPU) of the GPU range the rows cover.
@@ -46,6 +51,7 @@ class MilpModel:
     counts: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # aggregate ints
     touched: list[Touched] = field(default_factory=list)
     start_counts: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+    twins: bool = False  # order_twins rows: a warm start must be `canonical`
 
     def restrict_starts(self, starts: dict[int, int] | None) -> None:
         """Allow each batch job only the given start (or none); None lifts the restriction.
@@ -63,6 +69,8 @@ class MilpModel:
         None if the grid uses a placement the model has no variable for (a bug upstream).
         """
         values: dict[str, float] = {}
+        if self.twins:
+            grid = canonical(scenario, grid)
         chosen = {(i, p.start, p.first_gpu)
                   for i, p in gridlib.placements(scenario, grid, queued_only=True).items()}
         found = set()
@@ -122,6 +130,52 @@ def touched_values(scenario: Scenario, grid: np.ndarray,
         small = int((cell_size[t, lo:hi] < k).sum())
         values[var.name] = float(max(0, -(-(small - outside) // k)))
     return values
+
+
+def twins(scenario: Scenario) -> list[list[int]]:
+    """Groups (two or more, indices ascending) of queued batch jobs alike in everything the
+    objective and the constraints see: any plan stays legal and worth the same with their
+    runs swapped, so only plans in `canonical` order need searching. Reserved jobs are left
+    out (their run is fixed)."""
+    reserved = {r.id for r in scenario.reservations}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and not job.running and job.id not in reserved:
+            key = (job.kind, job.priority, job.gpus, job.duration_steps, job.arrival_step)
+            groups.setdefault(key, []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def canonical(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
+    """`grid` with each group of `twins` relabelled so that the lower index starts no later
+    (and runs if a higher one does): the same plan for the objective and the validator."""
+    groups = twins(scenario)
+    if not groups:
+        return grid
+    placed = gridlib.placements(scenario, grid, queued_only=True)
+    out: np.ndarray = grid.copy()
+    for group in groups:
+        runs = sorted((placed[i].start, i) for i in group if i in placed)
+        for new, (_, old) in zip(group, runs, strict=False):
+            if new != old:
+                out[grid == old] = new
+    return out
+
+
+def order_twins(prob: pulp.LpProblem, scenario: Scenario,
+                starts: dict[tuple[int, int], list[Any]]) -> None:
+    """Symmetry breaking for `twins`: by every step u, a job has started if the next of its
+    group has (so it runs if that one runs), which every `canonical` plan keeps."""
+    T = scenario.T
+    for group in twins(scenario):
+        for a, b in itertools.pairwise(group):
+            for u in range(T):
+                late = [v for s in range(u + 1) for v in starts.get((b, s), ())]
+                if not late:
+                    continue
+                early = [v for s in range(u + 1) for v in starts.get((a, s), ())]
+                prob += (pulp.lpSum(early) >= pulp.lpSum(late),
+                         f"c2_twins_j{a}_j{b}_u{u}")
 
 
 def pinned_cells(scenario: Scenario) -> np.ndarray:
@@ -251,6 +305,9 @@ def _strengthen(model: MilpModel, scenario: Scenario, pinned: np.ndarray,
         prob += z == pulp.lpSum(vars_), f"c2_start_count_j{i}_s{s}"
         for t in range(s, ends[i, s]):
             cells[t].append((scenario.batch_job_at(i).gpus, z))
+    if TWINS:
+        order_twins(prob, scenario, {key: [z] for key, z in model.start_counts.items()})
+        model.twins = True
     held: list[list[Any]] = [[] for _ in range(T)]
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):

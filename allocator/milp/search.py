@@ -20,6 +20,7 @@ from allocator.milp.model import (
     MAX_MILP_VARIABLES,
     MilpModel,
     build_model,
+    canonical,
     hold_reservations,
     model_size,
 )
@@ -53,6 +54,7 @@ ZONE_GPUS = 8
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
+RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -231,6 +233,7 @@ class FullSolve:
         self.block_model: bounds.BlockModel | None = None
         self.model: MilpModel | None = None
         self.search: Search | None = None
+        self.canonical_fast = self.fast_grid
         self.cuts = 0
         self.zoned = False  # the zone relaxation has run (it runs at most once)
         self.zone_bound = False  # and lowered the bound: its model took the block one's place
@@ -328,8 +331,10 @@ class FullSolve:
     def build(self) -> None:
         self.model = build_model(self.scenario)
         self.phase("build")
+        # The MILP orders identical jobs' starts (model.order_twins): its incumbent must too.
+        self.canonical_fast = canonical(self.scenario, self.fast_grid)
         self.search = Search(self.scenario, self.model, self.solver, self.mip_gap, self.deadline,
-                             self.fast_grid, self.fast_obj, self.warnings)
+                             self.canonical_fast, self.fast_obj, self.warnings)
 
     def place_relaxed_starts(self) -> None:
         """Place the relaxation's starts (dropping any that do not fit): often at its bound.
@@ -383,11 +388,15 @@ class FullSolve:
             assert self.block_model is not None
             self.block_model.exclude(starts)
             self.cuts += 1
-            nxt = self._count(bounds.solve_block(self.block_model,
-                                                 time_limit=self._half_left()))
+            # Only relaxation solutions above the incumbent matter: prune the rest.
+            nxt = self._count(bounds.solve_block(
+                self.block_model, time_limit=self._half_left(),
+                cutoff=search.objective if RELAX_CUTOFF else None))
             if nxt.value is None:
                 break
             self.target = self._tighten(max(excluded, nxt.value))
+            if self._at_target():
+                break
             self.relaxed_starts = nxt.starts if nxt.value > excluded else None
         self.report["phases"]["cuts"] = self.cuts
         self.phase("place_relaxed_starts")
@@ -483,4 +492,5 @@ class FullSolve:
         improved = search.objective > self.fast_obj + REL_TOL * max(1.0, abs(self.fast_obj))
         report.update(status=status, objective=search.objective, best_bound=best_bound,
                       gap=gap, improved_fast=improved)
-        return search.grid
+        # fast's own grid when nothing beat it, not its relabelled copy.
+        return self.fast_grid if search.grid is self.canonical_fast else search.grid
