@@ -19,9 +19,13 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
-# Symmetry breaking between identical queued jobs (order_twins) in the MILP; the relaxations
-# have their own switches (bounds.BLOCK_TWINS, ZONE_TWINS), off.
+# Symmetry breaking between identical queued jobs (order_twins) in the MILP, below this
+# many GPUs; the relaxations have their own switches (bounds.BLOCK_TWINS, ZONE_TWINS),
+# off. At 64 GPUs the rows cost a test scenario its proof (s2001: proven in 6 s without
+# them, a 0.42% gap after 60 s with them; BENCHMARKS.md), and the cluster-scale path
+# searches windows, where the symmetry matters less.
 TWINS = True
+TWINS_BELOW_GPUS = 32
 
 # A `touched` count of block_rows: (variable, block size k, step, free cells outside
 # pin-free k-blocks, first GPU, end GPU) of the GPU range the rows cover.
@@ -305,7 +309,7 @@ def _strengthen(model: MilpModel, scenario: Scenario, pinned: np.ndarray,
         prob += z == pulp.lpSum(vars_), f"c2_start_count_j{i}_s{s}"
         for t in range(s, ends[i, s]):
             cells[t].append((scenario.batch_job_at(i).gpus, z))
-    if TWINS:
+    if TWINS and scenario.G < TWINS_BELOW_GPUS:
         order_twins(prob, scenario, {key: [z] for key, z in model.start_counts.items()})
         model.twins = True
     held: list[list[Any]] = [[] for _ in range(T)]
