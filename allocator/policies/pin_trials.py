@@ -1,8 +1,8 @@
 """fast's optional pin trials: a delayed job pinned to an earlier block, the rest planned again.
 
 Neither the candidate layouts nor the order moves reach a plan where a service and several
-jobs all move so that one delayed job starts earlier (BENCHMARKS.md, "The stacked realtime
-layout"). A trial pins such a job, as a reservation, at the earliest start where no running
+jobs all move so that one delayed job starts earlier (BENCHMARKS.md, "Pin trials"). A
+trial pins such a job, as a reservation, at the earliest start where no running
 or reserved job holds an aligned block of its size, and plans the rest again around it:
 realtime kept off the block ahead of the start, other batch work there only before it
 (allocator/reservations.py). The best grid by objective is kept, the incumbent on a tie.
