@@ -79,13 +79,7 @@ def test_long_horizons_fall_back_to_python() -> None:
        data=st.data())
 def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, tail_first,
                                                 data) -> None:
-    T, G = shape
-    rng = np.random.default_rng(seed)
-    free = rng.random((T, G)) >= density
-    mine = rng.random(G) < 0.9
-    rank = rng.permutation(G).astype(np.float64)
-    a = data.draw(st.integers(0, T - 1))
-    b = data.draw(st.integers(a + 1, T))
+    free, mine, rank, a, b = _realtime_window(shape, density, seed, data)
     got = decoder._packc.choose(free, mine, rank, a, b, 2**k_exp, tail_first)
     assert got == realtime._choose_py(free, mine, rank, a, b, 2**k_exp, tail_first)
 
@@ -94,6 +88,13 @@ def test_compiled_realtime_choice_matches_numpy(shape, density, seed, k_exp, tai
 @given(shape=st.tuples(st.integers(1, 30), st.integers(1, 70)), density=st.floats(0, 1),
        seed=st.integers(0, 2**32 - 1), lag=st.integers(0, 4), data=st.data())
 def test_compiled_stack_pick_matches_numpy(shape, density, seed, lag, data) -> None:
+    free, mine, rank, a, b = _realtime_window(shape, density, seed, data)
+    got = decoder._packc.stack_pick(free, mine, rank, a, b, lag)
+    assert got == realtime._stack_pick_py(free, mine, rank, a, b, lag)
+
+
+def _realtime_window(shape, density, seed, data):
+    """A drawn free grid, allowed GPUs, GPU ranks and an interval [a, b) of it."""
     T, G = shape
     rng = np.random.default_rng(seed)
     free = rng.random((T, G)) >= density
@@ -101,5 +102,4 @@ def test_compiled_stack_pick_matches_numpy(shape, density, seed, lag, data) -> N
     rank = rng.permutation(G).astype(np.float64)
     a = data.draw(st.integers(0, T - 1))
     b = data.draw(st.integers(a + 1, T))
-    got = decoder._packc.stack_pick(free, mine, rank, a, b, lag)
-    assert got == realtime._stack_pick_py(free, mine, rank, a, b, lag)
+    return free, mine, rank, a, b

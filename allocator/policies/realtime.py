@@ -200,10 +200,9 @@ def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLed
     """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
     else the one whose taking costs batch blocks least (ties: the preferred); failing
     that, the GPU free from the earliest step on to b."""
-    if a == 0 and state.unused_current:
-        own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
-        if own:
-            return max(own, key=lambda g: rank[g]), 0
+    own = _own_best(free, mine, rank, state, a, b)
+    if own is not None:
+        return own, 0
     if _packc is not None:
         return _packc.choose(free, mine, rank, a, b, largest, tail_first)
     return _choose_py(free, mine, rank, a, b, largest, tail_first)
@@ -224,9 +223,8 @@ def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state:
     a service moves off an aligned block as soon as the top of the cluster frees, handing
     over within its swap limit (the head held one step longer where the limit is 1).
     """
-    own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()] \
-        if a == 0 else []
-    own_best = max(own, key=lambda g: rank[g]) if own else -1
+    own = _own_best(free, mine, rank, state, a, b)
+    own_best = -1 if own is None else own
     lag = STACK_LAG if b - a > STACK_LAG else 0
     pick = _stack_pick(free, mine, rank, a, b, lag)
     if pick is not None and pick[1] > 0:
@@ -241,6 +239,16 @@ def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state:
         return own_best, a, a
     spot = _choose(free, mine, rank, state, a, b, largest)
     return None if spot is None else (spot[0], spot[1], spot[1])
+
+
+def _own_best(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
+              a: int, b: int) -> int | None:
+    """At step 0, the preferred of the job's own current GPUs still unused and free for all
+    of [a, b) (keeping one costs no swap); else None."""
+    if a != 0 or not state.unused_current:
+        return None
+    own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
+    return max(own, key=lambda g: rank[g]) if own else None
 
 
 def _handover(state: SwapLedger, m: int, b: int) -> int | None:
@@ -268,8 +276,7 @@ def _stack_pick(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int, b:
 def _stack_pick_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int, b: int,
                    lag: int) -> tuple[int, int] | None:
     """`_stack_pick` in numpy: the reference for the compiled one."""
-    busy = ~(free[a:b] & mine)
-    start = np.where(busy.any(axis=0), (b - a) - np.argmax(busy[::-1], axis=0), 0)
+    start = _free_tail_starts(free, mine, a, b)
     ok = np.flatnonzero(start <= lag)
     if not len(ok):
         return None
@@ -277,16 +284,19 @@ def _stack_pick_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int,
     return gpu, int(start[gpu])
 
 
+def _free_tail_starts(free: np.ndarray, mine: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Per GPU, the step (relative to a) from which it is free and allowed up to b: 0 for
+    the whole window, b - a where it is busy at b - 1."""
+    busy = ~(free[a:b] & mine)
+    return np.where(busy.any(axis=0), (b - a) - np.argmax(busy[::-1], axis=0), 0)
+
+
 def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
                a: int, b: int, largest: int,
                tail_first: bool = False) -> tuple[int, int] | None:
     """`_choose` past the own-GPU rule, in numpy: the reference for the compiled one."""
-    window = free[a:b] & mine
-    whole = window.all(axis=0)
-    busy_rows = ~window
-    last_busy = np.where(busy_rows.any(axis=0),
-                         (b - a) - 1 - np.argmax(busy_rows[::-1], axis=0), -1)
-    start = last_busy + 1  # relative to a; == b - a means never free at the end
+    start = _free_tail_starts(free, mine, a, b)  # == b - a: never free at the end
+    whole = start == 0
     if whole.any():
         candidates = np.flatnonzero(whole)
         cost_all = block_cost(free[a:b], largest)
