@@ -331,8 +331,10 @@ class FullSolve:
     def build(self) -> None:
         self.model = build_model(self.scenario)
         self.phase("build")
-        # The MILP orders identical jobs' starts (model.order_twins): its incumbent must too.
-        self.canonical_fast = canonical(self.scenario, self.fast_grid)
+        # Where the MILP orders identical jobs' starts (model.order_twins), its incumbent
+        # must be in that order too.
+        self.canonical_fast = canonical(self.scenario, self.fast_grid) if self.model.twins \
+            else self.fast_grid
         self.search = Search(self.scenario, self.model, self.solver, self.mip_gap, self.deadline,
                              self.canonical_fast, self.fast_obj, self.warnings)
 
