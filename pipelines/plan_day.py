@@ -351,8 +351,7 @@ def plan_day(day: Day, full: bool = False, time_limit: float = 60.0,
     """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day;
     `pin_trials`: fast's replans with one delayed job pinned earlier (0: none)."""
     options: dict[str, float | int] = (
-        {"time_limit": time_limit} if full else {"pin_trials": pin_trials} if pin_trials
-        else {})
+        {"time_limit": time_limit} if full else {"pin_trials": pin_trials})
     plan = make_plan(day.scenario, "full" if full else "fast", bound="auto", **options)
     # fifo is the contract's baseline, which honours no promise (MODEL.md)
     fifo = make_plan(replace(day.scenario, reservations=()), "fifo")
