@@ -71,20 +71,36 @@ def objective(scenario: Scenario, grid: Grid) -> float:
 
     The validator's `compute_metrics` is the reference; a test holds the two equal.
     """
-    n = len(scenario.jobs)
-    T = scenario.T
-    if n == 0:
-        return 0.0
-    # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
-    rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
-    counts = np.bincount(rows + grid.ravel() % (n + 1), minlength=T * (n + 1))
-    counts = counts.reshape(T, n + 1)[:, :n]
-    decay = scenario.weights.decay ** np.arange(T)
-    total = 0.0
-    for i, job in enumerate(scenario.jobs):
-        if isinstance(job, BatchJob):
-            total += job.priority * float(decay @ counts[:, i])
-        else:
-            short = np.maximum(np.asarray(job.demand) - counts[:, i], 0).sum()
-            total -= scenario.weights.realtime_penalty * job.priority * float(short)
-    return total
+    return Scorer(scenario)(grid)
+
+
+class Scorer:
+    """`objective` with the scenario's weights laid out once: fast scores a dozen
+    candidate grids per plan, and the per-job loop was a seventh of its time."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        n, T = len(scenario.jobs), scenario.T
+        self.n, self.T = n, T
+        # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
+        self.rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
+        decay = scenario.weights.decay ** np.arange(T)
+        batch = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob)]
+        realtime = [i for i, j in enumerate(scenario.jobs) if not isinstance(j, BatchJob)]
+        self.batch = np.asarray(batch, dtype=np.int64)
+        self.batch_weight = np.outer(decay, [scenario.jobs[i].priority for i in batch])
+        self.realtime = np.asarray(realtime, dtype=np.int64)
+        self.demand = np.asarray([scenario.jobs[i].demand for i in realtime],
+                                 dtype=np.float64).reshape(len(realtime), T).T
+        self.penalty = np.asarray([scenario.weights.realtime_penalty * scenario.jobs[i].priority
+                                   for i in realtime], dtype=np.float64)
+
+    def __call__(self, grid: Grid) -> float:
+        if self.n == 0:
+            return 0.0
+        counts = np.bincount(self.rows + grid.ravel() % (self.n + 1),
+                             minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
+        total = float((counts[:, self.batch] * self.batch_weight).sum())
+        if len(self.realtime):
+            short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
+            total -= float(short @ self.penalty)
+        return total

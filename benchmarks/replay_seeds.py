@@ -10,21 +10,35 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
 
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
-the stacked realtime layout), `trials` (the default with 12 pin trials per plan).
+the stacked realtime layout), `trials` (the default with 12 pin trials per plan),
+`nolast` (the default without the realtime-last candidate).
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from functools import partial
 
 import typer
 
-VARIANTS: dict[str, tuple[bool, bool, bool, int]] = {
-    # name -> (pair step, clear_blocks, stacked layout, pin trials)
-    "off": (False, False, True, 0), "pairs": (True, False, True, 0),
-    "clear": (False, True, True, 0), "both": (True, True, True, 0),
-    "nostack": (True, False, False, 0), "trials": (True, False, True, 12),
+
+@dataclass(frozen=True)
+class Variant:
+    """fast's switches for one variant (the defaults are fast's own)."""
+
+    pairs: bool = True
+    clear: bool = False
+    stack: bool = True
+    pin_trials: int = 0
+    realtime_last: bool = True
+
+
+VARIANTS: dict[str, Variant] = {
+    "off": Variant(pairs=False), "pairs": Variant(),
+    "clear": Variant(pairs=False, clear=True), "both": Variant(clear=True),
+    "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
+    "nolast": Variant(realtime_last=False),
 }
 
 
@@ -36,24 +50,24 @@ def seed_range(text: str) -> list[int]:
     return out
 
 
-def replay(seed: int, pairs: bool, clear: bool, stack: bool, pin_trials: int = 0
-           ) -> dict[str, tuple[float, float]]:
+def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
     from allocator import policies
     from allocator.policies import fast as fastmod
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
-    saved, layouts = fastmod.PAIRS, fastmod.LAYOUTS
-    fastmod.PAIRS = pairs
-    if not stack:
-        fastmod.LAYOUTS = tuple(m for m in layouts if not m.get("stack"))
-    policies.register("fast", partial(fastmod.fast, clear_blocks=clear,
-                                      pin_trials=pin_trials))
+    saved = fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST
+    fastmod.PAIRS = variant.pairs
+    fastmod.REALTIME_LAST = variant.realtime_last
+    if not variant.stack:
+        fastmod.LAYOUTS = tuple(m for m in saved[1] if not m.get("stack"))
+    policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
+                                      pin_trials=variant.pin_trials))
     try:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
-        fastmod.PAIRS, fastmod.LAYOUTS = saved, layouts
+        fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 
@@ -68,7 +82,7 @@ def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9
     for seed in seed_range(seeds):
         cells = []
         for name in names:
-            run = table[name][seed] = replay(seed, *VARIANTS[name])
+            run = table[name][seed] = replay(seed, VARIANTS[name])
             cells += [f"{sum(v for v, _ in run.values()):,.0f}",
                       f"{max(r for _, r in run.values()):.2f}"]
         print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)

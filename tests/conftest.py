@@ -26,6 +26,7 @@ _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("dev", max_examples=60, **_COMMON)
 settings.register_profile("ci", max_examples=200, derandomize=True, print_blob=True, **_COMMON)
 settings.register_profile("quick", max_examples=10, **_COMMON)
+settings.register_profile("stress", max_examples=4000, **_COMMON)  # a long hunt, by hand
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -29,27 +29,41 @@ def _queued(scenario: Scenario) -> dict[int, BatchJob]:
             if isinstance(job, BatchJob) and not job.running}
 
 
-def _place(scenario: Scenario, order: list[int], fifo: bool,
-           compiled: bool | None) -> Grid:
+def _place(scenario: Scenario, order: list[int], fifo: bool, compiled: bool | None,
+           start: tuple[Grid, Mask] | None = None, jobs: Jobs | None = None) -> Grid:
     """Each job of `order` at its earliest start (fifo: not before the last placed one's),
     on the lowest free aligned block; a job that fits nowhere is left out."""
-    grid, busy = _start(scenario)
-    decoder = Decoder.new(scenario, busy, None, Jobs.of(scenario), compiled,
+    grid, busy = _start(scenario) if start is None else (start[0].copy(), start[1])
+    decoder = Decoder.new(scenario, busy, None, jobs or Jobs.of(scenario), compiled,
                           best_fit=False, fifo=fifo)
     decoder.pack(order)
     decoder.write(scenario, grid)
     return grid
 
 
+def _fifo_order(scenario: Scenario) -> list[int]:
+    queued = _queued(scenario)
+    return sorted(queued, key=lambda i: (queued[i].arrival_step, i))
+
+
+def _priority_order(scenario: Scenario) -> list[int]:
+    queued = _queued(scenario)
+    return sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
+
+
 def fifo(scenario: Scenario, *, compiled: bool | None = None) -> Grid:
     """Arrival order (then file order); each start >= the last placed job's start."""
-    queued = _queued(scenario)
-    order = sorted(queued, key=lambda i: (queued[i].arrival_step, i))
-    return _place(scenario, order, fifo=True, compiled=compiled)
+    return _place(scenario, _fifo_order(scenario), fifo=True, compiled=compiled)
 
 
 def priority(scenario: Scenario, *, compiled: bool | None = None) -> Grid:
     """Highest priority first (ties: arrival, file order), each at its earliest feasible start."""
-    queued = _queued(scenario)
-    order = sorted(queued, key=lambda i: (-queued[i].priority, queued[i].arrival_step, i))
-    return _place(scenario, order, fifo=False, compiled=compiled)
+    return _place(scenario, _priority_order(scenario), fifo=False, compiled=compiled)
+
+
+def both(scenario: Scenario, jobs: Jobs) -> tuple[Grid, Grid]:
+    """priority's and fifo's grids from one peak reservation and fast's job arrays: fast
+    scores both on every plan, so the shared start is worth keeping."""
+    start = _start(scenario)
+    return (_place(scenario, _priority_order(scenario), False, None, start, jobs),
+            _place(scenario, _fifo_order(scenario), True, None, start, jobs))

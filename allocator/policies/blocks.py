@@ -47,10 +47,12 @@ def _popcount(words: NDArray[Any]) -> NDArray[np.int64]:
 class BlockIndex:
     """Busy bitsets per aligned block, for every power-of-two block size that fits in G."""
 
-    def __init__(self, busy: np.ndarray) -> None:
+    def __init__(self, busy: np.ndarray, small_lists: bool = True) -> None:
+        """`small_lists=False` keeps a small cluster's words in arrays too (the compiled
+        decoder reads arrays; the Python one is faster on lists)."""
         T, G = busy.shape
         self.T, self.G = T, G
-        self.small = G <= SMALL_G
+        self.small = small_lists and G <= SMALL_G
         self._wide = T > _FAST_BITS
         self._one = 1 if self._wide else np.uint64(1)
         if self._wide:

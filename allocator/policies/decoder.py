@@ -92,7 +92,7 @@ class Decoder:
         n = len(scenario.jobs)
         start, first = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         spare = None if spare is None else spare.astype(np.int64)
-        index = BlockIndex(busy)
+        index = BlockIndex(busy, small_lists=not compiled)
         if compiled:
             out: Decoder = _CDecoder(index, jobs, start, first, spare)
         else:

@@ -17,7 +17,10 @@
    breaking blocks least one layer at a time can spread a service over several blocks.
 4. The same is tried with realtime's later layers (its rises and peaks) placed after the
    batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
-   step spare; long batch runs then need not dodge peaks placed before them.
+   step spare; long batch runs then need not dodge peaks placed before them. And once
+   with every layer placed after the batch work (realtime last): a service may then sit
+   on the low GPUs while long small jobs take the top, then move up when a large job
+   needs the low block, which no layout made before the batch work reaches.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario.
 6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
@@ -76,6 +79,11 @@ LAYOUTS: tuple[dict[str, bool], ...] = ({"tail_first": True}, {"stack": True})
 
 # The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
+# Step 4's realtime-last candidate (benchmarks/replay_seeds.py switches it off).
+REALTIME_LAST = True
+# Its order search gets a quarter of `search` and no pair step: on the tuning seeds the
+# whole budget found no better plans, at a fifth more of fast's time on 8 GPUs.
+LAST_SHARE = 4
 
 
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
@@ -111,9 +119,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                           jobs=jobs, orders=orders))
     if scenario.realtime_jobs:
         around = base.copy()
-        placer.place(around, "first")
-        placer.finish(around)
-        held_back = placer.later_demand()
+        phased = placer.copy()
+        phased.place(around, "first")
+        phased.finish(around)
+        held_back = phased.later_demand()
         if held_back.any():
             # Twice: keeping those GPUs spare, and letting a job worth more than the realtime
             # shortfall it causes take reserved GPUs (the objective's own trade).
@@ -130,18 +139,24 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                 layout = place_batch(scenario, around, held_back, search, spill=spill,
                                      held=held, jobs=jobs, orders=orders,
                                      before_pairs=earlier, pair_step=spill < 0)
-                placer.copy().place(layout, "later")
+                phased.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
                 for grid, gained in earlier:
                     if shortfall_cost(scenario, layout) < gained - 1e-6:
                         continue
-                    placer.copy().place(grid, "later")
+                    phased.copy().place(grid, "later")
                     held.release(grid)
                     candidates.append(grid)
+    if scenario.realtime_jobs and REALTIME_LAST:
+        grid = realtime_last(scenario, base, placer.copy(), search // LAST_SHARE, held,
+                             jobs, orders)
+        if grid is not None:
+            candidates.append(grid)
     if not scenario.reservations:  # the baselines know nothing of reservations
-        candidates += [baselines.priority(scenario), baselines.fifo(scenario)]
-    scores = [gridlib.objective(scenario, g) for g in candidates]
+        candidates += baselines.both(scenario, jobs)
+    score = gridlib.Scorer(scenario)
+    scores = [score(g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
@@ -164,6 +179,48 @@ def _lay_out(placer: RealtimePlacer, base: np.ndarray, held: reservations.Holds
     placer.finish(grid)
     held.release(grid)
     return grid
+
+
+def realtime_last(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer, search: int,
+                  held: reservations.Holds, jobs: Jobs, orders: list[tuple[int, ...]]
+                  ) -> np.ndarray | None:
+    """Batch work first, as many GPUs per step kept spare as realtime's curves ask, then
+    every realtime layer into the gaps it leaves: a service may then sit low while long
+    small jobs take the top, which no layout placed before the batch work reaches.
+
+    Services keep their current GPUs at step 0 (releasing them all there could break a
+    swap limit); None where the swap limits still fail (the candidate is skipped).
+    """
+    kept = base.copy()
+    current = [(i, list(job.current_gpus)) for i, job in enumerate(scenario.jobs)
+               if isinstance(job, RealtimeJob) and job.current_gpus]
+    for i, gpus in current:
+        kept[0, gpus] = np.where(kept[0, gpus] == gridlib.FREE, i, kept[0, gpus])
+    grid = place_batch(scenario, kept, placer.later_demand(later_only=False), search,
+                       held=held, jobs=jobs, orders=orders, pair_step=False)
+    for i, gpus in current:
+        grid[0, gpus] = np.where(grid[0, gpus] == i, gridlib.FREE, grid[0, gpus])
+    placer.place(grid, "all")
+    placer.finish(grid)
+    held.release(grid)
+    return grid if swaps_hold(scenario, grid) else None
+
+
+def swaps_hold(scenario: Scenario, grid: np.ndarray) -> bool:
+    """Every realtime job within its swap limit at every step (constraint 4)."""
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        mine = grid == i
+        before = np.zeros(scenario.G, dtype=bool)
+        if job.current_gpus:
+            before[list(job.current_gpus)] = True
+        flips = (mine ^ np.vstack([before, mine[:-1]])).sum(axis=1)
+        if job.current_gpus is None:
+            flips[0] = 0
+        if flips.max(initial=0) > job.swap_limit:
+            return False
+    return True
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | None,
