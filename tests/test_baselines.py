@@ -298,3 +298,17 @@ def test_a_reservation_without_current_gpus_is_one_fixed_set(policy: str, s: Sce
             sets = held(grid, job.id)
             assert all(h == sets[0] for h in sets), job.id
             assert len(sets[0]) <= max(job.demand)
+
+
+@given(s=scenarios())
+def test_both_baselines_from_one_start_equal_each_alone(s: Scenario) -> None:
+    """fast scores priority and fifo from one shared start (`baselines.both`): the same
+    grids as each policy run alone."""
+    import numpy as np
+
+    from allocator.policies import baselines
+    from allocator.policies.decoder import Jobs
+
+    prio, fifo = baselines.both(s, Jobs.of(s))
+    assert np.array_equal(prio, baselines.priority(s))
+    assert np.array_equal(fifo, baselines.fifo(s))
