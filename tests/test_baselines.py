@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
-from allocator.policies import POLICIES
+from allocator.policies import POLICIES, baselines
+from allocator.policies.decoder import Jobs
 from allocator.scenario_io import scenario_from_dict
 from tests.strategies import scenarios
 
@@ -304,11 +306,6 @@ def test_a_reservation_without_current_gpus_is_one_fixed_set(policy: str, s: Sce
 def test_both_baselines_from_one_start_equal_each_alone(s: Scenario) -> None:
     """fast scores priority and fifo from one shared start (`baselines.both`): the same
     grids as each policy run alone."""
-    import numpy as np
-
-    from allocator.policies import baselines
-    from allocator.policies.decoder import Jobs
-
     prio, fifo = baselines.both(s, Jobs.of(s))
     assert np.array_equal(prio, baselines.priority(s))
     assert np.array_equal(fifo, baselines.fifo(s))
