@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from allocator.model import BatchJob, Scenario
+from allocator.model import BatchJob, RealtimeJob, Scenario
 
 FREE = -1
 
@@ -85,14 +85,14 @@ class Scorer:
         self.rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
         decay = scenario.weights.decay ** np.arange(T)
         batch = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob)]
-        realtime = [i for i, j in enumerate(scenario.jobs) if not isinstance(j, BatchJob)]
+        realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.batch = np.asarray(batch, dtype=np.int64)
         self.batch_weight = np.outer(decay, [scenario.jobs[i].priority for i in batch])
-        self.realtime = np.asarray(realtime, dtype=np.int64)
-        self.demand = np.asarray([scenario.jobs[i].demand for i in realtime],
+        self.realtime = np.asarray([i for i, _ in realtime], dtype=np.int64)
+        self.demand = np.asarray([j.demand for _, j in realtime],
                                  dtype=np.float64).reshape(len(realtime), T).T
-        self.penalty = np.asarray([scenario.weights.realtime_penalty * scenario.jobs[i].priority
-                                   for i in realtime], dtype=np.float64)
+        self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
+                                   for _, j in realtime], dtype=np.float64)
 
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:

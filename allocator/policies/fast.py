@@ -149,10 +149,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                     held.release(grid)
                     candidates.append(grid)
     if scenario.realtime_jobs and REALTIME_LAST:
-        grid = realtime_last(scenario, base, placer.copy(), search // LAST_SHARE, held,
+        last = realtime_last(scenario, base, placer.copy(), search // LAST_SHARE, held,
                              jobs, orders)
-        if grid is not None:
-            candidates.append(grid)
+        if last is not None:
+            candidates.append(last)
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += baselines.both(scenario, jobs)
     score = gridlib.Scorer(scenario)
@@ -182,7 +182,7 @@ def _lay_out(placer: RealtimePlacer, base: np.ndarray, held: reservations.Holds
 
 
 def realtime_last(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer, search: int,
-                  held: reservations.Holds, jobs: Jobs, orders: list[tuple[int, ...]]
+                  held: reservations.Holds, jobs: Jobs, orders: tuple[tuple[int, ...], ...]
                   ) -> np.ndarray | None:
     """Batch work first, as many GPUs per step kept spare as realtime's curves ask, then
     every realtime layer into the gaps it leaves: a service may then sit low while long
