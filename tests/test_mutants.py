@@ -41,8 +41,10 @@ def drop_order_search(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _NoLaterLayers(fast_module.RealtimePlacer):
-    def later_demand(self) -> np.ndarray:  # nothing to keep spare: the second layout is skipped
-        return np.zeros_like(super().later_demand())
+    def later_demand(self, later_only: bool = True) -> np.ndarray:
+        # nothing to keep spare: the second layout is skipped (realtime last is not)
+        need = super().later_demand(later_only)
+        return np.zeros_like(need) if later_only else need
 
 
 def drop_second_layout(monkeypatch: pytest.MonkeyPatch) -> None:

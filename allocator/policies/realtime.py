@@ -120,7 +120,7 @@ class RealtimePlacer:
              ) -> RealtimePlacer:
         """An independent placer (its own swap ledgers), in another mode if asked: the
         layers and curves are computed once for every layout fast tries."""
-        clone = object.__new__(RealtimePlacer)
+        clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         if tail_first is not None:
             clone.tail_first = tail_first
