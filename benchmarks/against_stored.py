@@ -1,9 +1,10 @@
 """fast against one stored 30-second run of full per scenario of the wider family, in seconds.
 
 Proving the optima takes minutes per scenario, so each set's run of
-`full(scenario, time_limit=30)` (as `python benchmarks/quality.py --set S --gpus 16
---time-limit 30` makes it) is stored in benchmarks/stored/full30-S.json: objective,
-status, gap. fast is then judged in one pass on the current code, or on another checkout:
+`full(scenario, time_limit=30)` is stored in benchmarks/stored/full30-S.json (objective,
+status, gap), written by `python benchmarks/quality.py --set S --gpus 16 --time-limit 30
+--store benchmarks/stored/full30-S.json`. fast is then judged in one pass on the current
+code, or on another checkout:
 
     python benchmarks/against_stored.py --set tuning2
     python benchmarks/against_stored.py --set test --tree /tmp/before

@@ -15,15 +15,18 @@ result (the optimum when proven, else its best plan and bound) under a time limi
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from allocator import grid as gridlib
+from allocator.core import atomic
 from allocator.core.markdown import table
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
@@ -120,6 +123,7 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
             else round(report.best_bound, 3),
             "gap": report.gap, "full_seconds": round(time.perf_counter() - began, 1),
             "optimal": report.status == "optimal",
+            "full_exact": best,  # unrounded, for benchmarks/stored (against_stored.py)
         })
     return row
 
@@ -177,8 +181,10 @@ def cases_for(set_name: str, gpus: int, count: int | None = None) -> list[Case]:
 
 
 def print_report(set_name: str, gpus: int, count: int | None, time_limit: float,
-                 with_full: bool, command: str) -> None:
-    """Measure every case, printing progress, then the table and the summary."""
+                 with_full: bool, command: str, store: Path | None = None) -> None:
+    """Measure every case, printing progress, then the table and the summary; with
+    `store`, full's objective, status and gap per scenario also go there as JSON (the
+    stored runs benchmarks/against_stored.py judges fast against)."""
     cases = cases_for(set_name, gpus, count)
     from benchmarks.bench import machine
 
@@ -194,3 +200,7 @@ def print_report(set_name: str, gpus: int, count: int | None, time_limit: float,
     print(markdown(rows, f"{set_name} seeds, {gpus} GPUs"))
     for key, value in summary(rows).items():
         print(f"- {key}: {value}")
+    if store is not None and with_full:
+        stored = {r["scenario"]: {"full": r["full_exact"], "status": r["status"],
+                                  "gap": r["gap"]} for r in rows}
+        atomic.write_text(store, json.dumps(stored, indent=1) + "\n")

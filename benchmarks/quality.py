@@ -3,6 +3,7 @@
 The same table and summary as `gpuplan bench --quality` (benchmarks/bench_quality.py), with
 this script's own command line quoted (BENCHMARKS.md records the runs):
     python benchmarks/quality.py --set test --gpus 16 --time-limit 30
+    python benchmarks/quality.py --set test --store benchmarks/stored/full30-test.json
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def main(
     count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
     time_limit: float = typer.Option(30.0, "--time-limit", help="full: seconds each"),
     no_full: bool = typer.Option(False, "--no-full", help="fast and the bound only"),
+    store: Path | None = typer.Option(None, "--store",
+                                      help="also write full's runs as JSON here "
+                                           "(benchmarks/stored/full30-SET.json)"),
 ) -> None:
     """fast against full mode on the wider seeded family (the table and its summary)."""
     if which not in ("tuning", "tuning2", "test"):
@@ -32,7 +36,7 @@ def main(
     cmd = (f"python benchmarks/quality.py --set {which} --gpus {gpus}"
            + (f" --count {count}" if count else "")
            + f" --time-limit {time_limit:g}" + (" --no-full" if no_full else ""))
-    print_report(which, gpus, count, time_limit, not no_full, cmd)
+    print_report(which, gpus, count, time_limit, not no_full, cmd, store)
 
 
 if __name__ == "__main__":
