@@ -67,11 +67,7 @@ def run_starvation(a: StarveArgs) -> Path:
              else starve_world(n, a.seed) for n in names]
     if a.exact:
         built = [exact_durations(w) for w in built]
-    config = SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
-                       reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
-                       ranges=True, margin=a.margin, half_node_reservations=a.half_nodes,
-                       stability=a.stability, estimate_horizon=a.estimate_horizon)
-    metrics = measure(built, config, a.workers, a.baseline_margin)
+    metrics = measure(built, guarded_config(a), a.workers, a.baseline_margin)
     command = (f"gpuplan starvation --worlds {','.join(names)} --seed {a.seed} "
                f"--age {a.age:g} --reservations {a.reservations} "
                f"--half-node-reservations {a.half_nodes} --margin {a.margin:g} "
@@ -83,6 +79,14 @@ def run_starvation(a: StarveArgs) -> Path:
     atomic.write_text(a.out / "report.md", render(built, metrics, command))
     atomic.write_text(a.out / "metrics.json", json.dumps(metrics, indent=1, sort_keys=True))
     return a.out / "report.md"
+
+
+def guarded_config(a: StarveArgs) -> SimConfig:
+    """The replay settings of fast with the guard (and, guard off, of fast alone)."""
+    return SimConfig(guard=True, age=a.age, reserve=a.reservations > 0,
+                     reservations=max(a.reservations, 1), age_in_plan=a.age_in_plan,
+                     ranges=True, margin=a.margin, half_node_reservations=a.half_nodes,
+                     stability=a.stability, estimate_horizon=a.estimate_horizon)
 
 
 def measure(worlds: list[World], config: SimConfig, workers: int,
