@@ -19,6 +19,7 @@ from allocator.model import Reservation, Scenario
 from allocator.reservations import FOREVER, earliest
 
 K = TypeVar("K", bound=Hashable)
+SAME_BLOCK = True
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ def keep_and_promise(scenario: Scenario, waiting: Mapping[K, Waiting],
             # only an overrun on the block (or realtime not yet off it) pushes it later.
             held = earliest(scenario, job, kept, forbidden, False, keep=first,
                             limit=max(start - t0, 0))
+            if held is None and SAME_BLOCK:
+                # It must move later: on its own block, by only what the overrun (or
+                # realtime still on it) needs. The earliest block with the realtime floor
+                # was often a day later, and a late-week promise went past the week's end.
+                others = set(range(scenario.G)) - set(range(first, first + job.gpus))
+                held = earliest(scenario, job, kept, forbidden | others, False, keep=first)
+                if held is not None and got is not None and got.start <= held.start:
+                    held = got
             got = held if held is not None else got
         if got is None:
             continue
