@@ -33,7 +33,7 @@ FOREVER = 1 << 30
 # fast's realtime layout spends the swap budget on its own moves first, and where two
 # services held several GPUs of a block, a promise at exactly `vacate_steps` left a release
 # it could not pay for (an illegal plan).
-VACATE_MARGIN = 2
+VACATE_MARGIN = 3
 OFF = -2  # a grid code beside FREE: a free cell realtime must not take
 
 
@@ -317,8 +317,12 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     if not limits:
         return 0
     lead = -(-2 * r.gpus // min(limits))
-    off = min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
-    return max(0, min(off, r.start - 2))
+    vacate = vacate_steps(scenario, r.first_gpu, r.gpus)
+    off = min(r.start, max(vacate, r.start - lead))
+    # a promise on a block realtime holds starts VACATE_MARGIN steps past `vacate_steps`
+    # (`earliest`); realtime leaves as early as it would without them, or it stays on the
+    # block, the next plan's `vacate_steps` is no shorter, and the promise moves later
+    return max(0, min(off, r.start - 2 - (VACATE_MARGIN if vacate else 0)))
 
 
 def claim(priority: float, waited: int, age: float) -> float:
