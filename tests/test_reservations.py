@@ -205,8 +205,8 @@ def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off(
     four = scenario.job("four")
     assert isinstance(four, BatchJob)
     # the guard's promise leaves realtime VACATE_MARGIN steps more (an illegal plan without)
-    margin = R.earliest(scenario, four)
-    assert margin is not None and margin.start == 3 + R.VACATE_MARGIN
+    margin = R.earliest(scenario, four, forbidden=range(4))
+    assert margin == Reservation("four", 3 + R.VACATE_MARGIN, 4, 4)
     monkeypatch.setattr(R, "VACATE_MARGIN", 0)
     assert R.earliest(scenario, four) == Reservation("four", 3, 4, 4)
     early = R.problems(scenario, [Reservation("four", 2, 4, 4)])
