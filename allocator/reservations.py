@@ -29,6 +29,11 @@ from allocator.grid import FREE
 from allocator.model import BatchJob, Reservation, Scenario
 
 FOREVER = 1 << 30
+# A promise on a block realtime holds GPUs of starts this many steps past `vacate_steps`:
+# fast's realtime layout spends the swap budget on its own moves first, and where two
+# services held several GPUs of a block, a promise at exactly `vacate_steps` left a release
+# it could not pay for (an illegal plan).
+VACATE_MARGIN = 3
 OFF = -2  # a grid code beside FREE: a free cell realtime must not take
 
 
@@ -222,7 +227,7 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
         off[a:b] = True
     without = (~(run_busy | off[None, :])).sum(axis=1)
     firsts = list(range(0, G - k + 1, k))
-    leads = {b: vacate_steps(scenario, b, k) for b in firsts}
+    leads = {b: _lead(scenario, b, k) for b in firsts}
     candidates = sorted({job.arrival_step, *(int(v) for v in busy_until),
                          *(e for _, _, _, e in held), *leads.values()})
     if keep is not None and keep in firsts:
@@ -244,6 +249,13 @@ def earliest(scenario: Scenario, job: BatchJob, others: Iterable[Reservation] = 
                     continue  # the promise would cost realtime GPUs it could have had
             return Reservation(id=job.id, start=s, first_gpu=b, gpus=k)
     return None
+
+
+def _lead(scenario: Scenario, first: int, gpus: int) -> int:
+    """The earliest start `earliest` promises on a block: `vacate_steps`, plus
+    `VACATE_MARGIN` steps where realtime holds a GPU of the block now."""
+    lead = vacate_steps(scenario, first, gpus)
+    return lead + VACATE_MARGIN if lead else 0
 
 
 def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
@@ -305,8 +317,12 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     if not limits:
         return 0
     lead = -(-2 * r.gpus // min(limits))
-    off = min(r.start, max(vacate_steps(scenario, r.first_gpu, r.gpus), r.start - lead))
-    return max(0, min(off, r.start - 2))
+    vacate = vacate_steps(scenario, r.first_gpu, r.gpus)
+    off = min(r.start, max(vacate, r.start - lead))
+    # a promise on a block realtime holds starts VACATE_MARGIN steps past `vacate_steps`
+    # (`earliest`); realtime leaves as early as it would without them, or it stays on the
+    # block, the next plan's `vacate_steps` is no shorter, and the promise moves later
+    return max(0, min(off, r.start - 2 - (VACATE_MARGIN if vacate else 0)))
 
 
 def claim(priority: float, waited: int, age: float) -> float:

@@ -11,7 +11,9 @@ Each plan, before the policy runs:
    earliest start now feasible (`allocator.reservations.earliest`, which looks past the
    horizon), on the same block when that start ties: a promise moves earlier or stays,
    and moves later only when a job on its block overran its predicted end, or realtime
-   still holds a GPU of it too close to the start to move off (both counted).
+   still holds a GPU of it too close to the start to move off (both counted); then it
+   stays on its block, later by only what that needs, unless a block that leaves realtime
+   its forecast is free within a horizon of that start (docs/starvation.md).
 3. **Promise the top job.** While fewer than `count` promises are held, the waiting job
    that ranks first (claim per square root of its run, below) is promised its earliest
    block (even one that could start now: the promise then pins it there). Promising only

@@ -75,6 +75,17 @@ def keep_and_promise(scenario: Scenario, waiting: Mapping[K, Waiting],
             # only an overrun on the block (or realtime not yet off it) pushes it later.
             held = earliest(scenario, job, kept, forbidden, False, keep=first,
                             limit=max(start - t0, 0))
+            if held is None:
+                # It must move later. The earliest block with the realtime floor was often
+                # a day or more later (every other node still draining), and a late-week
+                # promise went past the week's end: then it stays on its own block, later
+                # by only what the overrun (or realtime still on it) needs. Within a
+                # horizon of that, the floor's block is taken, realtime kept whole.
+                others = set(range(scenario.G)) - set(range(first, first + job.gpus))
+                held = earliest(scenario, job, kept, forbidden | others, False, keep=first)
+                if held is not None and got is not None and \
+                        got.start <= held.start + scenario.T:
+                    held = None
             got = held if held is not None else got
         if got is None:
             continue

@@ -185,7 +185,8 @@ def test_backfill_without_reservations_is_exactly_priority(scenario) -> None:
     assert (backfill(scenario) == baselines.priority(scenario)).all()
 
 
-def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off() -> None:
+def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Realtime holds GPUs 4 and 5 with a swap limit of 2: moving each costs an acquire and
     a release (two steps, plus one of slack), so the block 4..7 can be promised from step 3,
     not before, and every policy that honours it moves realtime off in time and still
@@ -203,6 +204,10 @@ def test_a_promise_may_take_gpus_realtime_holds_once_it_can_have_moved_off() -> 
     assert R.vacate_steps(growing, 4, 4) == 5  # one spare swap a step while it grows
     four = scenario.job("four")
     assert isinstance(four, BatchJob)
+    # the guard's promise leaves realtime VACATE_MARGIN steps more (an illegal plan without)
+    margin = R.earliest(scenario, four, forbidden=range(4))
+    assert margin == Reservation("four", 3 + R.VACATE_MARGIN, 4, 4)
+    monkeypatch.setattr(R, "VACATE_MARGIN", 0)
     assert R.earliest(scenario, four) == Reservation("four", 3, 4, 4)
     early = R.problems(scenario, [Reservation("four", 2, 4, 4)])
     assert early and "move off" in early[0][2]
