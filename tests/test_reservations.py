@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +17,8 @@ from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Reservation
 from allocator.plan import make_plan
 from allocator.policies import baselines
-from allocator.scenario_io import scenario_from_dict, scenario_to_dict
+from allocator.policies.fast import fast
+from allocator.scenario_io import load_scenario, scenario_from_dict, scenario_to_dict
 from allocator.validator import violations
 from tests.strategies import examples, scenarios
 
@@ -274,3 +276,22 @@ def test_a_falling_service_leaves_a_promised_gpu_without_a_replacement() -> None
     promised = replace(scenario, reservations=(Reservation("big", 2, 8, 8),))
     plan = make_plan(promised, "fast")  # validated: swap limits and the promise kept
     assert plan.starts()["big"]["start"] == 2
+
+
+VACATE_CASES = sorted((Path(__file__).parent / "data" / "vacate_cases").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", VACATE_CASES, ids=lambda p: p.stem)
+def test_fast_is_legal_or_refuses_a_block_realtime_cannot_leave_in_time(path: Path) -> None:
+    """Promises the guard made before `VACATE_MARGIN` (tuning seeds 11, 17 and 20, fit-01):
+    sound by `problems`, yet two services holding several GPUs of the block spent their
+    swap budget on their own moves and fast's grid broke a swap limit at the start. Now
+    fast returns a legal plan, or refuses the reservation as input, naming the job."""
+    scenario = load_scenario(path)
+    assert R.problems(scenario, scenario.reservations) == []
+    try:
+        grid = fast(scenario)
+    except InputError as error:
+        assert error.job == scenario.reservations[0].id and error.field == "reservations"
+        return
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

@@ -18,6 +18,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import reservations
+from allocator.core.errors import InputError
 from allocator.model import BatchJob, Reservation, Scenario
 
 
@@ -84,7 +85,10 @@ def pin_trials(scenario: Scenario, grid: np.ndarray,
         if reservations.problems(scenario, pinned):
             continue  # e.g. realtime cannot move off the block's GPUs by then
         tried += 1
-        trial = plan(replace(scenario, reservations=pinned))
+        try:
+            trial = plan(replace(scenario, reservations=pinned))
+        except InputError:
+            continue  # no legal plan vacates the block by then (fast's own check)
         got = gridlib.objective(scenario, trial)
         if got > value + 1e-9:
             best, value = trial, got
