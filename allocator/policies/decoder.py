@@ -139,6 +139,16 @@ class _CDecoder(Decoder):
         clone.count, clone.offset, clone.words = self.count, self.offset, self.words.copy()
         return self._fork(clone)
 
+    def write(self, scenario: Scenario, grid: np.ndarray) -> None:
+        """`Decoder.write` from the job arrays (run lengths already cut at T): fast writes
+        a dozen grids per plan."""
+        placed = np.flatnonzero(self.start >= 0)
+        rows = zip(placed.tolist(), self.start[placed].tolist(), self.first[placed].tolist(),
+                   self.jobs.length[placed].tolist(), self.jobs.gpus[placed].tolist(),
+                   strict=True)
+        for i, start, first, length, gpus in rows:
+            grid[start : start + length, first : first + gpus] = i
+
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         j = self.jobs
         gained, self.bound = _packc.pack(

@@ -145,10 +145,11 @@ class RealtimePlacer:
                  if phase == "all" or (iv[2] == 0) == (phase == "first")]
         heapq.heapify(queue)
         free = grid == gridlib.FREE
+        allowed = {i: (self.owner == -1) | (self.owner == i) for i in self.jobs}
         while queue:
             _, _, a, i, b = heapq.heappop(queue)
             state = self.jobs[i]
-            mine = (self.owner == -1) | (self.owner == i)
+            mine = allowed[i]
             if self.stack:
                 spot3 = _choose_stacked(free, mine, self.rank, state, a, b, self.largest)
                 if spot3 is None:
@@ -322,17 +323,18 @@ def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
 def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int) -> bool:
     """Charge the acquire at a and the release at b to the swap budget, if both fit."""
     limit = state.job.swap_limit
+    changes = state.changes
     acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
     release = b < T
-    need: dict[int, int] = {}
-    if acquire:
-        need[a] = need.get(a, 0) + 1
-    if release:
-        need[b] = need.get(b, 0) + 1
-    if any(state.changes[t] + n > limit for t, n in need.items()):
+    if acquire and release and a == b:
+        if changes[a] + 2 > limit:
+            return False
+    elif (acquire and changes[a] + 1 > limit) or (release and changes[b] + 1 > limit):
         return False
-    for t, n in need.items():
-        state.changes[t] += n
+    if acquire:
+        changes[a] += 1
+    if release:
+        changes[b] += 1
     return True
 
 
