@@ -85,8 +85,11 @@ def plan_file(a: PlanArgs) -> Plan:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound
             else "auto")
-    result = make_plan(loaded, a.policy, bound=mode, block_seconds=a.block_bound or 0.0,
-                       **options)
+    try:  # a policy can refuse the scenario too (fast: a reservation it cannot honour)
+        result = make_plan(loaded, a.policy, bound=mode, block_seconds=a.block_bound or 0.0,
+                           **options)
+    except InputError as err:
+        raise err.located(str(a.scenario)) from None
     files: dict[Path, str | bytes] = {a.out: result.to_json()}
     if a.png:
         from allocator.render import render_png

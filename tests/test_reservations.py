@@ -295,3 +295,18 @@ def test_fast_is_legal_or_refuses_a_block_realtime_cannot_leave_in_time(path: Pa
         assert error.job == scenario.reservations[0].id and error.field == "reservations"
         return
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+
+
+def test_plan_command_refuses_a_reservation_fast_cannot_honour(tmp_path: Path) -> None:
+    """The refusal reaches `gpuplan plan` as bad input: exit code 2, the file, job and
+    field named, and no plan written."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    scenario = next(p for p in VACATE_CASES if p.stem == "seed11-fit01")
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(build_app(), ["plan", str(scenario), "--out", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    assert str(scenario) in result.output and "train-123" in result.output
+    assert "reservations" in result.output
