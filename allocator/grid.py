@@ -97,10 +97,19 @@ class Scorer:
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
             return 0.0
-        counts = np.bincount(self.rows + grid.ravel() % (self.n + 1),
-                             minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
-        total = float((counts[:, self.batch] * self.batch_weight).sum())
-        if len(self.realtime):
-            short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
-            total -= float(short @ self.penalty)
-        return total
+        counts = self._counts(grid)
+        return float((counts[:, self.batch] * self.batch_weight).sum()) - self._short(counts)
+
+    def shortfall_cost(self, grid: Grid) -> float:
+        """What `grid`'s realtime shortfall takes off the objective."""
+        return self._short(self._counts(grid)) if self.n else 0.0
+
+    def _counts(self, grid: Grid) -> np.ndarray:
+        return np.bincount(self.rows + grid.ravel() % (self.n + 1),
+                           minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
+
+    def _short(self, counts: np.ndarray) -> float:
+        if not len(self.realtime):
+            return 0.0
+        short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
+        return float(short @ self.penalty)

@@ -107,6 +107,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     held.pin(base)
     held.keep_realtime_off(base)
     placer = RealtimePlacer(scenario, base)  # layers and curves, shared by every layout
+    score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
     realtime_first = _lay_out(placer.copy(), base, held)
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
     orders = value_orders(scenario, held)  # and the same value orders
@@ -145,7 +146,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                 held.release(layout)
                 candidates.append(layout)
                 for grid, gained in earlier:
-                    if shortfall_cost(scenario, layout) < gained - 1e-6:
+                    if score.shortfall_cost(layout) < gained - 1e-6:
                         continue
                     phased.copy().place(grid, "later")
                     held.release(grid)
@@ -159,7 +160,6 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates += baselines.both(scenario, jobs)
     if scenario.reservations:
         candidates = legal_around_reservations(scenario, candidates)
-    score = gridlib.Scorer(scenario)
     scores = [score(g) for g in candidates]
     best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
     if anchors:
@@ -303,17 +303,6 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     if best is not None:
         best.write(scenario, grid)
     return grid
-
-
-def shortfall_cost(scenario: Scenario, grid: np.ndarray) -> float:
-    """What `grid`'s realtime shortfall takes off the objective (MODEL.md)."""
-    cost = 0.0
-    for i, job in enumerate(scenario.jobs):
-        if isinstance(job, RealtimeJob):
-            held = (grid == i).sum(axis=1)
-            short = np.maximum(np.asarray(job.demand) - held, 0).sum()
-            cost += scenario.weights.realtime_penalty * job.priority * float(short)
-    return cost
 
 
 def value_orders(scenario: Scenario, held: reservations.Holds | None = None

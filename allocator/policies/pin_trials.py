@@ -76,7 +76,8 @@ def pin_trials(scenario: Scenario, grid: np.ndarray,
     """The best of `grid` and up to `trials` replans, each with one more job pinned
     (`spots`, in order, where the pin is a sound reservation: `reservations.problems`);
     `plan` is the policy without trials."""
-    best, value = grid, gridlib.objective(scenario, grid)
+    score = gridlib.Scorer(scenario)
+    best, value = grid, score(grid)
     tried = 0
     for spot in spots(scenario, grid):
         if tried >= trials:
@@ -89,7 +90,7 @@ def pin_trials(scenario: Scenario, grid: np.ndarray,
             trial = plan(replace(scenario, reservations=pinned))
         except InputError:
             continue  # no legal plan vacates the block by then (fast's own check)
-        got = gridlib.objective(scenario, trial)
+        got = score(trial)
         if got > value + 1e-9:
             best, value = trial, got
     return best

@@ -64,7 +64,8 @@ def clear_blocks(scenario: Scenario, grid: np.ndarray, jobs: Jobs,
     if not is_rt.any() or movable.sum() < MIN_QUEUE:
         return grid
     trials, screens = TRIALS, SCREENS
-    best, value = grid, gridlib.objective(scenario, grid)
+    objective = gridlib.Scorer(scenario)
+    best, value = grid, objective(grid)
     tried: set[tuple[int, int, int]] = set()
     while trials > 0:
         improved = False
@@ -78,7 +79,7 @@ def clear_blocks(scenario: Scenario, grid: np.ndarray, jobs: Jobs,
                     trials -= 1
                     trial = place(scenario, layout, None, search, held=held, jobs=jobs,
                                   pinned=frozenset((j,)))
-                    score = gridlib.objective(scenario, trial)
+                    score = objective(trial)
                     if score > value + 1e-9:
                         best, value, improved = trial, score, True
                         break

@@ -57,7 +57,8 @@ def keep_starts(scenario: Scenario, fresh: np.ndarray, base: np.ndarray, anchors
         if scenario.realtime_jobs else [(False, False)]
     grids = [fresh, *(candidate(scenario, base, anchors, held, place_rest, tails, mark)
                       for tails, mark in variants)]
-    scores = [gridlib.objective(scenario, g) for g in grids]
+    score = gridlib.Scorer(scenario)
+    scores = [score(g) for g in grids]
     index = {job.id: i for i, job in enumerate(scenario.jobs)}
     spots = {index[k]: v[0] for k, v in anchors.items()
              if k in index and index[k] not in held.reserved}
