@@ -100,7 +100,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `pin_trials`: step 7's replans (0: none).
     """
     if search is None:
-        search = SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
+        search = default_search(scenario)
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
@@ -173,6 +173,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
+
+
+def default_search(scenario: Scenario) -> int:
+    """The order search's budget when none is given: SEARCH_PLACEMENTS up to 16 GPUs,
+    less beyond, as a placement scans more GPUs."""
+    return SEARCH_PLACEMENTS * 16 // max(16, scenario.G)
 
 
 def _lay_out(placer: RealtimePlacer, base: np.ndarray, held: reservations.Holds
