@@ -518,6 +518,44 @@ static double tenths_of(int g, int G, int largest, int steps, const int64_t *cum
     return tenths;
 }
 
+/* The three buffers choose and stack_pick read: free (T, G) bool, mine (G,) bool and
+ * rank (G,) float64; 0, or -1 with every buffer taken so far released. */
+static int window_buffers(PyObject *of, PyObject *om, PyObject *orank, Py_buffer *bf,
+                          Py_buffer *bm, Py_buffer *br) {
+    if (PyObject_GetBuffer(of, bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return -1;
+    if (PyObject_GetBuffer(om, bm, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(bf);
+        return -1;
+    }
+    if (PyObject_GetBuffer(orank, br, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(bf);
+        PyBuffer_Release(bm);
+        return -1;
+    }
+    return 0;
+}
+
+static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
+    PyBuffer_Release(bf);
+    PyBuffer_Release(bm);
+    PyBuffer_Release(br);
+}
+
+/* realtime.py's _free_tail_starts: per GPU, the step (relative to a) from which it is free
+ * and allowed up to b (0: all of [a, b); b - a: busy at b - 1). With free_steps, also each
+ * GPU's free steps in [a, b). */
+static void free_tails(const unsigned char *fr, const unsigned char *mine, int G, int a,
+                       int b, int64_t *tail, int64_t *free_steps) {
+    for (int g = 0; g < G; g++) tail[g] = 0;
+    for (int t = a; t < b; t++) {
+        const unsigned char *row = fr + (size_t)t * G;
+        for (int g = 0; g < G; g++) {
+            if (free_steps) free_steps[g] += row[g] != 0;
+            if (!(row[g] && mine[g])) tail[g] = t - a + 1;
+        }
+    }
+}
+
 /* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest, tail_first)
  * -> (gpu, start) | None: realtime.py's _choose past its own-GPU rule. A GPU free (and
  * allowed) over all of [a, b) whose taking costs batch blocks least (block_cost, in
@@ -532,16 +570,7 @@ static PyObject *choose(PyObject *self, PyObject *args) {
                           &tail_first))
         return NULL;
     Py_buffer bf, bm, br;
-    if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
-    if (PyObject_GetBuffer(om, &bm, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&bf);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(orank, &br, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&bf);
-        PyBuffer_Release(&bm);
-        return NULL;
-    }
+    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     const int G = (int)bm.len;
     const unsigned char *fr = bf.buf, *mine = bm.buf;
     const double *rank = br.buf;
@@ -552,28 +581,17 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     if (!free_steps || !tail) {
         free(free_steps);
         free(tail);
-        PyBuffer_Release(&bf);
-        PyBuffer_Release(&bm);
-        PyBuffer_Release(&br);
+        release_window(&bf, &bm, &br);
         return PyErr_NoMemory();
     }
-    for (int g = 0; g < G; g++) tail[g] = 0;
-    for (int t = a; t < b; t++) {
-        const unsigned char *row = fr + (size_t)t * G;
-        for (int g = 0; g < G; g++) {
-            free_steps[g] += row[g] != 0;
-            if (!(row[g] && mine[g])) tail[g] = t - a + 1;
-        }
-    }
+    free_tails(fr, mine, G, a, b, tail, free_steps);
     for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
     /* prefix sums of free steps, so a block's total is one subtraction */
     int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
     if (!cum) {
         free(free_steps);
         free(tail);
-        PyBuffer_Release(&bf);
-        PyBuffer_Release(&bm);
-        PyBuffer_Release(&br);
+        release_window(&bf, &bm, &br);
         return PyErr_NoMemory();
     }
     for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
@@ -617,9 +635,7 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     free(cum);
     free(free_steps);
     free(tail);
-    PyBuffer_Release(&bf);
-    PyBuffer_Release(&bm);
-    PyBuffer_Release(&br);
+    release_window(&bf, &bm, &br);
     if (gpu < 0) Py_RETURN_NONE;
     return Py_BuildValue("(ii)", gpu, start);
 }
@@ -634,35 +650,24 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOiii:stack_pick", &of, &om, &orank, &a, &b, &lag))
         return NULL;
     Py_buffer bf, bm, br;
-    if (PyObject_GetBuffer(of, &bf, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) return NULL;
-    if (PyObject_GetBuffer(om, &bm, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&bf);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(orank, &br, PyBUF_C_CONTIGUOUS) != 0) {
-        PyBuffer_Release(&bf);
-        PyBuffer_Release(&bm);
-        return NULL;
-    }
+    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     const int G = (int)bm.len;
     const unsigned char *fr = bf.buf, *mine = bm.buf;
     const double *rank = br.buf;
-    int gpu = -1, m = 0;
-    for (int g = 0; g < G; g++) {
-        int tail = 0; /* the free tail's start, relative to a */
-        for (int t = b - 1; t >= a; t--)
-            if (!(fr[(size_t)t * G + g] && mine[g])) {
-                tail = t - a + 1;
-                break;
-            }
-        if (tail <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
-            gpu = g;
-            m = tail;
-        }
+    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* free tails' starts */
+    if (!tail) {
+        release_window(&bf, &bm, &br);
+        return PyErr_NoMemory();
     }
-    PyBuffer_Release(&bf);
-    PyBuffer_Release(&bm);
-    PyBuffer_Release(&br);
+    free_tails(fr, mine, G, a, b, tail, NULL);
+    int gpu = -1, m = 0;
+    for (int g = 0; g < G; g++)
+        if (tail[g] <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
+            gpu = g;
+            m = (int)tail[g];
+        }
+    free(tail);
+    release_window(&bf, &bm, &br);
     if (gpu < 0) Py_RETURN_NONE;
     return Py_BuildValue("(ii)", gpu, m);
 }
