@@ -28,6 +28,14 @@ STABILITY_OPTION = typer.Option(
     "off", "--stability",
     help="fast keeps each queued job's last planned start unless a fresh plan gains more "
          "than this share of the objective (allocator/policies/stable.py); off.")
+def pin_trials_option(default: int) -> Any:
+    """fast's `--pin-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 12)."""
+    return typer.Option(default, "--pin-trials", min=0, max=1000,
+                        help="fast: replan up to N times, each with one delayed job pinned "
+                             "to an earlier block; the best plan wins (better one-shot "
+                             "plans, each trial about one more fast run; 0 = none).")
+
+
 ESTIMATE_HORIZON_OPTION = typer.Option(
     72, "--estimate-horizon",
     help="A job the first plan leaves out of its horizon gets its start estimate from a "

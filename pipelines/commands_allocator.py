@@ -11,7 +11,7 @@ import typer
 from allocator.core.errors import InputError
 from allocator.scenario_io import load_scenario_dir
 from pipelines.checkout import benchmarks
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import input_errors, pin_trials_option
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -48,11 +48,7 @@ def plan(
                                       help="fast: also move services out of delayed jobs' "
                                            "windows (one-shot plans <= 16 GPUs; off: it "
                                            "lowers realized value in the rolling replay)."),
-    pin_trials: int = typer.Option(0, "--pin-trials", min=0, max=1000,
-                                   help="fast: replan up to N times, each with one delayed "
-                                        "job pinned to an earlier block; the best plan wins "
-                                        "(better one-shot plans, each trial about one more "
-                                        "fast run; 0 = none)."),
+    pin_trials: int = pin_trials_option(0),
     bound: bool | None = typer.Option(None, "--bound/--no-bound",
                                       help="Prove an upper bound on the objective (default: "
                                            "where it is cheap; --bound: always)."),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import input_errors, pin_trials_option
 
 
 def register(app: typer.Typer) -> None:
@@ -68,10 +68,7 @@ def plan_day(
                                      help="Steps in the plan (default: one day)."),
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
-    pin_trials: int = typer.Option(12, "--pin-trials", min=0, max=1000,
-                                   help="fast: replan up to N times, each with one delayed "
-                                        "job pinned to an earlier block; the best plan wins "
-                                        "(0 = none)."),
+    pin_trials: int = pin_trials_option(12),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",

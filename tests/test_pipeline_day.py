@@ -159,3 +159,17 @@ def test_pin_trials_give_a_legal_day_plan_worth_at_least_the_plain_one(tmp_path)
     value = {name: json.loads(r.outputs.plan.read_text())["metrics"]["objective"]
              for name, r in (("plain", plain), ("tried", tried))}
     assert value["tried"] >= value["plain"] - 1e-6, value
+
+
+def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
+    """The command states the default as a literal (importing plan_day loads pandas):
+    it must stay the one `plan_day` uses."""
+    import typer.main
+
+    from pipelines.cli import build_app
+    from pipelines.plan_day import DAY_PIN_TRIALS
+
+    command = typer.main.get_command(build_app())
+    day = command.commands["plan-day"]  # type: ignore[attr-defined]
+    option = next(p for p in day.params if p.name == "pin_trials")
+    assert option.default == DAY_PIN_TRIALS == DayArgs.pin_trials
