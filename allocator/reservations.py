@@ -272,14 +272,18 @@ def vacate_steps(scenario: Scenario, first: int, gpus: int) -> int:
     (a fall after a peak ends a peak's layer, on whichever GPU it took; counting that fall
     too, a promise went illegal). An acquire made to release a GPU here is only of use in
     the next step: fast hands a GPU over in consecutive steps or not at all. The jobs move in
-    parallel, and past the horizon demand is taken as flat. 0 when realtime holds none.
+    parallel, and past the horizon demand is taken as flat. 0 when realtime holds none;
+    the horizon's length where a service with swap limit 0 holds one (it never moves).
     """
     out = 0
     for rt in scenario.realtime_jobs:
         inside = sum(first <= g < first + gpus for g in rt.current_gpus or ())
         if not inside:
             continue
-        limit, t = max(rt.swap_limit, 1), 0
+        if rt.swap_limit == 0:  # it can never change its GPUs inside the horizon
+            out = max(out, scenario.T)
+            continue
+        limit, t = rt.swap_limit, 0
         previous = len(rt.current_gpus or ())
         # the held count fast and full actually follow: it rises ahead of a peak, so the
         # budget of the steps before the peak is spent too (raw demand would miss that)

@@ -106,7 +106,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
     held.pin(base)
     held.keep_realtime_off(base)
-    placer = RealtimePlacer(scenario, base)  # layers and curves, shared by every layout
+    # layers and curves, shared by every layout
+    placer = RealtimePlacer(scenario, base, hold_through_off=bool(scenario.reservations))
     score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
     realtime_first = _lay_out(placer.copy(), base, held)
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
@@ -218,11 +219,11 @@ def realtime_last(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer, 
 
 def legal_around_reservations(scenario: Scenario, candidates: list[np.ndarray]
                               ) -> list[np.ndarray]:
-    """The candidates within every swap limit. A reserved block a service holds GPUs of
-    must be vacated by its start, and where the services' own moves spend the budget
-    first the layouts can leave a release they cannot pay for (a known gap: the guard
-    promises such blocks `VACATE_MARGIN` steps later, which avoids it in its replays).
-    None legal: the reservations are refused as input (exit code 2), not an illegal plan.
+    """The candidates within every swap limit: a safety net. A reserved block a service
+    holds GPUs of must be vacated by its start; the layouts hold those GPUs through the
+    keep-off while the service's curve falls, so the releases are paid for (no sound
+    promise is known to fail here). None legal: the reservations are refused as input
+    (exit code 2), never an illegal plan.
     """
     legal = [g for g in candidates if swaps_hold(scenario, g)]
     if not legal:

@@ -91,7 +91,7 @@ class RealtimePlacer:
     """
 
     def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False,
-                 stack: bool = False) -> None:
+                 stack: bool = False, hold_through_off: bool = False) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
         self.tail_first = tail_first
@@ -103,6 +103,11 @@ class RealtimePlacer:
         for i, job in realtime:
             if job.current_gpus:
                 self.owner[list(job.current_gpus)] = i
+        # With `hold_through_off`, a service may go on holding its current GPUs in cells a
+        # reservation keeps realtime off (OFF): holding on is legal, and a layer there is
+        # a release the curve's fall pays for, where a GPU left unused must be released at
+        # step 0 whatever the swap budget says (`_keep_current_at_step_zero`).
+        self.holding = (self.owner >= 0) if hold_through_off else None
         free = grid == gridlib.FREE
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, SwapLedger] = {}
@@ -145,18 +150,21 @@ class RealtimePlacer:
                  if phase == "all" or (iv[2] == 0) == (phase == "first")]
         heapq.heapify(queue)
         free = grid == gridlib.FREE
+        # own_free is None: a job's current GPUs are free where any GPU is
+        own_free = None if self.holding is None else free | ((grid == OFF) & self.holding)
         allowed = {i: (self.owner == -1) | (self.owner == i) for i in self.jobs}
         while queue:
             _, _, a, i, b = heapq.heappop(queue)
             state = self.jobs[i]
             mine = allowed[i]
             if self.stack:
-                spot3 = _choose_stacked(free, mine, self.rank, state, a, b, self.largest)
+                spot3 = _choose_stacked(free, own_free, mine, self.rank, state, a, b,
+                                        self.largest)
                 if spot3 is None:
                     continue
                 gpu, start, head_end = spot3
             else:
-                spot = _choose(free, mine, self.rank, state, a, b, self.largest,
+                spot = _choose(free, own_free, mine, self.rank, state, a, b, self.largest,
                                self.tail_first)
                 if spot is None:
                     continue  # left out: a shortfall the objective prices
@@ -165,6 +173,8 @@ class RealtimePlacer:
             if not _charge(state, gpu, start, b, T):
                 continue
             free[start:b, gpu] = False
+            if own_free is not None:
+                own_free[start:b, gpu] = False
             grid[start:b, gpu] = i
             if start == 0:
                 state.unused_current.discard(gpu)
@@ -196,12 +206,13 @@ def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
     return tenths / 10
 
 
-def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
-            a: int, b: int, largest: int, tail_first: bool = False) -> tuple[int, int] | None:
-    """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0,
-    else the one whose taking costs batch blocks least (ties: the preferred); failing
-    that, the GPU free from the earliest step on to b."""
-    own = _own_best(free, mine, rank, state, a, b)
+def _choose(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray, rank: np.ndarray,
+            state: SwapLedger, a: int, b: int, largest: int, tail_first: bool = False
+            ) -> tuple[int, int] | None:
+    """The GPU for [a, b): free throughout, the job's own current GPUs first at step 0
+    (free in `own_free`, if given), else the one whose taking costs batch blocks least (ties: the
+    preferred); failing that, the GPU free from the earliest step on to b."""
+    own = _own_best(free, own_free, mine, rank, state, a, b)
     if own is not None:
         return own, 0
     if _packc is not None:
@@ -215,8 +226,9 @@ def _choose(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLed
 STACK_LAG = 2
 
 
-def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
-                    a: int, b: int, largest: int) -> tuple[int, int, int] | None:
+def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray,
+                    rank: np.ndarray, state: SwapLedger, a: int, b: int, largest: int
+                    ) -> tuple[int, int, int] | None:
     """The stacked layout's GPU for [a, b): (gpu, start, end of the head left to place).
 
     The highest-ranked GPU free for all of [a, b), or free from at most STACK_LAG steps
@@ -224,7 +236,7 @@ def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state:
     a service moves off an aligned block as soon as the top of the cluster frees, handing
     over within its swap limit (the head held one step longer where the limit is 1).
     """
-    own = _own_best(free, mine, rank, state, a, b)
+    own = _own_best(free, own_free, mine, rank, state, a, b)
     own_best = -1 if own is None else own
     lag = STACK_LAG if b - a > STACK_LAG else 0
     pick = _stack_pick(free, mine, rank, a, b, lag)
@@ -238,18 +250,33 @@ def _choose_stacked(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state:
         return pick[0], a, a
     if own_best >= 0:
         return own_best, a, a
-    spot = _choose(free, mine, rank, state, a, b, largest)
+    spot = _choose(free, own_free, mine, rank, state, a, b, largest)
     return None if spot is None else (spot[0], spot[1], spot[1])
 
 
-def _own_best(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, state: SwapLedger,
-              a: int, b: int) -> int | None:
-    """At step 0, the preferred of the job's own current GPUs still unused and free for all
-    of [a, b) (keeping one costs no swap); else None."""
+def _own_best(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray,
+              rank: np.ndarray, state: SwapLedger, a: int, b: int) -> int | None:
+    """At step 0, one of the job's own current GPUs still unused and free for all of
+    [a, b) (keeping one costs no swap); else None. The preferred one, or, where the job may
+    hold on through a reservation's keep-off (`own_free`), the one whose run there ends
+    soonest after b: a GPU the reserved job takes later can host a short layer only, and
+    left unused it is a release at step 0 the swap budget may not have.
+    """
     if a != 0 or not state.unused_current:
         return None
-    own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
-    return max(own, key=lambda g: rank[g]) if own else None
+    cells = free if own_free is None else own_free
+    own = [g for g in state.unused_current if mine[g] and cells[a:b, g].all()]
+    if not own:
+        return None
+    if own_free is None:
+        return max(own, key=lambda g: rank[g])
+    return min(own, key=lambda g: (_run_end(own_free[:, g], b), -rank[g]))
+
+
+def _run_end(column: np.ndarray, b: int) -> int:
+    """The first step from b on where `column` is not free (its length if none)."""
+    busy = np.flatnonzero(~column[b:])
+    return b + int(busy[0]) if len(busy) else len(column)
 
 
 def _handover(state: SwapLedger, m: int, b: int) -> int | None:
