@@ -329,8 +329,10 @@ def test_fast_moves_services_off_a_tight_promise_within_their_swap_limits(path: 
     """Promises the guard made before `VACATE_MARGIN` (tuning seeds 11, 17 and 20, fit-01):
     sound by `problems`, yet two services holding several GPUs of the block spent their
     swap budget on their own moves, and fast's grid broke a swap limit at the start (later
-    it refused seed 11's as input). Now the services hold their GPUs of the block while
-    their curves fall, and every one gets a legal plan."""
+    it refused seed 11's as input). And one hypothesis drew (capped-curve): a service whose
+    curve, counting only GPUs outside the keep-off, fell by 3 at step 0 with a swap limit
+    of 1. Now services hold their GPUs of the block while their curves fall, and every one
+    gets a legal plan."""
     scenario = load_scenario(path)
     assert R.problems(scenario, scenario.reservations) == []
     grid = fast(scenario)

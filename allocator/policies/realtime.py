@@ -109,6 +109,8 @@ class RealtimePlacer:
         # step 0 whatever the swap budget says (`_keep_current_at_step_zero`).
         self.holding = (self.owner >= 0) if hold_through_off else None
         free = grid == gridlib.FREE
+        if self.holding is not None:  # its curve counts those it can keep from step 0 on
+            free |= np.logical_and.accumulate(free | (grid == OFF), axis=0) & self.holding
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, SwapLedger] = {}
         for i, job in realtime:
@@ -256,27 +258,18 @@ def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndar
 
 def _own_best(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray,
               rank: np.ndarray, state: SwapLedger, a: int, b: int) -> int | None:
-    """At step 0, one of the job's own current GPUs still unused and free for all of
-    [a, b) (keeping one costs no swap); else None. The preferred one, or, where the job may
-    hold on through a reservation's keep-off (`own_free`), the one whose run there ends
-    soonest after b: a GPU the reserved job takes later can host a short layer only, and
-    left unused it is a release at step 0 the swap budget may not have.
+    """At step 0, the preferred of the job's own current GPUs still unused and free for all
+    of [a, b) (keeping one costs no swap); else None. Failing that, where the job may hold
+    on through a reservation's keep-off (`own_free`), the preferred one free there: a GPU
+    left unused is a release at step 0, and an acquire elsewhere instead spends the budget
+    that release needs.
     """
     if a != 0 or not state.unused_current:
         return None
-    cells = free if own_free is None else own_free
-    own = [g for g in state.unused_current if mine[g] and cells[a:b, g].all()]
-    if not own:
-        return None
-    if own_free is None:
-        return max(own, key=lambda g: rank[g])
-    return min(own, key=lambda g: (_run_end(own_free[:, g], b), -rank[g]))
-
-
-def _run_end(column: np.ndarray, b: int) -> int:
-    """The first step from b on where `column` is not free (its length if none)."""
-    busy = np.flatnonzero(~column[b:])
-    return b + int(busy[0]) if len(busy) else len(column)
+    own = [g for g in state.unused_current if mine[g] and free[a:b, g].all()]
+    if not own and own_free is not None:
+        own = [g for g in state.unused_current if mine[g] and own_free[a:b, g].all()]
+    return max(own, key=lambda g: rank[g]) if own else None
 
 
 def _handover(state: SwapLedger, m: int, b: int) -> int | None:
