@@ -9,10 +9,16 @@ empty timeout yields fast.
 
 from __future__ import annotations
 
+from functools import partial
+
 from allocator.milp.search import FullSolve
 from allocator.model import Scenario
 from allocator.policies.fast import fast
 from allocator.result import PolicyResult
+
+# fast's pin trials for the warm start: a few fast runs (milliseconds) against a solve of
+# seconds, and a better incumbent prunes every placement and cut after it (tuning seeds).
+WARM_PIN_TRIALS = 12
 
 
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
@@ -26,7 +32,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     32 GPUs, when they do not, the tighter zone relaxation and no-good cuts follow), and
     the full MILP stops as soon as an incumbent meets it.
     """
-    run = FullSolve(scenario, fast, solver=solver, time_limit=time_limit, mip_gap=mip_gap,
+    run = FullSolve(scenario, partial(fast, pin_trials=WARM_PIN_TRIALS), solver=solver, time_limit=time_limit, mip_gap=mip_gap,
                     warm_start=warm_start)
     if run.cannot_solve():
         return run.result(run.fast_grid)
