@@ -23,7 +23,9 @@
    needs the low block, which no layout made before the batch work reaches.
 5. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario. With reservations, candidates
-   that break a swap limit are dropped first (`legal_around_reservations`).
+   that break a swap limit are dropped first; if none is left (services could not pay
+   their way off a reserved block), steps 1-4 run again with services holding their GPUs
+   there while their curves fall (`RealtimePlacer(hold_through_off=True)`).
 6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
    them, chosen unless the best grid beats it by more than `stability`
    (allocator/policies/stable.py).
@@ -106,12 +108,38 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
     held.pin(base)
     held.keep_realtime_off(base)
-    # layers and curves, shared by every layout
-    placer = RealtimePlacer(scenario, base, hold_through_off=bool(scenario.reservations))
     score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
-    realtime_first = _lay_out(placer.copy(), base, held)
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
     orders = value_orders(scenario, held)  # and the same value orders
+    make = partial(_candidates, scenario, base, held, score, jobs, orders, search)
+    candidates = make(RealtimePlacer(scenario, base))
+    if scenario.reservations:
+        candidates = [g for g in candidates if swaps_hold(scenario, g)]
+        if not candidates:  # no layout paid its way off a reserved block: hold on there
+            candidates = legal_around_reservations(
+                scenario, make(RealtimePlacer(scenario, base, hold_through_off=True)))
+    scores = [score(g) for g in candidates]
+    best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    if anchors:
+        best = keep_starts(scenario, best, base, anchors, stability, held,
+                           lambda grid, kept: place_batch(scenario, grid, None, search,
+                                                          held=held, jobs=jobs, orders=orders,
+                                                          pinned=kept))
+    if pin_trials > 0 and not anchors:
+        best = trials.pin_trials(scenario, best, partial(fast, search=search), pin_trials)
+    if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
+        return best
+    return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
+                        partial(place_batch, orders=orders))
+
+
+def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
+                score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
+                search: int,
+                placer: RealtimePlacer) -> list[np.ndarray]:
+    """Steps 1-4 of the docstring: one grid per realtime layout and batch order, with
+    `placer`'s layers and curves shared by every layout."""
+    realtime_first = _lay_out(placer.copy(), base, held)
     candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
                               orders=orders)]
     layouts = [realtime_first]
@@ -159,21 +187,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             candidates.append(last)
     if not scenario.reservations:  # the baselines know nothing of reservations
         candidates += baselines.both(scenario, jobs)
-    if scenario.reservations:
-        candidates = legal_around_reservations(scenario, candidates)
-    scores = [score(g) for g in candidates]
-    best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
-    if anchors:
-        best = keep_starts(scenario, best, base, anchors, stability, held,
-                           lambda grid, kept: place_batch(scenario, grid, None, search,
-                                                          held=held, jobs=jobs, orders=orders,
-                                                          pinned=kept))
-    if pin_trials > 0 and not anchors:
-        best = trials.pin_trials(scenario, best, partial(fast, search=search), pin_trials)
-    if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
-        return best
-    return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
-                        partial(place_batch, orders=orders))
+    return candidates
 
 
 def default_search(scenario: Scenario) -> int:
@@ -219,10 +233,8 @@ def realtime_last(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer, 
 
 def legal_around_reservations(scenario: Scenario, candidates: list[np.ndarray]
                               ) -> list[np.ndarray]:
-    """The candidates within every swap limit: a safety net. A reserved block a service
-    holds GPUs of must be vacated by its start; the layouts hold those GPUs through the
-    keep-off while the service's curve falls, so the releases are paid for (no sound
-    promise is known to fail here). None legal: the reservations are refused as input
+    """The second pass's candidates within every swap limit: a safety net (no sound
+    promise is known to fail there). None legal: the reservations are refused as input
     (exit code 2), never an illegal plan.
     """
     legal = [g for g in candidates if swaps_hold(scenario, g)]

@@ -32,8 +32,8 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     32 GPUs, when they do not, the tighter zone relaxation and no-good cuts follow), and
     the full MILP stops as soon as an incumbent meets it.
     """
-    run = FullSolve(scenario, partial(fast, pin_trials=WARM_PIN_TRIALS), solver=solver, time_limit=time_limit, mip_gap=mip_gap,
-                    warm_start=warm_start)
+    run = FullSolve(scenario, partial(fast, pin_trials=WARM_PIN_TRIALS), solver=solver,
+                    time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start)
     if run.cannot_solve():
         return run.result(run.fast_grid)
     if lp_bound:

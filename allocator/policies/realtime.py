@@ -104,18 +104,25 @@ class RealtimePlacer:
             if job.current_gpus:
                 self.owner[list(job.current_gpus)] = i
         # With `hold_through_off`, a service may go on holding its current GPUs in cells a
-        # reservation keeps realtime off (OFF): holding on is legal, and a layer there is
-        # a release the curve's fall pays for, where a GPU left unused must be released at
-        # step 0 whatever the swap budget says (`_keep_current_at_step_zero`).
+        # reservation keeps realtime off (OFF): holding on is legal, acquiring there is not.
+        # Its curve counts such GPUs only as far as its swap limit forces it to (it cannot
+        # release them faster), so it still leaves the block as fast as it can; counted
+        # out, the curve fell faster than the limit at step 0 and the releases went unpaid.
         self.holding = (self.owner >= 0) if hold_through_off else None
         free = grid == gridlib.FREE
-        if self.holding is not None:  # its curve counts those it can keep from step 0 on
-            free |= np.logical_and.accumulate(free | (grid == OFF), axis=0) & self.holding
+        holdable = None
+        if self.holding is not None:
+            holdable = np.logical_and.accumulate(free | (grid == OFF), axis=0) & self.holding
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, SwapLedger] = {}
         for i, job in realtime:
             current = set(job.current_gpus) if job.current_gpus is not None else None
-            available = (free & ((self.owner == -1) | (self.owner == i))).sum(axis=1)
+            allowed = (self.owner == -1) | (self.owner == i)
+            available = (free & allowed).sum(axis=1)
+            if holdable is not None and current:
+                slowest = len(current) - job.swap_limit * np.arange(1, T + 1)
+                most = (free & allowed | holdable & (self.owner == i)).sum(axis=1)
+                available = np.minimum(most, np.maximum(available, slowest))
             curve = target_curve(np.asarray(job.demand), job.swap_limit,
                                  None if current is None else len(current), available)
             self.jobs[i] = SwapLedger(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
