@@ -30,7 +30,9 @@ STORED = ROOT / "benchmarks" / "stored"
 def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
-         pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials")) -> None:
+         pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
+         mirror: bool = typer.Option(False, "--mirror", help="fast's mirrored layout too")
+         ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
         # would map it back here)
@@ -57,7 +59,10 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
             continue
         scenario = scenario_for(case)
         began = time.perf_counter()
-        grid = fast(scenario, pin_trials=pin_trials) if pin_trials else fast(scenario)
+        if mirror:  # only then: an older tree's fast may not know the option
+            grid = fast(scenario, pin_trials=pin_trials, mirror=True)
+        else:
+            grid = fast(scenario, pin_trials=pin_trials) if pin_trials else fast(scenario)
         seconds.append(time.perf_counter() - began)
         value = gridlib.objective(scenario, grid)
         found.append(value / max(row["full"], value))

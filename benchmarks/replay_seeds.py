@@ -11,7 +11,8 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
 the stacked realtime layout), `trials` (the default with 12 pin trials per plan),
-`nolast` (the default without the realtime-last candidate).
+`nolast` (the default without the realtime-last candidate), `tailfirst` (the default with
+the tail-first layout where the mirrored one is now).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Variant:
     stack: bool = True
     pin_trials: int = 0
     realtime_last: bool = True
+    layouts: tuple[dict[str, bool], ...] | None = None  # None: fast's own LAYOUTS
 
 
 VARIANTS: dict[str, Variant] = {
@@ -39,6 +41,8 @@ VARIANTS: dict[str, Variant] = {
     "clear": Variant(pairs=False, clear=True), "both": Variant(clear=True),
     "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
     "nolast": Variant(realtime_last=False),
+    # the layouts before the mirrored one took tail-first's place
+    "tailfirst": Variant(layouts=({"tail_first": True}, {"stack": True})),
 }
 
 
@@ -60,8 +64,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     saved = fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST
     fastmod.PAIRS = variant.pairs
     fastmod.REALTIME_LAST = variant.realtime_last
+    if variant.layouts is not None:
+        fastmod.LAYOUTS = variant.layouts
     if not variant.stack:
-        fastmod.LAYOUTS = tuple(m for m in saved[1] if not m.get("stack"))
+        fastmod.LAYOUTS = tuple(m for m in fastmod.LAYOUTS if not m.get("stack"))
     policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
                                       pin_trials=variant.pin_trials))
     try:

@@ -41,6 +41,7 @@ class PlanArgs:
     pin_trials: int  # fast: step 7, replans with one delayed job pinned earlier (0: none)
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
+    mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
 
 
 def picture(scenario: Scenario) -> dict:
@@ -80,7 +81,8 @@ def plan_file(a: PlanArgs) -> Plan:
     if a.policy == "full":
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
-        options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials}
+        options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
+                   "mirror": a.mirror}
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

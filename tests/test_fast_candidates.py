@@ -117,6 +117,41 @@ def test_fast_keeps_the_tail_first_layout_where_it_alone_is_best() -> None:
     assert gridlib.objective(scenario, fast(scenario)) >= tail - 1e-6
 
 
+MIRROR_WINS = Path(__file__).parent / "data" / "quality_cases" / "mirror_wins.json"
+
+
+def mirrored_layout(scenario: Scenario) -> np.ndarray:
+    """Realtime stacked at the bottom (`fast(mirror=True)`'s extra layout), then batch."""
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    placer = RealtimePlacer(scenario, grid).copy(stack=True, mirror=True)
+    placer.place(grid)
+    placer.finish(grid)
+    return place_batch(scenario, grid, None, default_search(scenario))
+
+
+def test_fast_with_mirror_keeps_the_mirrored_layout_where_it_alone_is_best() -> None:
+    """Tuning seed 1047 (8 GPUs): realtime stacked at the bottom beats every default layout
+    by 2%; fast finds it only when asked (`mirror=True`)."""
+    scenario = load_scenario(MIRROR_WINS)
+    values = {name: gridlib.objective(scenario, g) for name, g in layouts(scenario).items()}
+    mirrored = gridlib.objective(scenario, mirrored_layout(scenario))
+    assert mirrored > 1.01 * max(values.values()), (mirrored, values)  # the case still tells
+    assert gridlib.objective(scenario, fast(scenario, mirror=True)) >= mirrored - 1e-6
+    assert gridlib.objective(scenario, fast(scenario)) < mirrored - 1e-6
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios())
+def test_the_mirrored_layout_only_adds_a_candidate(scenario: Scenario) -> None:
+    """With `mirror`, fast is legal and worth at least its default plan (a superset of
+    candidates, the best kept)."""
+    grid = fast(scenario, mirror=True)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    default = gridlib.objective(scenario, fast(scenario))
+    assert gridlib.objective(scenario, grid) >= default - 1e-6
+
+
 # Generated scenarios (tuning seeds of benchmarks/bench_quality.py) where one layout alone
 # keeps the plan: the stacked one on 8 GPUs with the service's three base layers, and on
 # 12 GPUs where the services must move to the unaligned top once the running jobs there
@@ -195,3 +230,26 @@ def test_fast_swap_check_agrees_with_the_validator(scenario: Scenario, data: st.
              if "constraint 4" in p]
     event(f"a swap limit broken: {bool(swaps)}")
     assert swaps_hold(scenario, grid) == (not swaps), swaps
+
+
+def test_plan_command_passes_mirror_to_fast(tmp_path: Path) -> None:
+    """`gpuplan plan --mirror` plans with the extra layout: on the fixed case its objective
+    is the mirrored one's, above the default command's."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    runner = CliRunner()
+    values = {}
+    for flag in ([], ["--mirror"]):
+        out = tmp_path / f"plan{len(flag)}.json"
+        result = runner.invoke(build_app(), ["plan", str(MIRROR_WINS), "--out", str(out),
+                                             *flag])
+        assert result.exit_code == 0, result.output
+        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    scenario = load_scenario(MIRROR_WINS)
+    assert values[True] == pytest.approx(gridlib.objective(scenario, fast(scenario,
+                                                                          mirror=True)))
+    assert values[True] > values[False]

@@ -130,16 +130,22 @@ class RealtimePlacer:
             for a, b in layer_intervals(curve):
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
 
-    def copy(self, tail_first: bool | None = None, stack: bool | None = None
-             ) -> RealtimePlacer:
+    def copy(self, tail_first: bool | None = None, stack: bool | None = None,
+             mirror: bool = False) -> RealtimePlacer:
         """An independent placer (its own swap ledgers), in another mode if asked: the
-        layers and curves are computed once for every layout fast tries."""
+        layers and curves are computed once for every layout fast tries.
+
+        `mirror`: the GPU preference turned upside down (`preference`'s order reversed),
+        so stacked realtime packs at the bottom of the cluster and batch blocks above it.
+        """
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         if tail_first is not None:
             clone.tail_first = tail_first
         if stack is not None:
             clone.stack = stack
+        if mirror:
+            clone.rank = self.rank.max() - self.rank
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
