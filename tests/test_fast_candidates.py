@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines
-from allocator.policies.fast import default_search, fast, place_batch
+from allocator.policies.fast import LAST_SHARE, default_search, fast, place_batch
 from allocator.policies.realtime import RealtimePlacer, place_realtime
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
@@ -61,7 +61,8 @@ def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
                                  pair_step=spill < 0)  # as fast: no pair step with spill
             placer.copy().place(layout, "later")
             out[name] = layout
-        last = realtime_last_layout(scenario, base, search)
+        # with fast's budget for it: a quarter of the search (more search can do better)
+        last = realtime_last_layout(scenario, base, search // LAST_SHARE)
         if last is not None:
             out["realtime last"] = last
     out["priority"] = baselines.priority(scenario)
@@ -82,7 +83,8 @@ def realtime_last_layout(scenario: Scenario, base: np.ndarray, search: int
             if grid[0, g] == gridlib.FREE:
                 grid[0, g] = i
     placer = RealtimePlacer(scenario, base)
-    grid = place_batch(scenario, grid, placer.later_demand(later_only=False), search)
+    grid = place_batch(scenario, grid, placer.later_demand(later_only=False), search,
+                       pair_step=False)  # as fast: no pair step for this candidate
     for i, gpus in current:
         for g in gpus:
             if grid[0, g] == i:
