@@ -28,6 +28,8 @@ STABILITY_OPTION = typer.Option(
     "off", "--stability",
     help="fast keeps each queued job's last planned start unless a fresh plan gains more "
          "than this share of the objective (allocator/policies/stable.py); off.")
+
+
 def pin_trials_option(default: int) -> Any:
     """fast's `--pin-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 12)."""
     return typer.Option(default, "--pin-trials", min=0, max=1000,

@@ -115,9 +115,11 @@ class RealtimePlacer:
             holdable = np.logical_and.accumulate(free | (grid == OFF), axis=0) & self.holding
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, SwapLedger] = {}
+        # the GPUs each job may take: nobody's current ones, and its own
+        self.allowed = {i: (self.owner == -1) | (self.owner == i) for i, _ in realtime}
         for i, job in realtime:
             current = set(job.current_gpus) if job.current_gpus is not None else None
-            allowed = (self.owner == -1) | (self.owner == i)
+            allowed = self.allowed[i]
             available = (free & allowed).sum(axis=1)
             if holdable is not None and current:
                 slowest = len(current) - job.swap_limit * np.arange(1, T + 1)
@@ -167,11 +169,10 @@ class RealtimePlacer:
         free = grid == gridlib.FREE
         # own_free is None: a job's current GPUs are free where any GPU is
         own_free = None if self.holding is None else free | ((grid == OFF) & self.holding)
-        allowed = {i: (self.owner == -1) | (self.owner == i) for i in self.jobs}
         while queue:
             _, _, a, i, b = heapq.heappop(queue)
             state = self.jobs[i]
-            mine = allowed[i]
+            mine = self.allowed[i]
             if self.stack:
                 spot3 = _choose_stacked(free, own_free, mine, self.rank, state, a, b,
                                         self.largest)
