@@ -139,7 +139,8 @@ class Holds:
     `pins`: (job index, start, end, first GPU, gpus) for reservations inside the horizon;
     `batch_busy`: cells other batch jobs must treat as busy (the pinned runs, and for a
     reservation past the horizon its block at the last step, which no job that would run
-    past the reserved start can avoid); `realtime_off`: the reserved blocks, every step.
+    past the reserved start can avoid); `realtime_off`: the reserved blocks, from
+    `realtime_off_from` to the reserved run's end.
     """
 
     pins: tuple[tuple[int, int, int, int, int], ...]
@@ -177,7 +178,7 @@ def holds(scenario: Scenario) -> Holds:
         i = index[r.id]
         job = scenario.batch_job_at(i)
         cols = slice(r.first_gpu, r.first_gpu + r.gpus)
-        realtime_off[realtime_off_from(scenario, r):, cols] = True
+        realtime_off[realtime_off_from(scenario, r):realtime_off_until(scenario, r), cols] = True
         if r.start < T:
             end = min(r.start + job.duration_steps, T)
             pins.append((i, r.start, end, r.first_gpu, r.gpus))
@@ -327,6 +328,16 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     # (`earliest`); realtime leaves as early as it would without them, or it stays on the
     # block, the next plan's `vacate_steps` is no shorter, and the promise moves later
     return max(0, min(off, r.start - 2 - (VACATE_MARGIN if vacate else 0)))
+
+
+def realtime_off_until(scenario: Scenario, r: Reservation) -> int:
+    """The step from which realtime may take `r`'s block again: the reserved run's end (the
+    horizon's end for a run that ends past it, or a promise past the horizon). Kept off
+    after the run, a service short at a late peak could not use GPUs nobody needs."""
+    if r.start >= scenario.T:
+        return scenario.T
+    job = next(j for j in scenario.batch_jobs if j.id == r.id)
+    return min(r.start + job.duration_steps, scenario.T)
 
 
 def claim(priority: float, waited: int, age: float) -> float:

@@ -20,6 +20,7 @@ from allocator.milp.model import build_model
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
+from allocator.policies.full import WARM_PIN_TRIALS
 from allocator.result import SolveReport
 from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
@@ -191,11 +192,16 @@ def scenario():
     return generate("training-heavy")
 
 
+def warm_start(scenario):
+    """full's warm start: fast with its pin trials (what every fallback returns)."""
+    return fast(scenario, pin_trials=WARM_PIN_TRIALS)
+
+
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     monkeypatch.setattr(solvers.pulp.HiGHS, "available", lambda self: False)
     result = full(scenario)
     grid, report = result.grid, result.solve
-    assert np.array_equal(grid, fast(scenario))
+    assert np.array_equal(grid, warm_start(scenario))
     assert report.status == "no_solver"
     assert "not available" in report.warnings[0]
 
@@ -203,7 +209,7 @@ def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None
 def test_unknown_solver_gives_fast_with_a_warning(scenario) -> None:
     result = full(scenario, solver="gurobi-please")
     grid, report = result.grid, result.solve
-    assert np.array_equal(grid, fast(scenario))
+    assert np.array_equal(grid, warm_start(scenario))
     assert "unknown solver" in report.warnings[0]
 
 
@@ -214,7 +220,7 @@ def test_timeout_without_incumbent_gives_fast_with_a_warning(monkeypatch, scenar
     monkeypatch.setattr(search_module, "run_solver", nothing)
     result = full(scenario, time_limit=30.0)  # the solver is mocked: no real wait
     grid, report = result.grid, result.solve
-    assert np.array_equal(grid, fast(scenario))
+    assert np.array_equal(grid, warm_start(scenario))
     assert any("no solution" in w for w in report.warnings)
 
 
@@ -225,7 +231,7 @@ def test_solver_crash_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     monkeypatch.setattr(solvers._HiGHS, "actualSolve", boom)
     result = full(scenario, time_limit=2.0, block_bound=False)
     grid, report = result.grid, result.solve
-    assert np.array_equal(grid, fast(scenario))
+    assert np.array_equal(grid, warm_start(scenario))
     assert report.warnings
 
 

@@ -145,6 +145,27 @@ def test_full_keeps_the_reservation_as_constraints() -> None:
     assert not (grid[:5, 0] == 2).any()  # "small" never on the block before the big job
 
 
+@pytest.mark.parametrize("policy", ["fast", "full"])
+def test_realtime_may_take_a_reserved_block_again_once_the_reserved_run_ends(policy) -> None:
+    # The whole cluster is the reserved block: kept off it to the horizon's end, the
+    # service's late peak would go unserved.
+    if policy == "full":
+        pytest.importorskip("highspy")
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 8, "horizon_steps": 8},
+        "jobs": [
+            {"id": "big", "kind": "training", "priority": 1, "gpus": 8, "duration_steps": 2},
+            {"id": "serve", "kind": "realtime", "priority": 5, "swap_limit": 2,
+             "demand": [0, 0, 0, 0, 0, 2, 2, 2]},
+        ],
+        "reservations": [{"id": "big", "start": 2, "first_gpu": 0, "gpus": 8}],
+    })
+    assert R.realtime_off_until(scenario, scenario.reservations[0]) == 4
+    plan = make_plan(scenario, policy, **({"time_limit": 10} if policy == "full" else {}))
+    assert plan.starts()["big"] == {"start": 2, "first_gpu": 0, "end": 4}
+    assert plan.metrics.rt_shortfall == 0
+
+
 def test_earliest_looks_past_running_jobs_other_promises_and_the_realtime_floor() -> None:
     scenario = scenario_from_dict(BASE)
     big = scenario.job("big")

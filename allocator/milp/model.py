@@ -410,7 +410,8 @@ def hold_reservations(model: MilpModel, scenario: Scenario) -> None:
     for r in scenario.reservations:
         i, _ = by_id[r.id]
         rules.append((i, r, range(r.first_gpu, r.first_gpu + r.gpus),
-                      reservations.realtime_off_from(scenario, r)))
+                      range(reservations.realtime_off_from(scenario, r),
+                            reservations.realtime_off_until(scenario, r))))
     for var, st in model.starts:
         job = scenario.batch_job_at(st.job)
         for i, r, block, _ in rules:
@@ -421,7 +422,7 @@ def hold_reservations(model: MilpModel, scenario: Scenario) -> None:
                     st.start < r.start < st.start + job.duration_steps:
                 var.lowBound = var.upBound = 0
     for (_, g, t), x in model.realtime.items():
-        if any(g in block and t >= lead for _, _, block, lead in rules):
+        if any(g in block and t in off for _, _, block, off in rules):
             x.lowBound = x.upBound = 0
 
 

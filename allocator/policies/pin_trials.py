@@ -4,8 +4,8 @@ Neither the candidate layouts nor the order moves reach a plan where a service a
 jobs all move so that one delayed job starts earlier (BENCHMARKS.md, "Pin trials"). A
 trial pins such a job, as a reservation, at the earliest start where no running
 or reserved job holds an aligned block of its size, and plans the rest again around it:
-realtime kept off the block ahead of the start, other batch work there only before it
-(allocator/reservations.py). The best grid by objective is kept, the incumbent on a tie.
+realtime kept off the block from ahead of the start to the run's end, other batch work
+there only before it (allocator/reservations.py). The best grid by objective is kept, the incumbent on a tie.
 A reservation only adds constraints, so a trial's grid is legal for the scenario itself.
 """
 
