@@ -5,8 +5,9 @@ jobs all move so that one delayed job starts earlier (BENCHMARKS.md, "Pin trials
 trial pins such a job, as a reservation, at the earliest start where no running
 or reserved job holds an aligned block of its size, and plans the rest again around it:
 realtime kept off the block from ahead of the start to the run's end, other batch work
-there only before it (allocator/reservations.py). The best grid by objective is kept, the incumbent on a tie.
-A reservation only adds constraints, so a trial's grid is legal for the scenario itself.
+there only before it (allocator/reservations.py). The best grid by objective is kept,
+the incumbent on a tie. A reservation only adds constraints, so a trial's grid is legal
+for the scenario itself.
 """
 
 from __future__ import annotations
