@@ -31,7 +31,7 @@ STABILITY_OPTION = typer.Option(
 
 
 def pin_trials_option(default: int) -> Any:
-    """fast's `--pin-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 12)."""
+    """fast's `--pin-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 24)."""
     return typer.Option(default, "--pin-trials", min=0, max=1000,
                         help="fast: replan up to N times, each with one delayed job pinned "
                              "to an earlier block; the best plan wins (better one-shot "

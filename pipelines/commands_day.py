@@ -68,7 +68,7 @@ def plan_day(
                                      help="Steps in the plan (default: one day)."),
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
-    pin_trials: int = pin_trials_option(12),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
+    pin_trials: int = pin_trials_option(24),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",

@@ -342,8 +342,8 @@ def build_day(cluster: DayCluster, start: pd.Timestamp, queue: pd.DataFrame, rea
 
 
 # A daily plan is made once and kept, so fast spends a few more runs on it (BENCHMARKS.md,
-# "Pin trials": chosen on the tuning seeds; about 20 ms at 16 GPUs).
-DAY_PIN_TRIALS = 12
+# "Pin trials": chosen on the tuning seeds; two rounds, about 40 ms at 16 GPUs).
+DAY_PIN_TRIALS = 24
 
 
 def plan_day(day: Day, full: bool = False, time_limit: float = 60.0,

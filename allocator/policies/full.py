@@ -16,9 +16,9 @@ from allocator.model import Scenario
 from allocator.policies.fast import fast
 from allocator.result import PolicyResult
 
-# fast's pin trials for the warm start: a few fast runs (milliseconds) against a solve of
-# seconds, and a better incumbent prunes every placement and cut after it (tuning seeds).
-WARM_PIN_TRIALS = 12
+# fast's pin trials for the warm start (two rounds): a few fast runs (milliseconds) against
+# a solve of seconds, and a better incumbent prunes every placement and cut after it.
+WARM_PIN_TRIALS = 24
 
 
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
