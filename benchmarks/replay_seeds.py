@@ -11,8 +11,8 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
 the stacked realtime layout), `trials` (the default with 12 pin trials per plan),
-`nolast` (the default without the realtime-last candidate), `tailfirst` (the default with
-the tail-first layout where the mirrored one is now).
+`nolast` (the default without the realtime-last candidate), `mirror` (the default with the
+mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own cost).
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ VARIANTS: dict[str, Variant] = {
     "clear": Variant(pairs=False, clear=True), "both": Variant(clear=True),
     "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
     "nolast": Variant(realtime_last=False),
-    # the layouts before the mirrored one took tail-first's place
-    "tailfirst": Variant(layouts=({"tail_first": True}, {"stack": True})),
+    "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
 }
 
 
