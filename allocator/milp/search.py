@@ -52,18 +52,18 @@ LARGE_PLACE_SHARE = 0.5
 # run (bounds.build_zone_model); on a cluster of at most this many GPUs (where one zone
 # would be the block relaxation itself), zones of half as many (`zone_gpus`).
 ZONE_GPUS = 8
-
-
-def zone_gpus(G: int) -> int:
-    """The zone size for a cluster of G GPUs: ZONE_GPUS, or half of it up to ZONE_GPUS GPUs
-    (tuning seed 1079, 8 GPUs: proven in 17 s with zones of 4, open at 30 s without)."""
-    return ZONE_GPUS if G > ZONE_GPUS else max(1, ZONE_GPUS // 2)
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
+
+
+def zone_gpus(G: int) -> int:
+    """The zone size for a cluster of G GPUs: ZONE_GPUS, or half of it up to ZONE_GPUS GPUs
+    (tuning seed 1079, 8 GPUs: proven in 17 s with zones of 4, open at 30 s without)."""
+    return ZONE_GPUS if G > ZONE_GPUS else max(1, ZONE_GPUS // 2)
 
 
 @dataclass
