@@ -12,7 +12,8 @@ Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=Tr
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
 the stacked realtime layout), `trials` (the default with 12 pin trials per plan),
 `nolast` (the default without the realtime-last candidate), `mirror` (the default with the
-mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own cost).
+mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own cost),
+`nocheap` (the default without the cheap pin trials past 16 GPUs, `fast.CHEAP_TRIALS`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Variant:
     pin_trials: int = 0
     realtime_last: bool = True
     layouts: tuple[dict[str, bool], ...] | None = None  # None: fast's own LAYOUTS
+    cheap_trials: int | None = None  # None: fast's own CHEAP_TRIALS
 
 
 VARIANTS: dict[str, Variant] = {
@@ -42,6 +44,7 @@ VARIANTS: dict[str, Variant] = {
     "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
     "nolast": Variant(realtime_last=False),
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
+    "nocheap": Variant(cheap_trials=0),
 }
 
 
@@ -60,8 +63,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
-    saved = fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST
+    saved = fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS
     fastmod.PAIRS = variant.pairs
+    if variant.cheap_trials is not None:
+        fastmod.CHEAP_TRIALS = variant.cheap_trials
     fastmod.REALTIME_LAST = variant.realtime_last
     if variant.layouts is not None:
         fastmod.LAYOUTS = variant.layouts
@@ -72,7 +77,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     try:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
-        fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST = saved
+        fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

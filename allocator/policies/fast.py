@@ -32,7 +32,9 @@
    (allocator/policies/stable.py).
 7. Only with `pin_trials=N`: up to N replans, each with one delayed job pinned to an
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
-   one-shot plans at a few fast runs' cost each, so off on the hot path.
+   one-shot plans at a few fast runs' cost each, so off on the hot path. Past 16 GPUs
+   the hot path makes `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
+   construction (steps 2-4) that built the winning grid.
 8. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -85,6 +87,13 @@ LAYOUTS: tuple[dict[str, bool], ...] = ({"tail_first": True}, {"stack": True})
 # lifts one-shot plans (BENCHMARKS.md) but, in tail-first's place by default, it lowered
 # realized value in the rolling replay by 0.43% over 30 seeds.
 MIRROR: dict[str, bool] = {"stack": True, "mirror": True}
+# Past 16 GPUs, without `pin_trials`, this many cheap pin trials (step 7 replans with only
+# the winning candidate's construction, about a third of fast's time each at 64 GPUs): on
+# the 64-GPU tuning seeds one lifted fast by 0.45% on average (+3.3% on one), a second
+# added 0.12% for as much time again, past the 5 ms budget (BENCHMARKS.md). Up to 16 GPUs
+# the pins mostly pay through another construction winning, which a cheap trial misses.
+CHEAP_TRIALS = 1
+CHEAP_MIN_GPUS = 17
 
 # The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
@@ -97,8 +106,8 @@ LAST_SHARE = 4
 
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
          anchors: Anchors | None = None,
-         stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False
-         ) -> np.ndarray:
+         stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
+         only: str | None = None, cheap_trials: int | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -109,6 +118,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `mirror`: one more realtime layout in step 3, stacked at the bottom of the cluster
     (`MIRROR`); better one-shot plans, worse realized value in the rolling replay
     (BENCHMARKS.md), so off by default.
+    `cheap_trials`: step 7's cheap replans (None: `CHEAP_TRIALS` past 16 GPUs, else 0);
+    `only`: build only that construction's candidates (a cheap trial's replan).
     """
     if search is None:
         search = default_search(scenario)
@@ -121,15 +132,30 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
     orders = value_orders(scenario, held)  # and the same value orders
     layouts = LAYOUTS + ((MIRROR,) if mirror else ())
-    make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts)
-    candidates = make(RealtimePlacer(scenario, base))
+    make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
+                   only=only)
+    candidates, tags = make(RealtimePlacer(scenario, base))
+    if only is not None and not candidates:  # a cheap trial's construction built nothing
+        raise InputError(f"the construction {only} built no plan", field="reservations")
     if scenario.reservations:
-        candidates = [g for g in candidates if swaps_hold(scenario, g)]
+        keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
+        candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
         if not candidates:  # no layout paid its way off a reserved block: hold on there
-            candidates = legal_around_reservations(
-                scenario, make(RealtimePlacer(scenario, base, hold_through_off=True)))
+            if only is not None:  # a cheap trial whose construction broke a swap limit
+                raise InputError("the construction tried left no legal candidate",
+                                 field="reservations")
+            candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
+            candidates = legal_around_reservations(scenario, candidates)
+            tags = ["held"] * len(candidates)
     scores = [score(g) for g in candidates]
-    best = candidates[int(np.argmax(scores))]  # ties keep the earlier candidate
+    won = int(np.argmax(scores))
+    best = candidates[won]  # ties keep the earlier candidate
+    if cheap_trials is None:
+        cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
+    if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
+        best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
+                                                         only=tags[won], cheap_trials=0),
+                                 cheap_trials)
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
@@ -147,20 +173,30 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
                 search: int, modes: tuple[dict[str, bool], ...],
-                placer: RealtimePlacer) -> list[np.ndarray]:
+                placer: RealtimePlacer, only: str | None = None
+                ) -> tuple[list[np.ndarray], list[str]]:
     """Steps 1-4 of the docstring: one grid per realtime layout and batch order, with
-    `placer`'s layers and curves shared by every layout."""
-    realtime_first = _lay_out(placer.copy(), base, held)
-    candidates = [place_batch(scenario, realtime_first, None, search, held=held, jobs=jobs,
-                              orders=orders)]
-    layouts = [realtime_first]
-    for mode in modes if scenario.realtime_jobs else ():
+    `placer`'s layers and curves shared by every layout; each grid's construction named
+    beside it (`only`: that construction alone)."""
+    candidates: list[np.ndarray] = []
+    tags: list[str] = []
+    layouts: list[np.ndarray] = []
+    if only in (None, "first"):
+        realtime_first = _lay_out(placer.copy(), base, held)
+        layouts.append(realtime_first)
+        candidates.append(place_batch(scenario, realtime_first, None, search, held=held,
+                                      jobs=jobs, orders=orders))
+        tags.append("first")
+    for m, mode in enumerate(modes if scenario.realtime_jobs else ()):
+        if only is not None and only != f"mode{m}":
+            continue
         grid = _lay_out(placer.copy(**mode), base, held)
         if not any(np.array_equal(grid, seen) for seen in layouts):
             layouts.append(grid)
             candidates.append(place_batch(scenario, grid, None, search, held=held,
                                           jobs=jobs, orders=orders))
-    if scenario.realtime_jobs:
+            tags.append(f"mode{m}")
+    if scenario.realtime_jobs and (only is None or only.startswith("phased")):
         around = base.copy()
         phased = placer.copy()
         phased.place(around, "first")
@@ -172,6 +208,8 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
             cheapest = min(scenario.weights.realtime_penalty * j.priority
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
+                if only is not None and not only.startswith(f"phased{spill < 0:d}"):
+                    continue
                 # The batch value a pass counts is not the objective here (the later
                 # layers come after it), so the grid before the pair step competes too,
                 # unless the realtime shortfall the later layers leave costs less than
@@ -185,20 +223,25 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 phased.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
+                tags.append(f"phased{spill < 0:d}")
                 for grid, gained in earlier:
                     if score.shortfall_cost(layout) < gained - 1e-6:
                         continue
                     phased.copy().place(grid, "later")
                     held.release(grid)
                     candidates.append(grid)
-    if scenario.realtime_jobs and REALTIME_LAST:
+                    tags.append(f"phased{spill < 0:d}")
+    if scenario.realtime_jobs and REALTIME_LAST and only in (None, "last"):
         last = realtime_last(scenario, base, placer.copy(), search // LAST_SHARE, held,
                              jobs, orders)
         if last is not None:
             candidates.append(last)
-    if not scenario.reservations:  # the baselines know nothing of reservations
-        candidates += baselines.both(scenario, jobs)
-    return candidates
+            tags.append("last")
+    if not scenario.reservations and only is None:  # the baselines know nothing of them
+        more = baselines.both(scenario, jobs)
+        candidates += more
+        tags += ["baseline"] * len(more)
+    return candidates, tags
 
 
 def default_search(scenario: Scenario) -> int:
