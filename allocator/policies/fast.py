@@ -176,8 +176,9 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 placer: RealtimePlacer, only: str | None = None
                 ) -> tuple[list[np.ndarray], list[str]]:
     """Steps 1-4 of the docstring: one grid per realtime layout and batch order, with
-    `placer`'s layers and curves shared by every layout; each grid's construction named
-    beside it (`only`: that construction alone)."""
+    `placer`'s layers and curves shared by every layout; beside each grid, the name of its
+    construction ("first", "layout1"..., "phased-spare", "phased-spill", "last",
+    "baseline"), and with `only`, that construction alone."""
     candidates: list[np.ndarray] = []
     tags: list[str] = []
     layouts: list[np.ndarray] = []
@@ -187,15 +188,15 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates.append(place_batch(scenario, realtime_first, None, search, held=held,
                                       jobs=jobs, orders=orders))
         tags.append("first")
-    for m, mode in enumerate(modes if scenario.realtime_jobs else ()):
-        if only is not None and only != f"mode{m}":
+    for m, mode in enumerate(modes if scenario.realtime_jobs else (), start=1):
+        if only is not None and only != f"layout{m}":
             continue
         grid = _lay_out(placer.copy(**mode), base, held)
         if not any(np.array_equal(grid, seen) for seen in layouts):
             layouts.append(grid)
             candidates.append(place_batch(scenario, grid, None, search, held=held,
                                           jobs=jobs, orders=orders))
-            tags.append(f"mode{m}")
+            tags.append(f"layout{m}")
     if scenario.realtime_jobs and (only is None or only.startswith("phased")):
         around = base.copy()
         phased = placer.copy()
@@ -208,7 +209,8 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
             cheapest = min(scenario.weights.realtime_penalty * j.priority
                            for j in scenario.realtime_jobs)
             for spill in (-1.0, cheapest):
-                if only is not None and not only.startswith(f"phased{spill < 0:d}"):
+                tag = "phased-spare" if spill < 0 else "phased-spill"
+                if only is not None and only != tag:
                     continue
                 # The batch value a pass counts is not the objective here (the later
                 # layers come after it), so the grid before the pair step competes too,
@@ -223,14 +225,14 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 phased.copy().place(layout, "later")
                 held.release(layout)
                 candidates.append(layout)
-                tags.append(f"phased{spill < 0:d}")
+                tags.append(tag)
                 for grid, gained in earlier:
                     if score.shortfall_cost(layout) < gained - 1e-6:
                         continue
                     phased.copy().place(grid, "later")
                     held.release(grid)
                     candidates.append(grid)
-                    tags.append(f"phased{spill < 0:d}")
+                    tags.append(tag)
     if scenario.realtime_jobs and REALTIME_LAST and only in (None, "last"):
         last = realtime_last(scenario, base, placer.copy(), search // LAST_SHARE, held,
                              jobs, orders)
