@@ -135,18 +135,17 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
     candidates, tags = make(RealtimePlacer(scenario, base))
-    if only is not None and not candidates:  # a cheap trial's construction built nothing
-        raise InputError(f"the construction {only} built no plan", field="reservations")
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
-        if not candidates:  # no layout paid its way off a reserved block: hold on there
-            if only is not None:  # a cheap trial whose construction broke a swap limit
-                raise InputError("the construction tried left no legal candidate",
-                                 field="reservations")
-            candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
-            candidates = legal_around_reservations(scenario, candidates)
-            tags = ["held"] * len(candidates)
+    if not candidates:  # (without reservations the first layout always gives one)
+        if only is not None:  # a cheap trial's construction built no legal plan: skipped
+            raise InputError(f"the construction {only} built no legal plan",
+                             field="reservations")
+        # no layout paid its way off a reserved block: hold on there
+        candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
+        candidates = legal_around_reservations(scenario, candidates)
+        tags = ["held"] * len(candidates)
     scores = [score(g) for g in candidates]
     won = int(np.argmax(scores))
     best = candidates[won]  # ties keep the earlier candidate
