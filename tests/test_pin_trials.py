@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 
 from allocator import grid as gridlib
@@ -19,20 +20,31 @@ from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, scenarios
 
 WINS = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins.json"
+CHEAP = Path(__file__).parent / "data" / "quality_cases" / "cheap_trial_wins.json"
 
 
+# Whole pin trials, and cheap ones forced on small clusters too (by default they run past
+# 16 GPUs only), so that every construction a cheap trial replays alone is exercised.
+TRIALS = pytest.mark.parametrize("trials", [{"pin_trials": 3}, {"cheap_trials": 3}],
+                                 ids=["whole", "cheap"])
+
+
+@TRIALS
 @settings(max_examples=examples(0.3))
 @given(scenario=contended_scenarios())
-def test_pin_trials_are_legal_and_never_worse(scenario: Scenario) -> None:
-    plain = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario, pin_trials=3)
+def test_pin_trials_are_legal_and_never_worse(scenario: Scenario,
+                                              trials: dict[str, int]) -> None:
+    plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0))
+    grid = fast(scenario, **trials)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     assert gridlib.objective(scenario, grid) >= plain - 1e-6
 
 
+@TRIALS
 @settings(max_examples=examples(0.3))
 @given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=6))
-def test_pin_trials_keep_a_held_reservation(scenario: Scenario) -> None:
+def test_pin_trials_keep_a_held_reservation(scenario: Scenario,
+                                            trials: dict[str, int]) -> None:
     """Beside a promise the guard made, every trial's pin is a sound second reservation,
     and the plan (validated with the promise by make_plan) still keeps the promise."""
     current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
@@ -43,7 +55,7 @@ def test_pin_trials_keep_a_held_reservation(scenario: Scenario) -> None:
     if got is None:
         return
     reserved = replace(scenario, reservations=(got,))
-    plan = make_plan(reserved, "fast", pin_trials=3)
+    plan = make_plan(reserved, "fast", **trials)
     assert plan.starts().get(got.id) is None or plan.starts()[got.id]["start"] == got.start
 
 
@@ -73,38 +85,6 @@ def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_hold
     # that block promised to a: b's spot is the other block, once the running job ends
     held = replace(scenario, reservations=(R.Reservation("a", 0, 2, 2),))
     assert spots(held, grid) == [R.Reservation("b", 3, 0, 2)]
-
-
-CHEAP = Path(__file__).parent / "data" / "quality_cases" / "cheap_trial_wins.json"
-
-
-@settings(max_examples=examples(0.3))
-@given(scenario=contended_scenarios())
-def test_cheap_trials_are_legal_and_never_worse(scenario: Scenario) -> None:
-    """Forced on small clusters too (by default they run past 16 GPUs only): every
-    construction a trial replays alone must still give a legal plan."""
-    plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0))
-    grid = fast(scenario, cheap_trials=3)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert gridlib.objective(scenario, grid) >= plain - 1e-6
-
-
-@settings(max_examples=examples(0.3))
-@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=6))
-def test_cheap_trials_keep_a_held_reservation(scenario: Scenario) -> None:
-    current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
-    queued = sorted((j for j in scenario.batch_jobs if not j.running),
-                    key=lambda j: (-j.gpus, j.id))
-    got = next((r for j in queued if (r := R.earliest(scenario, j, forbidden=current))),
-               None)
-    if got is None:
-        return
-    reserved = replace(scenario, reservations=(got,))
-    grid = fast(reserved, cheap_trials=3)
-    assert violations(reserved, gridlib.to_ids(reserved, grid)) == []
-    starts = gridlib.placements(reserved, grid)
-    index = next(i for i, j in enumerate(reserved.jobs) if j.id == got.id)
-    assert index not in starts or starts[index].start == got.start
 
 
 def test_one_cheap_trial_finds_a_64_gpu_layout_the_candidates_miss() -> None:
