@@ -13,7 +13,8 @@ pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default w
 the stacked realtime layout), `trials` (the default with 12 pin trials per plan),
 `nolast` (the default without the realtime-last candidate), `mirror` (the default with the
 mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own cost),
-`nocheap` (the default without the cheap pin trials past 16 GPUs, `fast.CHEAP_TRIALS`).
+`nocheap` (the default without the cheap pin trials past 16 GPUs, `fast.CHEAP_TRIALS`),
+`noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Variant:
     realtime_last: bool = True
     layouts: tuple[dict[str, bool], ...] | None = None  # None: fast's own LAYOUTS
     cheap_trials: int | None = None  # None: fast's own CHEAP_TRIALS
+    climb: bool = True  # False: no layout climb (fast.CLIMB_FROM = None)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -44,7 +46,7 @@ VARIANTS: dict[str, Variant] = {
     "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
     "nolast": Variant(realtime_last=False),
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
-    "nocheap": Variant(cheap_trials=0),
+    "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
 }
 
 
@@ -63,7 +65,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
-    saved = fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS
+    saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
+             fastmod.CLIMB_FROM)
+    if not variant.climb:
+        fastmod.CLIMB_FROM = None
     fastmod.PAIRS = variant.pairs
     if variant.cheap_trials is not None:
         fastmod.CHEAP_TRIALS = variant.cheap_trials
@@ -77,7 +82,8 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     try:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
-        fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS = saved
+        (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
+         fastmod.CLIMB_FROM) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -672,6 +672,98 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ii)", gpu, m);
 }
 
+/* Recompute the busy words of GPU g's ancestors from their children (after g's changed). */
+static void refresh_up(uint64_t *words, const int64_t *offset, const int64_t *count,
+                       int levels, int64_t g) {
+    for (int l = 1; l < levels; l++) {
+        const int64_t i = g >> l;
+        if (i >= count[l]) return;
+        const uint64_t *child = words + offset[l - 1];
+        words[offset[l] + i] = child[2 * i] | child[2 * i + 1];
+    }
+}
+
+/* climb(words, offset, count, order, gpus, length, arrival, weight, decay, runs, owner,
+ *       budget) -> (value, evals): layout_climb.climb's loop. `words` is the layout's busy
+ * index (updated to the climbed layout), `runs` (R, 4) int64 rows (a, b, gpu, job) of the
+ * movable realtime runs (gpu updated). Each run in turn, each other GPU free for its steps
+ * and allowed to its job (owner -1 or the job) is tried; the first move whose greedy pass
+ * over `order` earns more is kept, and the scan starts again, until a scan keeps nothing
+ * or `budget` passes are spent. */
+static PyObject *climb(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[11];
+    long long budget;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOL:climb", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &budget))
+        return NULL;
+    static const int writable[11] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
+    Py_buffer b[11];
+    int got = 0;
+    for (; got < 11; got++)
+        if (!GET(b[got], o[got], writable[got])) break;
+    if (got < 11) {
+        for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+        return NULL;
+    }
+    uint64_t *words = b[0].buf;
+    const int64_t *offset = b[1].buf, *count = b[2].buf, *order = b[3].buf;
+    const int levels = (int)(b[1].len / 8);
+    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
+    const Py_ssize_t n = b[3].len / 8, R = b[9].len / 32, J = b[4].len / 8;
+    const int T = (int)(b[8].len / 8) - 1;
+    int64_t *runs = b[9].buf;
+    const int64_t *owner = b[10].buf;
+    const int64_t G = count[0];
+    const Jobs j = {b[4].buf, b[5].buf, b[6].buf, b[7].buf, b[8].buf};
+    uint64_t *tw = malloc((size_t)(W > 0 ? W : 1) * 8);
+    int64_t *ts = malloc((size_t)(J > 0 ? J : 1) * 8), *tf = malloc((size_t)(J > 0 ? J : 1) * 8);
+    if (!tw || !ts || !tf) {
+        free(tw), free(ts), free(tf);
+        for (int k = 0; k < 11; k++) PyBuffer_Release(&b[k]);
+        return PyErr_NoMemory();
+    }
+    int no_bound = -1;
+    State work = {tw, offset, count, levels, NULL, T, -1.0};
+    memcpy(tw, words, W * 8);
+    double value = pack_run(&work, &j, order, n, 1, &no_bound, ts, tf);
+    long long evals = 0;
+    int improved = 1;
+    while (improved && evals < budget) {
+        improved = 0;
+        for (Py_ssize_t r = 0; r < R && !improved && evals < budget; r++) {
+            const int a = (int)runs[4 * r], e = (int)runs[4 * r + 1];
+            const int64_t g = runs[4 * r + 2], job = runs[4 * r + 3];
+            const uint64_t bits = span(a, e < T ? e : T);
+            for (int64_t y = 0; y < G && evals < budget; y++) {
+                if (y == g || (words[y] & bits) || (owner[y] != -1 && owner[y] != job))
+                    continue;
+                words[g] &= ~bits;
+                words[y] |= bits;
+                refresh_up(words, offset, count, levels, g);
+                refresh_up(words, offset, count, levels, y);
+                memcpy(tw, words, W * 8);
+                no_bound = -1;
+                const double v = pack_run(&work, &j, order, n, 1, &no_bound, ts, tf);
+                evals++;
+                if (v > value + 1e-9) {
+                    value = v;
+                    runs[4 * r + 2] = y;
+                    improved = 1;
+                    break;
+                }
+                words[y] &= ~bits;
+                words[g] |= bits;
+                refresh_up(words, offset, count, levels, y);
+                refresh_up(words, offset, count, levels, g);
+            }
+        }
+    }
+    free(tw), free(ts), free(tf);
+    for (int k = 0; k < 11; k++) PyBuffer_Release(&b[k]);
+    return Py_BuildValue("(dL)", value, evals);
+}
+
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
@@ -679,6 +771,7 @@ static PyMethodDef methods[] = {
     {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
+    {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -687,7 +780,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 7
+#define PACKC_ABI 8
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

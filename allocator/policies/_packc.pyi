@@ -35,3 +35,7 @@ def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
 
 def stack_pick(free: Array, mine: Array, rank: Array, a: int, b: int, lag: int,
                /) -> tuple[int, int] | None: ...
+
+def climb(words: Array, offset: Array, count: Array, order: Array, gpus: Array,
+          length: Array, arrival: Array, weight: Array, decay: Array, runs: Array,
+          owner: Array, budget: int, /) -> tuple[float, int]: ...

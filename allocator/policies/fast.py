@@ -16,6 +16,10 @@
    layer on the top GPUs, a service moving off its current GPU once one of them frees):
    breaking blocks least one layer at a time can spread a service over several blocks.
    With `mirror=True`, also stacked at the bottom of the cluster (off by default).
+   Up to 16 GPUs the stacked layout is climbed first: one realtime run at a time moves to
+   another free GPU while a greedy pass of the batch work earns more
+   (allocator/policies/layout_climb.py); full's plans show the layout, not the batch
+   order, is where fast loses most (benchmarks/loss_anatomy.py).
 4. The same is tried with realtime's later layers (its rises and peaks) placed after the
    batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
    step spare; long batch runs then need not dodge peaks placed before them. And once
@@ -53,7 +57,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, rtmove
+from allocator.policies import baselines, layout_climb, rtmove
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
@@ -94,6 +98,14 @@ MIRROR: dict[str, bool] = {"stack": True, "mirror": True}
 # the pins mostly pay through another construction winning, which a cheap trial misses.
 CHEAP_TRIALS = 1
 CHEAP_MIN_GPUS = 17
+# Up to 16 GPUs, the stacked layout (or the layout it equals) is climbed before its batch
+# placement (allocator/policies/layout_climb.py), in at most CLIMB_PASSES greedy passes: on
+# the tuning seeds +0.13% (tuning) and +0.40% (tuning2) against the proven optima, 100
+# passes doing as well as 200 or 1000. At 64 GPUs it found nothing in 3,000 passes.
+# None: no climb (benchmarks/replay_seeds.py's `noclimb`).
+CLIMB_FROM: dict[str, bool] | None = {"stack": True}
+CLIMB_PASSES = 100
+CLIMB_MAX_GPUS = 16
 
 # The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
@@ -176,26 +188,38 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 ) -> tuple[list[np.ndarray], list[str]]:
     """Steps 1-4 of the docstring: one grid per realtime layout and batch order, with
     `placer`'s layers and curves shared by every layout; beside each grid, the name of its
-    construction ("first", "layout1"..., "phased-spare", "phased-spill", "last",
+    construction ("first", "layout1"..., "climbed", "phased-spare", "phased-spill", "last",
     "baseline"), and with `only`, that construction alone."""
     candidates: list[np.ndarray] = []
     tags: list[str] = []
     layouts: list[np.ndarray] = []
+    names: list[str] = []
     if only in (None, "first"):
-        realtime_first = _lay_out(placer.copy(), base, held)
-        layouts.append(realtime_first)
-        candidates.append(place_batch(scenario, realtime_first, None, search, held=held,
-                                      jobs=jobs, orders=orders))
-        tags.append("first")
+        layouts.append(_lay_out(placer.copy(), base, held))
+        names.append("first")
+    climbing = (scenario.realtime_jobs and not scenario.reservations and CLIMB_FROM is not None
+                and scenario.G <= CLIMB_MAX_GPUS and only in (None, "climbed"))
+    climb_at = -1
     for m, mode in enumerate(modes if scenario.realtime_jobs else (), start=1):
-        if only is not None and only != f"layout{m}":
+        if only is not None and only != f"layout{m}" and not (climbing and mode == CLIMB_FROM):
             continue
         grid = _lay_out(placer.copy(**mode), base, held)
-        if not any(np.array_equal(grid, seen) for seen in layouts):
+        same = [k for k, seen in enumerate(layouts) if np.array_equal(grid, seen)]
+        if not same:
             layouts.append(grid)
-            candidates.append(place_batch(scenario, grid, None, search, held=held,
-                                          jobs=jobs, orders=orders))
-            tags.append(f"layout{m}")
+            names.append(f"layout{m}")
+        if mode == CLIMB_FROM:
+            climb_at = same[0] if same else len(layouts) - 1
+    if climbing and climb_at >= 0:
+        climbed = layout_climb.climb(scenario, layouts[climb_at], jobs, best_order(
+            scenario, layouts[climb_at], jobs, orders), CLIMB_PASSES)
+        layouts[climb_at], names[climb_at] = climbed, "climbed"
+        if only == "climbed":
+            layouts, names = [climbed], ["climbed"]
+    for grid, name in zip(layouts, names, strict=True):
+        candidates.append(place_batch(scenario, grid, None, search, held=held, jobs=jobs,
+                                      orders=orders))
+        tags.append(name)
     if scenario.realtime_jobs and (only is None or only.startswith("phased")):
         around = base.copy()
         phased = placer.copy()
@@ -243,6 +267,20 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
+
+
+def best_order(scenario: Scenario, layout: np.ndarray, jobs: Jobs,
+               orders: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """The value order whose greedy pass over `layout` earns most (the first on a tie)."""
+    empty = Decoder.new(scenario, layout >= 0, None, jobs)
+    best: tuple[int, ...] = ()
+    value = -np.inf
+    for order in orders:
+        state = empty.copy()
+        state.pack(order)
+        if state.value > value:
+            best, value = order, state.value
+    return best
 
 
 def default_search(scenario: Scenario) -> int:

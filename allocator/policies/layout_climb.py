@@ -1,0 +1,116 @@
+"""fast's realtime layout climb: one layer's run at a time moved to another GPU, kept when
+the batch work placed around it (one greedy pass) earns more.
+
+Where fast loses most against full's plans is the realtime layout, not the batch order
+(benchmarks/loss_anatomy.py: on the tuning seeds, fast's own batch placement on full's
+realtime layout closes most of the gap). The layouts fast builds place each layer by a
+local rule; the climb lets the batch work judge them. A run moves whole, to a GPU free for
+all of its steps: every step keeps as many GPUs per service, and a step's swaps can only
+fall (a run that lands beside another of its service's merges with it), so each move is
+legal by construction. Runs held at step 0 by a service with current GPUs stay (moving
+them would add a swap there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator import grid as gridlib
+from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
+
+# Greedy passes the climb may spend: on the tuning seeds of benchmarks/bench_quality.py it
+# settles in about 60 at 8-16 GPUs (BENCHMARKS.md).
+CLIMB_PASSES = 200
+
+
+def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+    """(R, 4) int64 rows (start, end, gpu, job) of the realtime runs the climb may move,
+    the longest first (then by GPU and start): long runs shape the free blocks most."""
+    rows = []
+    T = scenario.T
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        mine = layout == i
+        for g in np.flatnonzero(mine.any(axis=0)).tolist():
+            on = np.concatenate(([False], mine[:, g], [False]))
+            edges = np.flatnonzero(on[1:] != on[:-1])
+            for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+                if a == 0 and job.current_gpus is not None:
+                    continue  # held at step 0: moving it is a swap there
+                rows.append((a, min(b, T), g, i))
+    rows.sort(key=lambda r: (-(r[1] - r[0]), r[2], r[0]))
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def owners(scenario: Scenario) -> np.ndarray:
+    """Per GPU, the realtime job it is a current GPU of (-1: none): nobody else takes it."""
+    owner = np.full(scenario.G, -1, dtype=np.int64)
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, RealtimeJob) and job.current_gpus:
+            owner[list(job.current_gpus)] = i
+    return owner
+
+
+def climb(scenario: Scenario, layout: np.ndarray, jobs: Jobs, order: tuple[int, ...],
+          passes: int = CLIMB_PASSES, compiled: bool | None = None) -> np.ndarray:
+    """`layout` (running jobs and realtime placed, no batch work) with realtime runs moved
+    while a greedy pass over `order` earns more, up to `passes` passes: a new grid.
+
+    First improvement, runs in `movable_runs` order, GPUs lowest first; the scan starts
+    again after each move kept. The compiled decoder runs the same loop in C.
+    """
+    runs = movable_runs(scenario, layout)
+    if not len(runs) or not order or passes <= 0:
+        same: np.ndarray = layout.copy()
+        return same
+    owner = owners(scenario)
+    empty = Decoder.new(scenario, layout >= 0, None, jobs, compiled)
+    if isinstance(empty, _CDecoder) and _packc is not None:
+        moved = runs.copy()
+        _packc.climb(empty.words, empty.offset, empty.count,
+                     np.asarray(order, dtype=np.int64), jobs.gpus, jobs.length, jobs.arrival,
+                     jobs.weight, jobs.decay, moved, owner, passes)
+    else:
+        moved = _climb_py(scenario, layout, jobs, order, runs, owner, passes)
+    out: np.ndarray = layout.copy()
+    for (a, b, g, _), (_, _, y, _) in zip(runs.tolist(), moved.tolist(), strict=True):
+        if y != g:  # every moved run's old cells first: a later run may land on them
+            out[a:b, g] = gridlib.FREE
+    for a, b, g, i in moved.tolist():
+        out[a:b, g] = i
+    return out
+
+
+def _climb_py(scenario: Scenario, layout: np.ndarray, jobs: Jobs, order: tuple[int, ...],
+              runs: np.ndarray, owner: np.ndarray, passes: int) -> np.ndarray:
+    """`climb`'s loop over the Python decoder: the reference for the compiled one."""
+    busy = layout >= 0
+    moved: np.ndarray = runs.copy()
+
+    def value() -> float:
+        state = Decoder.new(scenario, busy, None, jobs, compiled=False)
+        state.pack(order)
+        return state.value
+
+    best, spent, improved = value(), 0, True
+    while improved and spent < passes:
+        improved = False
+        for r in range(len(moved)):
+            a, b, g, job = moved[r].tolist()
+            for y in range(scenario.G):
+                if spent >= passes:
+                    break
+                if y == g or busy[a:b, y].any() or owner[y] not in (-1, job):
+                    continue
+                busy[a:b, g], busy[a:b, y] = False, True
+                spent += 1
+                got = value()
+                if got > best + 1e-9:
+                    best, moved[r, 2], improved = got, y, True
+                    break
+                busy[a:b, y], busy[a:b, g] = False, True
+            if improved or spent >= passes:
+                break
+    return moved
