@@ -29,7 +29,6 @@ from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Jobs
 from allocator.policies.fast import (
     LAST_SHARE,
-    best_order,
     default_search,
     fast,
     place_batch,
@@ -57,9 +56,8 @@ def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
     place_realtime(scenario, stacked, stack=True)
     if fastmod.CLIMB_FROM and scenario.realtime_jobs and scenario.G <= fastmod.CLIMB_MAX_GPUS:
         # up to 16 GPUs fast climbs this layout first (tests/test_layout_climb.py)
-        jobs = Jobs.of(scenario)
-        order = best_order(scenario, stacked, jobs, value_orders(scenario))
-        stacked = layout_climb.climb(scenario, stacked, jobs, order, fastmod.CLIMB_PASSES)
+        stacked = layout_climb.climb(scenario, stacked, Jobs.of(scenario),
+                                     value_orders(scenario), fastmod.CLIMB_PASSES)
     out["realtime stacked"] = place_batch(scenario, stacked, None, search)
     if scenario.realtime_jobs:
         around = base.copy()

@@ -14,8 +14,8 @@ from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Decoder, Jobs, _packc
-from allocator.policies.fast import best_order, fast, value_orders
-from allocator.policies.layout_climb import climb, movable_runs
+from allocator.policies.fast import fast, value_orders
+from allocator.policies.layout_climb import best_order, climb, movable_runs
 from allocator.policies.realtime import place_realtime
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
@@ -44,8 +44,9 @@ def test_a_climbed_layout_is_legal_and_earns_at_least_as_much(scenario: Scenario
     no running job holds; the greedy pass that judged the moves earns no less."""
     layout = stacked(scenario)
     jobs = Jobs.of(scenario)
-    order = best_order(scenario, layout, jobs, value_orders(scenario))
-    climbed = climb(scenario, layout, jobs, order)
+    orders = value_orders(scenario)
+    order = best_order(Decoder.new(scenario, layout >= 0, None, jobs), orders)
+    climbed = climb(scenario, layout, jobs, orders, fastmod.CLIMB_PASSES)
     event("moved" if not np.array_equal(climbed, layout) else "unchanged")
     realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
     for i in realtime:
@@ -63,10 +64,10 @@ def test_a_climbed_layout_is_legal_and_earns_at_least_as_much(scenario: Scenario
 def test_compiled_and_python_climbs_move_the_same_runs(scenario: Scenario) -> None:
     layout = stacked(scenario)
     jobs = Jobs.of(scenario)
-    order = best_order(scenario, layout, jobs, value_orders(scenario))
+    orders = value_orders(scenario)
     for passes in (3, 100):
-        compiled = climb(scenario, layout, jobs, order, passes)
-        python = climb(scenario, layout, jobs, order, passes, compiled=False)
+        compiled = climb(scenario, layout, jobs, orders, passes)
+        python = climb(scenario, layout, jobs, orders, passes, compiled=False)
         assert np.array_equal(compiled, python)
 
 

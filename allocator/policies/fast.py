@@ -211,8 +211,8 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         if mode == CLIMB_FROM:
             climb_at = same[0] if same else len(layouts) - 1
     if climbing and climb_at >= 0:
-        climbed = layout_climb.climb(scenario, layouts[climb_at], jobs, best_order(
-            scenario, layouts[climb_at], jobs, orders), CLIMB_PASSES)
+        climbed = layout_climb.climb(scenario, layouts[climb_at], jobs, orders,
+                                     CLIMB_PASSES)
         layouts[climb_at], names[climb_at] = climbed, "climbed"
         if only == "climbed":
             layouts, names = [climbed], ["climbed"]
@@ -267,20 +267,6 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
-
-
-def best_order(scenario: Scenario, layout: np.ndarray, jobs: Jobs,
-               orders: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """The value order whose greedy pass over `layout` earns most (the first on a tie)."""
-    empty = Decoder.new(scenario, layout >= 0, None, jobs)
-    best: tuple[int, ...] = ()
-    value = -np.inf
-    for order in orders:
-        state = empty.copy()
-        state.pack(order)
-        if state.value > value:
-            best, value = order, state.value
-    return best
 
 
 def default_search(scenario: Scenario) -> int:

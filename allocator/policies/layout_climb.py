@@ -19,29 +19,28 @@ from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
 
-# Greedy passes the climb may spend: on the tuning seeds of benchmarks/bench_quality.py it
-# settles in about 60 at 8-16 GPUs (BENCHMARKS.md).
-CLIMB_PASSES = 200
-
 
 def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
     """(R, 4) int64 rows (start, end, gpu, job) of the realtime runs the climb may move,
     the longest first (then by GPU and start): long runs shape the free blocks most."""
-    rows = []
-    T = scenario.T
+    parts = []
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
-        mine = layout == i
-        for g in np.flatnonzero(mine.any(axis=0)).tolist():
-            on = np.concatenate(([False], mine[:, g], [False]))
-            edges = np.flatnonzero(on[1:] != on[:-1])
-            for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
-                if a == 0 and job.current_gpus is not None:
-                    continue  # held at step 0: moving it is a swap there
-                rows.append((a, min(b, T), g, i))
-    rows.sort(key=lambda r: (-(r[1] - r[0]), r[2], r[0]))
-    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+        mine = np.zeros((layout.shape[0] + 2, layout.shape[1]), dtype=np.int8)
+        mine[1:-1] = layout == i
+        edges = np.diff(mine, axis=0)
+        starts = np.argwhere(edges.T == 1)  # (gpu, step), by GPU then step
+        ends = np.argwhere(edges.T == -1)
+        rows = np.column_stack([starts[:, 1], ends[:, 1], starts[:, 0],
+                                np.full(len(starts), i)])
+        if job.current_gpus is not None:
+            rows = rows[rows[:, 0] > 0]  # held at step 0: moving it is a swap there
+        parts.append(rows)
+    runs = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+    keep = np.lexsort((runs[:, 0], runs[:, 2], runs[:, 0] - runs[:, 1]))
+    out: np.ndarray = np.ascontiguousarray(runs[keep], dtype=np.int64)
+    return out
 
 
 def owners(scenario: Scenario) -> np.ndarray:
@@ -53,20 +52,35 @@ def owners(scenario: Scenario) -> np.ndarray:
     return owner
 
 
-def climb(scenario: Scenario, layout: np.ndarray, jobs: Jobs, order: tuple[int, ...],
-          passes: int = CLIMB_PASSES, compiled: bool | None = None) -> np.ndarray:
+def best_order(empty: Decoder, orders: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """The order whose greedy pass from `empty` earns most (the first on a tie)."""
+    best: tuple[int, ...] = ()
+    value = -np.inf
+    for order in orders:
+        state = empty.copy()
+        state.pack(order)
+        if state.value > value:
+            best, value = order, state.value
+    return best
+
+
+def climb(scenario: Scenario, layout: np.ndarray, jobs: Jobs,
+          orders: tuple[tuple[int, ...], ...], passes: int,
+          compiled: bool | None = None) -> np.ndarray:
     """`layout` (running jobs and realtime placed, no batch work) with realtime runs moved
-    while a greedy pass over `order` earns more, up to `passes` passes: a new grid.
+    while a greedy pass earns more, up to `passes` passes: a new grid. The pass follows
+    the one of `orders` that earns most on `layout` itself.
 
     First improvement, runs in `movable_runs` order, GPUs lowest first; the scan starts
     again after each move kept. The compiled decoder runs the same loop in C.
     """
     runs = movable_runs(scenario, layout)
-    if not len(runs) or not order or passes <= 0:
+    if not len(runs) or not orders or passes <= 0:
         same: np.ndarray = layout.copy()
         return same
     owner = owners(scenario)
     empty = Decoder.new(scenario, layout >= 0, None, jobs, compiled)
+    order = best_order(empty, orders)
     if isinstance(empty, _CDecoder) and _packc is not None:
         moved = runs.copy()
         _packc.climb(empty.words, empty.offset, empty.count,
