@@ -54,6 +54,7 @@ LARGE_PLACE_SHARE = 0.5
 ZONE_GPUS = 8
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
+SOLVE_CAP_SECONDS = 10.0  # a relaxation re-solve's cap: half the time left, at most this
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
@@ -325,7 +326,7 @@ class FullSolve:
         return max(min(self.left() * BLOCK_SHARE, BLOCK_SECONDS), 0.1)
 
     def _half_left(self) -> float:
-        return max(min(self.left() / 2, 10.0), 0.1)
+        return max(min(self.left() / 2, SOLVE_CAP_SECONDS), 0.1)
 
     def fast_meets_bound(self) -> bool:
         """The warm start is already at a proven bound: optimal without a MILP."""
