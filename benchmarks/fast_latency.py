@@ -6,6 +6,10 @@ extension built in place when it has one) both trees are timed in alternating fr
 processes, so the before/after ratio comes from one run on one (loaded) machine:
 
     python benchmarks/fast_latency.py --tree /tmp/before --rounds 3
+
+Machines of one kind differ (the same commit ran 0.95 ms at 8 GPUs on one and 1.9 ms on
+another), so each run also prints a yardstick: a fixed pure-Python loop, timed in a fresh
+process each round. Latencies from two machines compare through it, roughly.
 """
 
 from __future__ import annotations
@@ -46,6 +50,21 @@ for g, j, t in {sizes!r}:
 print(json.dumps(out))
 """
 
+YARDSTICK = """
+import time
+began = time.perf_counter(); total = 0
+for i in range(3_000_000):
+    total += i * i % 7
+print(1000 * (time.perf_counter() - began))
+"""
+
+
+def yardstick() -> float:
+    """ms for 3 million steps of a Python loop: how fast this machine runs CPython now."""
+    done = subprocess.run([sys.executable, "-c", YARDSTICK], capture_output=True, text=True,
+                          check=True)
+    return float(done.stdout)
+
 
 def measure(tree: Path) -> dict[str, list[float]]:
     code = PROBE.format(tree=str(tree), sizes=SIZES, repeats=REPEATS)
@@ -64,11 +83,14 @@ def main(
 
     trees = {"this": HERE} | ({"other": tree.resolve()} if tree else {})
     runs: dict[str, list[dict]] = {k: [] for k in trees}
+    sticks = []
     for _ in range(rounds):
+        sticks.append(yardstick())
         for name, root in trees.items():
             runs[name].append(measure(root))
     print(f"load average {os.getloadavg()[0]:.1f}; {rounds} rounds, alternating; "
-          "median ms of the rounds' medians")
+          "median ms of the rounds' medians; yardstick (3 million Python loop steps) "
+          f"{statistics.median(sticks):.0f} ms")
     head = ["case", "this ms", "this objective"]
     if tree:
         head += ["other ms", "other objective", "other / this"]
