@@ -91,6 +91,11 @@ LAYOUTS: tuple[dict[str, bool], ...] = ({"tail_first": True}, {"stack": True})
 # lifts one-shot plans (BENCHMARKS.md) but, in tail-first's place by default, it lowered
 # realized value in the rolling replay by 0.43% over 30 seeds.
 MIRROR: dict[str, bool] = {"stack": True, "mirror": True}
+# Where running work keeps some aligned blocks broken, realtime prefers their GPUs
+# (realtime.preference); the stacked layout on the static top-first order stays a
+# candidate then: on the Philly tuning weeks the new order lifted 49 of 193 snapshots and
+# lowered 9 (benchmarks/real_snapshots.py).
+STATIC_STACK: dict[str, bool] = {"stack": True, "static_rank": True}
 # Past 16 GPUs, without `pin_trials`, this many cheap pin trials (step 7 replans with only
 # the winning candidate's construction, about a third of fast's time each at 64 GPUs): on
 # the 64-GPU tuning seeds one lifted fast by 0.45% on average (+3.3% on one), a second
@@ -143,10 +148,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
     jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
     orders = value_orders(scenario, held)  # and the same value orders
-    layouts = LAYOUTS + ((MIRROR,) if mirror else ())
+    placer = RealtimePlacer(scenario, base)
+    layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
+        ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
-    candidates, tags = make(RealtimePlacer(scenario, base))
+    candidates, tags = make(placer)
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]

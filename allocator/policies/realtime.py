@@ -27,6 +27,10 @@ from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import _packc
 from allocator.reservations import OFF
 
+# Realtime prefers GPUs whose aligned blocks running work breaks anyway (`preference`).
+# False: the static top-first order alone (benchmarks compare the two).
+BROKEN_FIRST = True
+
 
 def layer_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
     """Maximal runs [a, b) of every layer l = 1..max(curve) of a held-count curve."""
@@ -38,20 +42,32 @@ def layer_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def preference(G: int, largest_block: int) -> np.ndarray:
+def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> np.ndarray:
     """A rank per GPU (higher: better for realtime): what batch blocks can use least first.
 
     GPUs that fit in no aligned block of the queued sizes (the tail of a cluster whose
-    size is not a power of two) come first, then the highest-numbered, so realtime stacks
-    at the top and leaves the low aligned blocks whole.
+    size is not a power of two) come first; then, with `pinned` (a (T, G) mask of the
+    cells running work holds), the GPUs whose aligned blocks running jobs break for at
+    least half the horizon, the largest such block first; then the highest-numbered. So
+    realtime stacks where blocks stay broken anyway, else at the top, and leaves whole
+    aligned blocks to batch work: a replan's running jobs sit anywhere, and a static
+    top-first order kept services on the one clean block left. A block broken for a few
+    steps only does not count (it is whole again soon; counting it spread services over
+    several blocks on the tuning seeds).
     """
     gpus = np.arange(G)
     outside = np.zeros(G, dtype=np.int64)
+    broken = np.zeros(G, dtype=np.int64)  # bit log2(k): the GPU's k-block stays broken
     k = 2
     while k <= largest_block:
         outside += gpus >= (G // k) * k
+        whole = (G // k) * k
+        if pinned is not None and whole and len(pinned):
+            per_block = pinned[:, :whole].reshape(len(pinned), -1, k).any(axis=2)
+            stays = 2 * per_block.sum(axis=0) >= len(pinned)
+            broken[:whole] += np.repeat(stays, k) * k
         k *= 2
-    return np.lexsort((gpus, outside)).argsort().astype(np.float64)
+    return np.lexsort((gpus, broken, outside)).argsort().astype(np.float64)
 
 
 @dataclass
@@ -98,7 +114,8 @@ class RealtimePlacer:
         self.stack = stack
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
-        self.rank = preference(G, self.largest)
+        self.static_rank = preference(G, self.largest)
+        self.rank = preference(G, self.largest, grid >= 0) if BROKEN_FIRST else self.static_rank
         self.owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
         for i, job in realtime:
             if job.current_gpus:
@@ -132,13 +149,19 @@ class RealtimePlacer:
             for a, b in layer_intervals(curve):
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
 
+    @property
+    def rank_moved(self) -> bool:
+        """Running work moved the preference off the static top-first order."""
+        return not np.array_equal(self.rank, self.static_rank)
+
     def copy(self, tail_first: bool | None = None, stack: bool | None = None,
-             mirror: bool = False) -> RealtimePlacer:
+             mirror: bool = False, static_rank: bool = False) -> RealtimePlacer:
         """An independent placer (its own swap ledgers), in another mode if asked: the
         layers and curves are computed once for every layout fast tries.
 
         `mirror`: the GPU preference turned upside down (`preference`'s order reversed),
         so stacked realtime packs at the bottom of the cluster and batch blocks above it.
+        `static_rank`: the top-first preference, blind to the blocks running work breaks.
         """
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
@@ -146,6 +169,8 @@ class RealtimePlacer:
             clone.tail_first = tail_first
         if stack is not None:
             clone.stack = stack
+        if static_rank:
+            clone.rank = self.static_rank
         if mirror:
             clone.rank = self.rank.max() - self.rank
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
