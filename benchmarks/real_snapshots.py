@@ -115,7 +115,14 @@ def summary(gpus: str, week: str, rows: list[Row]) -> list[str]:
             shares([100 * r.static / r.best for r in proven]),
             shares([100 * r.fast / r.best for r in rows]).rsplit(" / ", 1)[0],
             shares([100 * r.static / r.best for r in rows]).rsplit(" / ", 1)[0],
-            f"{statistics.median(r.fast_ms for r in rows):.1f}"]
+            changed(rows), f"{statistics.median(r.fast_ms for r in rows):.1f}"]
+
+
+def changed(rows: list[Row]) -> str:
+    """Snapshots fast lifts / lowers against the static order, and the worst change."""
+    rel = [(r.fast - r.static) / max(abs(r.static), 1.0) for r in rows]
+    return (f"{sum(x > 1e-9 for x in rel)} / {sum(x < -1e-9 for x in rel)} / "
+            f"{100 * min(rel):+.1f}%")
 
 
 def main(
@@ -149,7 +156,7 @@ def main(
     print(table(["GPUs", "week from", "snapshots", "median queued", "proven",
                  "fast / optimum: mean / min / below 97%", "static order: the same",
                  "fast / best found, all: mean / min", "static order: the same",
-                 "fast ms"], out), end="")
+                 "against the static order: up / down / worst", "fast ms"], out), end="")
     print(f"worst {worst} (fast / best found):")
     for r in sorted(rows, key=lambda r: r.fast / r.best if r.best > 0 else 1.0)[:worst]:
         if r.best > 0:

@@ -14,7 +14,9 @@ the stacked realtime layout), `trials` (the default with 12 pin trials per plan)
 `nolast` (the default without the realtime-last candidate), `mirror` (the default with the
 mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own cost),
 `nocheap` (the default without the cheap pin trials past 16 GPUs, `fast.CHEAP_TRIALS`),
-`noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`).
+`noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`),
+`static` (realtime's static top-first GPU order, blind to blocks running work breaks:
+`realtime.BROKEN_FIRST = False`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Variant:
     layouts: tuple[dict[str, bool], ...] | None = None  # None: fast's own LAYOUTS
     cheap_trials: int | None = None  # None: fast's own CHEAP_TRIALS
     climb: bool = True  # False: no layout climb (fast.CLIMB_FROM = None)
+    broken_first: bool = True  # False: realtime's static GPU order (realtime.BROKEN_FIRST)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -47,6 +50,7 @@ VARIANTS: dict[str, Variant] = {
     "nolast": Variant(realtime_last=False),
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
+    "static": Variant(broken_first=False),
 }
 
 
@@ -62,6 +66,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
     from allocator import policies
     from allocator.policies import fast as fastmod
+    from allocator.policies import realtime
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
@@ -69,6 +74,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
              fastmod.CLIMB_FROM)
     if not variant.climb:
         fastmod.CLIMB_FROM = None
+    realtime.BROKEN_FIRST = variant.broken_first
     fastmod.PAIRS = variant.pairs
     if variant.cheap_trials is not None:
         fastmod.CHEAP_TRIALS = variant.cheap_trials
@@ -84,6 +90,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
          fastmod.CLIMB_FROM) = saved
+        realtime.BROKEN_FIRST = True
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -3,7 +3,8 @@
 1. Running jobs are pinned.
 2. Realtime demand is placed as a curve, not a peak (allocator/policies/realtime.py):
    the fewest GPUs that meet demand while changing by at most `swap_limit` per step,
-   rising ahead of a peak, on the GPUs batch work can use least.
+   rising ahead of a peak, on the GPUs batch work can use least: first those whose
+   aligned blocks running jobs keep broken for most of the horizon, then the top ones.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -16,6 +17,8 @@
    layer on the top GPUs, a service moving off its current GPU once one of them frees):
    breaking blocks least one layer at a time can spread a service over several blocks.
    With `mirror=True`, also stacked at the bottom of the cluster (off by default).
+   Where running work moved the preference off the plain top-first order, the stacked
+   layout on that order is a candidate too (`STATIC_STACK`).
    Up to 16 GPUs the stacked layout is climbed first: one realtime run at a time moves to
    another free GPU while a greedy pass of the batch work earns more
    (allocator/policies/layout_climb.py); full's plans show the layout, not the batch
