@@ -47,22 +47,27 @@ class Row:
     fast_ms: float
 
 
+def queued(scenario: Any) -> int:
+    """Batch jobs still waiting to start: what a plan of the snapshot decides."""
+    from allocator.model import BatchJob
+
+    return sum(isinstance(j, BatchJob) and j.running is None for j in scenario.jobs)
+
+
 def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[Any]:
     """The scenarios fast planned on at hours 0, every, 2 x every, ... of the Philly week
     from `start`, those with a queued job left (the others have nothing to decide)."""
-    from allocator.model import BatchJob
     from pipelines import simulate
     from pipelines.philly import PhillyConfig, philly_world
 
     world = philly_world(PhillyConfig(gpus=gpus, start=start, realtime_share=realtime_share))
-    seen: list[Any] = []
+    seen: dict[str, Any] = {}  # name -> the first scenario of that hour: the replay's plan
     plan = simulate.make_plan
 
     def keep(scenario: Any, policy: str, **options: Any) -> Any:
         if (policy == "fast" and "@" in scenario.name
-                and int(scenario.name.rsplit("@", 1)[1]) % every == 0
-                and not any(s.name == scenario.name for s in seen)):
-            seen.append(scenario)
+                and int(scenario.name.rsplit("@", 1)[1]) % every == 0):
+            seen.setdefault(scenario.name, scenario)
         return plan(scenario, policy, **options)
 
     simulate.make_plan = keep  # this process only: the replay is not changed
@@ -70,13 +75,11 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
         simulate.replay(world, "fast")
     finally:
         simulate.make_plan = plan
-    return [s for s in seen
-            if any(isinstance(j, BatchJob) and j.running is None for j in s.jobs)]
+    return [s for s in seen.values() if queued(s)]
 
 
 def judge(args: tuple[Any, str, float]) -> Row:
     from allocator import grid as gridlib
-    from allocator.model import BatchJob
     from allocator.policies import realtime
     from allocator.policies.fast import fast
     from allocator.policies.full import full
@@ -86,25 +89,25 @@ def judge(args: tuple[Any, str, float]) -> Row:
     grid = fast(scenario)
     fast_ms = 1000 * (time.perf_counter() - began)
     got = gridlib.objective(scenario, grid)
-    realtime.BROKEN_FIRST = False  # this worker process only
+    saved, realtime.BROKEN_FIRST = realtime.BROKEN_FIRST, False  # this worker process only
     try:
         static = gridlib.objective(scenario, fast(scenario))
     finally:
-        realtime.BROKEN_FIRST = True
+        realtime.BROKEN_FIRST = saved
     result = full(scenario, time_limit=time_limit)
     best = max(got, static, gridlib.objective(scenario, result.grid))
-    queued = sum(isinstance(j, BatchJob) and j.running is None for j in scenario.jobs)
     report = result.solve
     assert report is not None  # full always reports its solve
-    return Row(scenario.name, scenario.G, week, queued, got, static, best, report.status,
-               report.gap, fast_ms)
+    return Row(scenario.name, scenario.G, week, queued(scenario), got, static, best,
+               report.status, report.gap, fast_ms)
 
 
-def shares(values: list[float]) -> str:
+def shares(values: list[float], below: bool = True) -> str:
+    """mean / min (/ how many below 97%) of percentages."""
     if not values:
         return "-"
-    return (f"{statistics.mean(values):.2f}% / {min(values):.2f}% / "
-            f"{sum(v < 97 for v in values)}")
+    out = f"{statistics.mean(values):.2f}% / {min(values):.2f}%"
+    return out + f" / {sum(v < 97 for v in values)}" if below else out
 
 
 def summary(gpus: str, week: str, rows: list[Row]) -> list[str]:
@@ -113,8 +116,8 @@ def summary(gpus: str, week: str, rows: list[Row]) -> list[str]:
             str(len(proven)),
             shares([100 * r.fast / r.best for r in proven]),
             shares([100 * r.static / r.best for r in proven]),
-            shares([100 * r.fast / r.best for r in rows]).rsplit(" / ", 1)[0],
-            shares([100 * r.static / r.best for r in rows]).rsplit(" / ", 1)[0],
+            shares([100 * r.fast / r.best for r in rows], below=False),
+            shares([100 * r.static / r.best for r in rows], below=False),
             changed(rows), f"{statistics.median(r.fast_ms for r in rows):.1f}"]
 
 

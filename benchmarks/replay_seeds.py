@@ -71,7 +71,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     from pipelines.worlds import suite
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-             fastmod.CLIMB_FROM)
+             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST)
     if not variant.climb:
         fastmod.CLIMB_FROM = None
     realtime.BROKEN_FIRST = variant.broken_first
@@ -89,8 +89,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-         fastmod.CLIMB_FROM) = saved
-        realtime.BROKEN_FIRST = True
+         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -96,8 +96,9 @@ LAYOUTS: tuple[dict[str, bool], ...] = ({"tail_first": True}, {"stack": True})
 MIRROR: dict[str, bool] = {"stack": True, "mirror": True}
 # Where running work keeps some aligned blocks broken, realtime prefers their GPUs
 # (realtime.preference); the stacked layout on the static top-first order stays a
-# candidate then: on the Philly tuning weeks the new order lifted 49 of 193 snapshots and
-# lowered 9 (benchmarks/real_snapshots.py).
+# candidate then: on 193 snapshots of the Philly tuning weeks the new order alone lowered
+# 15 (worst -40%), with this candidate beside it 7 (worst -5.7%), and lifted 73 either way
+# (BENCHMARKS.md, "Real replans").
 STATIC_STACK: dict[str, bool] = {"stack": True, "static_rank": True}
 # Past 16 GPUs, without `pin_trials`, this many cheap pin trials (step 7 replans with only
 # the winning candidate's construction, about a third of fast's time each at 64 GPUs): on

@@ -60,8 +60,8 @@ def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> 
     broken = np.zeros(G, dtype=np.int64)  # bit log2(k): the GPU's k-block stays broken
     k = 2
     while k <= largest_block:
-        outside += gpus >= (G // k) * k
         whole = (G // k) * k
+        outside += gpus >= whole
         if pinned is not None and whole and len(pinned):
             per_block = pinned[:, :whole].reshape(len(pinned), -1, k).any(axis=2)
             stays = 2 * per_block.sum(axis=0) >= len(pinned)
@@ -172,7 +172,7 @@ class RealtimePlacer:
         if static_rank:
             clone.rank = self.static_rank
         if mirror:
-            clone.rank = self.rank.max() - self.rank
+            clone.rank = clone.rank.max() - clone.rank
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
