@@ -97,14 +97,20 @@ class Scorer:
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
             return 0.0
-        counts = self._counts(grid)
+        return self.of_counts(self.counts(grid))
+
+    def of_counts(self, counts: np.ndarray) -> float:
+        """The objective from `counts` (cells per step and job, FREE in the last column)."""
+        if self.n == 0:
+            return 0.0
         return float((counts[:, self.batch] * self.batch_weight).sum()) - self._short(counts)
 
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""
-        return self._short(self._counts(grid)) if self.n else 0.0
+        return self._short(self.counts(grid)) if self.n else 0.0
 
-    def _counts(self, grid: Grid) -> np.ndarray:
+    def counts(self, grid: Grid) -> np.ndarray:
+        """Cells per (step, job) of `grid`, FREE ones in the last column."""
         return np.bincount(self.rows + grid.ravel() % (self.n + 1),
                            minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
 

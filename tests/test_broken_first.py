@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
+from allocator.policies import fast as fast_module
 from allocator.policies import realtime
 from allocator.policies.fast import fast
 from allocator.policies.realtime import preference
@@ -40,8 +41,10 @@ def static_preference(G: int, largest: int) -> np.ndarray:
     return rank
 
 
-def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch) -> float:
+def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch,
+               top_up: bool = True) -> float:
     monkeypatch.setattr(realtime, "BROKEN_FIRST", broken_first)
+    monkeypatch.setattr(fast_module, "TOP_UP", top_up)
     scenario = load_scenario(CASES / name)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
@@ -52,8 +55,10 @@ def test_services_leave_the_clean_half_to_an_eight_gpu_job(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Running 1-GPU jobs break GPUs 0-7 for the whole horizon and two services hold a
     GPU in 8-15: kept there, the 8-GPU priority-8 job never starts; moved down at step 0
-    (within their swap limits) it starts at once, and fast reaches full's optimum."""
-    static = plan_value("philly_broken_blocks.json", False, monkeypatch)
+    (within their swap limits) it starts at once, and fast reaches full's optimum. (The
+    top-up of realtime from free cells, allocator/policies/topup.py, mends most of the
+    static order's loss here afterwards, so the static order is measured without it.)"""
+    static = plan_value("philly_broken_blocks.json", False, monkeypatch, top_up=False)
     assert static < 0.5 * BROKEN_BLOCKS_OPTIMUM  # the case still tells
     got = plan_value("philly_broken_blocks.json", True, monkeypatch)
     assert got >= BROKEN_BLOCKS_OPTIMUM * (1 - 1e-9)

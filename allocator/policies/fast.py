@@ -60,7 +60,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, layout_climb, rtmove
+from allocator.policies import baselines, layout_climb, rtmove, topup
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
@@ -116,6 +116,10 @@ CLIMB_FROM: dict[str, bool] | None = {"stack": True}
 CLIMB_PASSES = 100
 CLIMB_MAX_GPUS = 16
 
+# Every candidate's realtime is topped up from the cells its plan leaves free
+# (allocator/policies/topup.py); False: not (benchmarks compare the two).
+TOP_UP = True
+
 # The share of `search` each of step 7's trials' order search gets.
 CLEAR_SHARE = 4
 # Step 4's realtime-last candidate (benchmarks/replay_seeds.py switches it off).
@@ -169,7 +173,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
         candidates = legal_around_reservations(scenario, candidates)
         tags = ["held"] * len(candidates)
-    scores = [score(g) for g in candidates]
+    scores = [_topped_up(scenario, score, held, g) for g in candidates]
     won = int(np.argmax(scores))
     best = candidates[won]  # ties keep the earlier candidate
     if cheap_trials is None:
@@ -190,6 +194,17 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
+
+
+def _topped_up(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
+               grid: np.ndarray) -> float:
+    """`grid`'s objective, after realtime takes what it is short of from free cells
+    (allocator/policies/topup.py), where some service is short and some cell free."""
+    counts = score.counts(grid)
+    if TOP_UP and topup.short_and_free(counts, score.realtime, score.demand) and \
+            topup.top_up(scenario, grid, held.realtime_off):
+        counts = score.counts(grid)
+    return score.of_counts(counts)
 
 
 def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
