@@ -59,7 +59,7 @@ def _flips(job: RealtimeJob, mine: np.ndarray) -> np.ndarray:
     before = np.zeros(mine.shape[1], dtype=bool)
     if job.current_gpus:
         before[list(job.current_gpus)] = True
-    flips = (mine ^ np.vstack([before, mine[:-1]])).sum(axis=1)
+    flips: np.ndarray = (mine ^ np.vstack([before, mine[:-1]])).sum(axis=1)
     if job.current_gpus is None:
         flips[0] = 0
     return flips
