@@ -101,9 +101,14 @@ class Scorer:
 
     def of_counts(self, counts: np.ndarray) -> float:
         """The objective from `counts` (cells per step and job, FREE in the last column)."""
+        return self.split(counts)[0]
+
+    def split(self, counts: np.ndarray) -> tuple[float, float]:
+        """(the objective, what realtime shortfall takes off it) from `counts`."""
         if self.n == 0:
-            return 0.0
-        return float((counts[:, self.batch] * self.batch_weight).sum()) - self._short(counts)
+            return 0.0, 0.0
+        lost = self._short(counts)
+        return float((counts[:, self.batch] * self.batch_weight).sum()) - lost, lost
 
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""

@@ -7,15 +7,16 @@ fast replanning every hour, and every `--every` hours the scenario fast was give
 queue, the running jobs where the replay put them, the realtime forecast) is kept. Each
 kept scenario is then planned by fast and by `full(time_limit=...)`, and fast's objective
 is reported as a share of the best plan full finds (of the proven optimum, where full
-proves it), beside fast with realtime's static top-first GPU order
-(`realtime.BROKEN_FIRST = False`, fast before it learned to stack services where running
-jobs break blocks anyway).
+proves it), beside fast with one of its steps undone (`--against`): `static`, realtime's
+static top-first GPU order (`realtime.BROKEN_FIRST = False`, fast before it learned to
+stack services where running jobs break blocks anyway), or `notopup`, no top-up of
+realtime from the cells a plan leaves free (`fast.TOP_UP = False`).
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (two of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
 the test week, reported, not tuned on.
 
-    python benchmarks/real_snapshots.py --gpus 16,32 --every 12 --time-limit 30
+    python benchmarks/real_snapshots.py --gpus 16,32 --every 12 --time-limit 30 --against notopup
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Row:
     week: str
     queued: int
     fast: float
-    static: float
+    other: float  # fast with the `--against` step undone
     best: float
     status: str
     gap: float | None
@@ -78,27 +79,36 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
     return [s for s in seen.values() if queued(s)]
 
 
-def judge(args: tuple[Any, str, float]) -> Row:
+# --against: the module and flag whose False undoes one of fast's steps.
+AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST"),
+           "notopup": ("allocator.policies.fast", "TOP_UP")}
+
+
+def judge(args: tuple[Any, str, float, str]) -> Row:
+    import importlib
+
     from allocator import grid as gridlib
-    from allocator.policies import realtime
     from allocator.policies.fast import fast
     from allocator.policies.full import full
 
-    scenario, week, time_limit = args
+    scenario, week, time_limit, against = args
     began = time.perf_counter()
     grid = fast(scenario)
     fast_ms = 1000 * (time.perf_counter() - began)
     got = gridlib.objective(scenario, grid)
-    saved, realtime.BROKEN_FIRST = realtime.BROKEN_FIRST, False  # this worker process only
+    module_name, flag = AGAINST[against]
+    module = importlib.import_module(module_name)
+    saved = getattr(module, flag)
+    setattr(module, flag, False)  # this worker process only
     try:
-        static = gridlib.objective(scenario, fast(scenario))
+        other = gridlib.objective(scenario, fast(scenario))
     finally:
-        realtime.BROKEN_FIRST = saved
+        setattr(module, flag, saved)
     result = full(scenario, time_limit=time_limit)
-    best = max(got, static, gridlib.objective(scenario, result.grid))
+    best = max(got, other, gridlib.objective(scenario, result.grid))
     report = result.solve
     assert report is not None  # full always reports its solve
-    return Row(scenario.name, scenario.G, week, queued(scenario), got, static, best,
+    return Row(scenario.name, scenario.G, week, queued(scenario), got, other, best,
                report.status, report.gap, fast_ms)
 
 
@@ -115,15 +125,15 @@ def summary(gpus: str, week: str, rows: list[Row]) -> list[str]:
     return [gpus, week, str(len(rows)), f"{statistics.median(r.queued for r in rows):g}",
             str(len(proven)),
             shares([100 * r.fast / r.best for r in proven]),
-            shares([100 * r.static / r.best for r in proven]),
+            shares([100 * r.other / r.best for r in proven]),
             shares([100 * r.fast / r.best for r in rows], below=False),
-            shares([100 * r.static / r.best for r in rows], below=False),
+            shares([100 * r.other / r.best for r in rows], below=False),
             changed(rows), f"{statistics.median(r.fast_ms for r in rows):.1f}"]
 
 
 def changed(rows: list[Row]) -> str:
-    """Snapshots fast lifts / lowers against the static order, and the worst change."""
-    rel = [(r.fast - r.static) / max(abs(r.static), 1.0) for r in rows]
+    """Snapshots fast lifts / lowers against the `--against` variant, and the worst change."""
+    rel = [(r.fast - r.other) / max(abs(r.other), 1.0) for r in rows]
     return (f"{sum(x > 1e-9 for x in rel)} / {sum(x < -1e-9 for x in rel)} / "
             f"{100 * min(rel):+.1f}%")
 
@@ -138,13 +148,17 @@ def main(
                                          help="services' summed peaks / cluster"),
     workers: int = typer.Option(2, "--workers"),
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
+    against: str = typer.Option("static", "--against",
+                                help="fast with this step undone: static or notopup"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table
 
+    if against not in AGAINST:
+        raise typer.BadParameter(f"--against must be one of {sorted(AGAINST)}")
     sizes = [int(g) for g in gpus.split(",")]
     weeks = starts.split(",")
-    kept = [(s, start, time_limit) for g in sizes for start in weeks
+    kept = [(s, start, time_limit, against) for g in sizes for start in weeks
             for s in snapshots(g, start, every, realtime_share)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         rows = list(pool.map(judge, kept))
@@ -157,15 +171,15 @@ def main(
             if mine:
                 out.append(summary(f"{g}", week, mine))
     print(table(["GPUs", "week from", "snapshots", "median queued", "proven",
-                 "fast / optimum: mean / min / below 97%", "static order: the same",
-                 "fast / best found, all: mean / min", "static order: the same",
-                 "against the static order: up / down / worst", "fast ms"], out), end="")
+                 "fast / optimum: mean / min / below 97%", f"{against}: the same",
+                 "fast / best found, all: mean / min", f"{against}: the same",
+                 f"against {against}: up / down / worst", "fast ms"], out), end="")
     print(f"worst {worst} (fast / best found):")
     for r in sorted(rows, key=lambda r: r.fast / r.best if r.best > 0 else 1.0)[:worst]:
         if r.best > 0:
             gap = "" if r.gap is None else f", gap {100 * r.gap:.2f}%"
-            print(f"  {r.name}: {100 * r.fast / r.best:.2f}% (static order "
-                  f"{100 * r.static / r.best:.2f}%; {r.queued} queued; full {r.status}{gap})")
+            print(f"  {r.name}: {100 * r.fast / r.best:.2f}% ({against} "
+                  f"{100 * r.other / r.best:.2f}%; {r.queued} queued; full {r.status}{gap})")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """fast keeps the best of the layouts its docstring promises, not just the first one.
 
-fast builds candidate grids (allocator/policies/fast.py, steps 2-5): batch work after
+fast builds candidate grids (allocator/policies/fast.py, steps 2-6): batch work after
 realtime placed as a curve; the same after realtime placed tail-first, and stacked on the
 top GPUs; batch work keeping
 realtime's later layers spare, then those layers placed, without and with spilling onto

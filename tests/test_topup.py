@@ -4,7 +4,8 @@ A replan of the real Philly week is the case that found it: a service released i
 GPU at step 15, no other service was allowed on it, and one was short of demand there for
 the rest of the day. The properties: on random scenarios whose realtime was laid out
 around blocked cells (then freed), topping up keeps every grid legal, takes free cells
-only, and never lowers the objective.
+only, and never lowers the objective; the compiled top-up takes the reference's cells; the
+bound fast prunes candidates with is never below a top-up's gain.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies import fast as fast_module
+from allocator.policies.decoder import _packc
 from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
-from allocator.policies.topup import top_up
+from allocator.policies.topup import _top_up_py, gain_bound, top_up
 from allocator.reservations import OFF
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
@@ -98,3 +100,40 @@ def test_no_single_step_of_shortfall_is_left_that_a_free_cell_could_take(
             trial = grid.copy()
             trial[t, g] = i
             assert violations(scenario, gridlib.to_ids(scenario, trial)) != [], (i, t, g)
+
+
+@pytest.mark.skipif(_packc is None, reason="the C extension is not built")
+@settings(max_examples=examples(0.5))
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), density=st.floats(0, 0.7),
+       off=st.floats(0, 0.3))
+def test_the_compiled_top_up_takes_the_reference_s_cells(
+        scenario: Scenario, seed: int, density: float, off: float) -> None:
+    """`_packc.top_up` and `_top_up_py` fill the same cells, service by service, cells
+    kept off included (the reservation case)."""
+    grid = short_layout(scenario, seed, density)
+    keep_off = np.random.default_rng(seed + 1).random(grid.shape) < off
+    compiled, reference = grid.copy(), grid.copy()
+    top_up(scenario, compiled, keep_off)
+    realtime = sorted(((i, j) for i, j in enumerate(scenario.jobs)
+                       if isinstance(j, RealtimeJob)), key=lambda ij: -ij[1].priority)
+    for i, job in realtime:
+        _top_up_py(job, i, reference, keep_off)
+    assert (compiled == reference).all()
+    assert not (keep_off & (compiled != grid)).any()
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), density=st.floats(0, 0.7))
+def test_the_gain_bound_is_never_below_what_a_top_up_adds(
+        scenario: Scenario, seed: int, density: float) -> None:
+    """fast skips topping up a candidate whose objective plus `gain_bound` is below the
+    best so far, so the bound must hold (and be above 0 wherever a priced cell is taken)."""
+    grid = short_layout(scenario, seed, density)
+    score = gridlib.Scorer(scenario)
+    counts = score.counts(grid)
+    bound = gain_bound(counts, score.realtime, score.demand, score.penalty)
+    value = score.of_counts(counts)
+    changed = top_up(scenario, grid)
+    assert score(grid) - value <= bound + 1e-9 * max(1.0, abs(value))
+    if changed and scenario.weights.realtime_penalty > 0:
+        assert bound > 0

@@ -764,6 +764,127 @@ static PyObject *climb(PyObject *self, PyObject *args) {
     return Py_BuildValue("(dL)", value, evals);
 }
 
+/* top_up(grid (T, G) int32, job, demand (T,) float64, before (G,) bool, has_current,
+ * limit, keep_off (T, G) bool) -> bool: topup.py's _top_up_py for one service. While the
+ * job is short at a step with a free cell (FREE, not keep_off), it takes the run of one
+ * free GPU, from a short step to a short step, that covers the most short steps within
+ * its swap limit (lowest GPU, then earliest run, on a tie). A run's start and end change
+ * the job's flips at its first step and the step after its last one only, so each fits
+ * on its own: per maximal free interval, its first short step that fits to its last. */
+static PyObject *top_up(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *og, *od, *ob, *ok;
+    int job, has_current, limit;
+    if (!PyArg_ParseTuple(args, "OiOOiiO:top_up", &og, &job, &od, &ob, &has_current, &limit,
+                          &ok))
+        return NULL;
+    Py_buffer bg, bd, bb, bk;
+    if (PyObject_GetBuffer(og, &bg, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    if (PyObject_GetBuffer(od, &bd, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bg);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ob, &bb, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bg), PyBuffer_Release(&bd);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ok, &bk, PyBUF_C_CONTIGUOUS) != 0) {
+        PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb);
+        return NULL;
+    }
+    const int T = (int)(bd.len / (Py_ssize_t)sizeof(double));
+    const int G = (int)bb.len;
+    int32_t *grid = bg.buf;
+    const double *demand = bd.buf;
+    const unsigned char *before = bb.buf, *keep_off = bk.buf;
+    int64_t *flips = calloc((size_t)T + 1, sizeof(int64_t));
+    int64_t *cum = calloc((size_t)T + 1, sizeof(int64_t));
+    unsigned char *shortage = calloc((size_t)T + 1, 1);
+    int changed = 0;
+    if (!flips || !cum || !shortage || bg.len != (Py_ssize_t)T * G * (Py_ssize_t)sizeof(int32_t)
+        || bk.len != (Py_ssize_t)T * G) {
+        free(flips), free(cum), free(shortage);
+        PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb);
+        PyBuffer_Release(&bk);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "top_up: bad shapes");
+        return NULL;
+    }
+#define MINE(t, g) (grid[(size_t)(t) * G + (g)] == job)
+#define FREE_AT(t, g) (grid[(size_t)(t) * G + (g)] == -1 && !keep_off[(size_t)(t) * G + (g)])
+    int64_t *held = calloc((size_t)T + 1, sizeof(int64_t));
+    int64_t *open = calloc((size_t)T + 1, sizeof(int64_t));
+    if (!held || !open) {
+        free(held), free(open), free(flips), free(cum), free(shortage);
+        PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb);
+        PyBuffer_Release(&bk);
+        return PyErr_NoMemory();
+    }
+    for (int t = 0; t < T; t++) { /* counted once, then kept up to date run by run */
+        for (int g = 0; g < G; g++) {
+            const int m = MINE(t, g);
+            held[t] += m;
+            flips[t] += m != (t == 0 ? before[g] != 0 : MINE(t - 1, g));
+            open[t] += FREE_AT(t, g);
+        }
+        if (t == 0 && !has_current) flips[0] = 0;
+    }
+    for (;;) {
+        int lo = T, hi = -1; /* the first and last short steps with a free cell */
+        for (int t = 0; t < T; t++) {
+            shortage[t] = demand[t] > (double)held[t];
+            cum[t + 1] = cum[t] + shortage[t];
+            if (shortage[t] && open[t] > 0) {
+                if (lo == T) lo = t;
+                hi = t;
+            }
+        }
+        if (hi < 0) break;
+        /* A run starts and ends at short steps with a free cell, so only [lo, hi] is
+         * scanned: its free intervals there are the runs' intervals. */
+        int64_t best = 0;
+        int best_g = -1, best_a = 0, best_b = 0;
+        for (int g = 0; g < G; g++) {
+            int t = lo;
+            while (t <= hi) {
+                if (!FREE_AT(t, g)) {
+                    t++;
+                    continue;
+                }
+                int first = -1, last = -1; /* the run's first step, and one past its last */
+                for (; t <= hi && FREE_AT(t, g); t++) {
+                    if (!shortage[t]) continue;
+                    if (first < 0) {
+                        const int prev = t == 0 ? before[g] != 0 : MINE(t - 1, g);
+                        if ((t == 0 && !has_current) || flips[t] + 1 - 2 * prev <= limit)
+                            first = t;
+                    }
+                    if (t == T - 1 || flips[t + 1] + 1 - 2 * MINE(t + 1, g) <= limit)
+                        last = t + 1;
+                }
+                if (first >= 0 && first < last && cum[last] - cum[first] > best) {
+                    best = cum[last] - cum[first];
+                    best_g = g, best_a = first, best_b = last;
+                }
+            }
+        }
+        if (best_g < 0) break;
+        const int g = best_g, a = best_a, b = best_b;
+        if (!(a == 0 && !has_current)) flips[a] += 1 - 2 * (a == 0 ? before[g] != 0 : MINE(a - 1, g));
+        if (b < T) flips[b] += 1 - 2 * MINE(b, g);
+        for (int t = a; t < b; t++) {
+            grid[(size_t)t * G + g] = job;
+            held[t]++, open[t]--;
+        }
+        changed = 1;
+    }
+    free(held), free(open);
+#undef MINE
+#undef FREE_AT
+    free(flips), free(cum), free(shortage);
+    PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb), PyBuffer_Release(&bk);
+    return PyBool_FromLong(changed);
+}
+
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
@@ -772,6 +893,7 @@ static PyMethodDef methods[] = {
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
+    {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -780,7 +902,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 8
+#define PACKC_ABI 9
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

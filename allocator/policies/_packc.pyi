@@ -39,3 +39,6 @@ def stack_pick(free: Array, mine: Array, rank: Array, a: int, b: int, lag: int,
 def climb(words: Array, offset: Array, count: Array, order: Array, gpus: Array,
           length: Array, arrival: Array, weight: Array, decay: Array, runs: Array,
           owner: Array, budget: int, /) -> tuple[float, int]: ...
+
+def top_up(grid: Array, job: int, demand: Array, before: Array, has_current: bool,
+           limit: int, keep_off: Array, /) -> bool: ...

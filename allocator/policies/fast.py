@@ -29,20 +29,24 @@
    with every layer placed after the batch work (realtime last): a service may then sit
    on the low GPUs while long small jobs take the top, then move up when a large job
    needs the low block, which no layout made before the batch work reaches.
-5. The best grid by objective wins, the baselines' grids among the candidates, so fast
+5. Every candidate is topped up before it is scored (allocator/policies/topup.py): a
+   service still short of demand takes single-GPU runs from the cells the finished plan
+   leaves free, within its swap limit. Layouts keep a service off GPUs another service
+   is about to release; once the plan is done, those cells are free to take.
+6. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario. With reservations, candidates
    that break a swap limit are dropped first; if none is left (services could not pay
-   their way off a reserved block), steps 1-4 run again with services holding their GPUs
+   their way off a reserved block), steps 1-5 run again with services holding their GPUs
    there while their curves fall (`RealtimePlacer(hold_through_off=True)`).
-6. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
+7. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
    them, chosen unless the best grid beats it by more than `stability`
    (allocator/policies/stable.py).
-7. Only with `pin_trials=N`: up to N replans, each with one delayed job pinned to an
+8. Only with `pin_trials=N`: up to N replans, each with one delayed job pinned to an
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
    one-shot plans at a few fast runs' cost each, so off on the hot path. Past 16 GPUs
    the hot path makes `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid.
-8. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+9. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
@@ -100,7 +104,7 @@ MIRROR: dict[str, bool] = {"stack": True, "mirror": True}
 # 15 (worst -40%), with this candidate beside it 7 (worst -5.7%), and lifted 73 either way
 # (BENCHMARKS.md, "Real replans").
 STATIC_STACK: dict[str, bool] = {"stack": True, "static_rank": True}
-# Past 16 GPUs, without `pin_trials`, this many cheap pin trials (step 7 replans with only
+# Past 16 GPUs, without `pin_trials`, this many cheap pin trials (step 8 replans with only
 # the winning candidate's construction, about a third of fast's time each at 64 GPUs): on
 # the 64-GPU tuning seeds one lifted fast by 0.45% on average (+3.3% on one), a second
 # added 0.12% for as much time again, past the 5 ms budget (BENCHMARKS.md). Up to 16 GPUs
@@ -120,7 +124,7 @@ CLIMB_MAX_GPUS = 16
 # (allocator/policies/topup.py); False: not (benchmarks compare the two).
 TOP_UP = True
 
-# The share of `search` each of step 7's trials' order search gets.
+# The share of `search` each of step 8's trials' order search gets.
 CLEAR_SHARE = 4
 # Step 4's realtime-last candidate (benchmarks/replay_seeds.py switches it off).
 REALTIME_LAST = True
@@ -136,14 +140,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
-    `clear_blocks` adds step 7: better one-shot plans up to 16 GPUs, but worse realized
+    `clear_blocks` adds step 9: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
     `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
-    `pin_trials`: step 7's replans (0: none).
+    `pin_trials`: step 8's replans (0: none).
     `mirror`: one more realtime layout in step 3, stacked at the bottom of the cluster
     (`MIRROR`); better one-shot plans, worse realized value in the rolling replay
     (BENCHMARKS.md), so off by default.
-    `cheap_trials`: step 7's cheap replans (None: `CHEAP_TRIALS` past 16 GPUs, else 0);
+    `cheap_trials`: step 8's cheap replans (None: `CHEAP_TRIALS` past 16 GPUs, else 0);
     `only`: build only that construction's candidates (a cheap trial's replan).
     """
     if search is None:
@@ -173,9 +177,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
         candidates = legal_around_reservations(scenario, candidates)
         tags = ["held"] * len(candidates)
-    scores = [_topped_up(scenario, score, held, g) for g in candidates]
-    won = int(np.argmax(scores))
-    best = candidates[won]  # ties keep the earlier candidate
+    won = _winner(scenario, score, held, candidates)
+    best = candidates[won]
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
@@ -196,15 +199,34 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                         partial(place_batch, orders=orders))
 
 
-def _topped_up(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
-               grid: np.ndarray) -> float:
-    """`grid`'s objective, after realtime takes what it is short of from free cells
-    (allocator/policies/topup.py), where some service is short and some cell free."""
-    counts = score.counts(grid)
-    if TOP_UP and topup.short_and_free(counts, score.realtime, score.demand) and \
-            topup.top_up(scenario, grid, held.realtime_off):
-        counts = score.counts(grid)
-    return score.of_counts(counts)
+def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
+            candidates: list[np.ndarray]) -> int:
+    """The candidate with the highest objective once realtime takes what it is short of
+    from free cells (allocator/policies/topup.py); ties keep the earlier one. A top-up
+    scans the grid once per run it takes, so a candidate is topped up (in place) only if
+    its objective plus the most a top-up could add reaches the best so far: the winner of
+    topping up every candidate, at a fraction of the cost (topping up all of them, in
+    numpy, had doubled fast's time at 8 GPUs)."""
+    counted = [score.counts(grid) for grid in candidates]
+    split = [score.split(counts) for counts in counted]
+    floor = max(value for value, _ in split)
+    slack = 1e-9 * max(1.0, abs(floor))  # rounding: a tie must still be topped up
+    plain = []
+    for counts, (value, lost) in zip(counted, split, strict=True):
+        # a top-up adds at most what shortfall takes off, and at most its gain bound
+        room = topup.gain_bound(counts, score.realtime, score.demand, score.penalty) \
+            if TOP_UP and lost > 0 and value + lost >= floor - slack else 0.0
+        plain.append((value, room))
+    won, best = -1, -np.inf
+    for k in sorted(range(len(candidates)), key=lambda k: (-sum(plain[k]), k)):
+        value, room = plain[k]
+        if value + room + slack < best:
+            break  # sorted by value + room: no later candidate reaches the best either
+        if room > 0 and topup.top_up(scenario, candidates[k], held.realtime_off):
+            value = score(candidates[k])
+        if value > best or (value == best and k < won):
+            won, best = k, value
+    return won
 
 
 def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,

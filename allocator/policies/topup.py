@@ -16,103 +16,108 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import _packc
 
 
-def short_and_free(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray) -> bool:
-    """Whether some service is short at a step where some GPU is free (`counts`: cells
-    per step and job, FREE in the last column, as `gridlib.Scorer.counts` gives them)."""
+def gain_bound(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray,
+               penalty: np.ndarray) -> float:
+    """The most `top_up` can add to the objective (0 where no service is short at a step
+    with a free cell): at each step, the free cells priced at the dearest short service,
+    and no more than the whole shortfall's price. `counts`: cells per step and job, FREE in
+    the last column, as `gridlib.Scorer.counts` gives them; `penalty` per service."""
     if not len(realtime):
-        return False
-    short = (demand > counts[:, realtime]).any(axis=1)
-    return bool((short & (counts[:, -1] > 0)).any())
+        return 0.0
+    short = np.maximum(demand - counts[:, realtime], 0)
+    dearest = np.where(short > 0, penalty, 0).max(axis=1)
+    return float(np.minimum(short @ penalty, counts[:, -1] * dearest).sum())
 
 
 def top_up(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None) -> bool:
     """Fill services' shortfall from free cells of `grid` in place, the highest priority
     first, each time the run of one GPU that covers the most short steps and keeps the
     swap limit; True if anything changed. `keep_off`: cells realtime must not take (a
-    reservation's block ahead of its start)."""
+    reservation's block ahead of its start). Compiled where the C extension is built
+    (`_packc.top_up`), else `_top_up_py`, its reference."""
     changed = False
     realtime = sorted(((i, j) for i, j in enumerate(scenario.jobs)
                        if isinstance(j, RealtimeJob)), key=lambda ij: -ij[1].priority)
+    compiled = _packc is not None and grid.dtype == np.int32 and grid.flags.c_contiguous
+    off = np.zeros(grid.shape, dtype=bool) if keep_off is None else \
+        np.ascontiguousarray(keep_off, dtype=bool)
     for i, job in realtime:
-        demand = np.asarray(job.demand)
-        while True:
-            free = grid == gridlib.FREE
-            if keep_off is not None:
-                free &= ~keep_off
-            mine = grid == i
-            short = demand > mine.sum(axis=1)
-            if not (short[:, None] & free).any():
-                break
-            run = _best_run(job, mine, free, short)
-            if run is None:
-                break
-            gpu, a, b = run
-            grid[a:b, gpu] = i
-            changed = True
+        if compiled:
+            before = np.zeros(grid.shape[1], dtype=bool)
+            if job.current_gpus:
+                before[list(job.current_gpus)] = True
+            changed |= _packc.top_up(grid, i, np.asarray(job.demand, dtype=np.float64),
+                                     before, job.current_gpus is not None, job.swap_limit,
+                                     off)
+        else:
+            changed |= _top_up_py(job, i, grid, off)
     return changed
 
 
-def _flips(job: RealtimeJob, mine: np.ndarray) -> np.ndarray:
-    """GPUs acquired or released at each step (step 0 against `current_gpus`, if given)."""
-    before = np.zeros(mine.shape[1], dtype=bool)
-    if job.current_gpus:
-        before[list(job.current_gpus)] = True
-    flips: np.ndarray = (mine ^ np.vstack([before, mine[:-1]])).sum(axis=1)
-    if job.current_gpus is None:
-        flips[0] = 0
-    return flips
+def _top_up_py(job: RealtimeJob, i: int, grid: np.ndarray, keep_off: np.ndarray) -> bool:
+    """One service's top-up in numpy: the reference for the compiled one."""
+    demand = np.asarray(job.demand)
+    changed = False
+    while True:
+        free = (grid == gridlib.FREE) & ~keep_off
+        mine = grid == i
+        short = demand > mine.sum(axis=1)
+        if not (short[:, None] & free).any():
+            return changed
+        run = _best_run(job, mine, free, short)
+        if run is None:
+            return changed
+        gpu, a, b = run
+        grid[a:b, gpu] = i
+        changed = True
 
 
 def _best_run(job: RealtimeJob, mine: np.ndarray, free: np.ndarray, short: np.ndarray
               ) -> tuple[int, int, int] | None:
     """(gpu, a, b): the run of one free GPU, from a short step to a short step, that covers
-    the most short steps within the swap limit (the earliest such run of the lowest such
-    GPU on a tie); None if none fits. A run covering every short step ends the search."""
-    T = len(short)
-    flips = _flips(job, mine)
-    current = set(job.current_gpus or ())
-    cum = np.concatenate(([0], np.cumsum(short))).tolist()
-    most = cum[-1]
-    best: tuple[int, int, int, int] | None = None  # (covered, gpu, a, b)
-    for gpu in np.flatnonzero((free & short[:, None]).any(axis=0)).tolist():
-        col = free[:, gpu]
-        runs = []
-        for a in np.flatnonzero(col & short).tolist():
-            hi = a
-            while hi < T and col[hi]:
-                hi += 1
-            runs += [(cum[b] - cum[a], a, b) for b in range(a + 1, hi + 1) if short[b - 1]]
-        runs.sort(key=lambda r: (-r[0], r[1], r[2]))
-        for covered, a, b in runs:
-            if best is not None and covered <= best[0]:
-                break
-            if _fits(job, mine[:, gpu], gpu in current, flips, a, b):
-                best = (covered, gpu, a, b)
-                break
-        if best is not None and best[0] == most:
-            break
-    return None if best is None else best[1:]
+    the most short steps within the swap limit (the lowest such GPU, then the earliest run,
+    on a tie); None if none fits.
 
-
-def _fits(job: RealtimeJob, column: np.ndarray, was_current: bool, flips: np.ndarray,
-          a: int, b: int) -> bool:
-    """Whether holding this GPU over [a, b) as well keeps every step within the swap limit:
-    only the steps a and b change (the cells between were free, so not the job's)."""
-    T = len(column)
-    new = column.copy()
-    new[a:b] = True
-    for t in (a, b):
-        if t >= T:
-            continue
-        if t == 0:
-            if job.current_gpus is None:
-                continue
-            prev_old = prev_new = was_current
-        else:
-            prev_old, prev_new = bool(column[t - 1]), bool(new[t - 1])
-        delta = int(bool(new[t]) != prev_new) - int(bool(column[t]) != prev_old)
-        if flips[t] + delta > job.swap_limit:
-            return False
-    return True
+    Taking the free cells [a, b) of a GPU changes the job's GPU flips at steps a and b
+    only, each by +1 or -1 by whether the job holds that GPU at step a - 1 (at b), so the
+    start and the end fit independently: in each maximal free interval the best run starts
+    at its first short step that fits and ends after its last one that fits."""
+    T, G = free.shape
+    before = np.zeros(G, dtype=bool)
+    if job.current_gpus:
+        before[list(job.current_gpus)] = True
+    held_before = np.vstack([before, mine[:-1]])  # held at the step before each cell
+    flips = (mine ^ held_before).sum(axis=1)
+    if job.current_gpus is None:
+        flips[0] = 0
+    limit = job.swap_limit
+    fits_start = flips[:, None] + 1 - 2 * held_before.astype(np.int64) <= limit
+    if job.current_gpus is None:
+        fits_start[0] = True  # step 0 has no flips to count
+    fits_end = np.ones_like(free)  # ending after cell t changes the flips at step t + 1
+    fits_end[:-1] = flips[1:, None] + 1 - 2 * mine[1:].astype(np.int64) <= limit
+    usable = free & short[:, None]
+    starts = (usable & fits_start).T.ravel()  # by GPU, then step: label order is (gpu, a)
+    ends = (usable & fits_end).T.ravel()
+    cells = free.T
+    opens = cells.copy()
+    opens[:, 1:] &= ~cells[:, :-1]
+    label = np.cumsum(opens.ravel()) - 1  # the maximal free interval of each free cell
+    if not starts.any() or not ends.any():
+        return None
+    step = np.tile(np.arange(T), G)
+    first = np.full(int(label[-1]) + 1 if len(label) else 0, T)
+    last = np.full_like(first, -1)
+    np.minimum.at(first, label[starts], step[starts])
+    np.maximum.at(last, label[ends], step[ends] + 1)
+    cum = np.concatenate(([0], np.cumsum(short)))
+    valid = first < last
+    if not valid.any():
+        return None
+    covered = np.where(valid, cum[np.minimum(last, T)] - cum[np.minimum(first, T)], -1)
+    best = int(np.argmax(covered))  # the first of the most: lowest GPU, then earliest run
+    gpu = int(np.flatnonzero(opens.ravel())[best]) // T
+    return gpu, int(first[best]), int(last[best])
