@@ -9,8 +9,9 @@ kept scenario is then planned by fast and by `full(time_limit=...)`, and fast's 
 is reported as a share of the best plan full finds (of the proven optimum, where full
 proves it), beside fast with one of its steps undone (`--against`): `static`, realtime's
 static top-first GPU order (`realtime.BROKEN_FIRST = False`, fast before it learned to
-stack services where running jobs break blocks anyway), or `notopup`, no top-up of
-realtime from the cells a plan leaves free (`fast.TOP_UP = False`).
+stack services where running jobs break blocks anyway), `notopup`, no top-up of
+realtime from the cells a plan leaves free (`fast.TOP_UP = False`), or `noexchange`, no
+hand-over of GPU runs between services (`fast.EXCHANGE = False`).
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (two of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -81,7 +82,8 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
 
 # --against: the module and flag whose False undoes one of fast's steps.
 AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST"),
-           "notopup": ("allocator.policies.fast", "TOP_UP")}
+           "notopup": ("allocator.policies.fast", "TOP_UP"),
+           "noexchange": ("allocator.policies.fast", "EXCHANGE")}
 
 
 def judge(args: tuple[Any, str, float, str]) -> Row:
@@ -149,7 +151,7 @@ def main(
     workers: int = typer.Option(2, "--workers"),
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
     against: str = typer.Option("static", "--against",
-                                help="fast with this step undone: static or notopup"),
+                                help="fast with this step undone: static, notopup or noexchange"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table

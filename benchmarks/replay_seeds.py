@@ -17,7 +17,8 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`),
 `static` (realtime's static top-first GPU order, blind to blocks running work breaks:
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
-plan leaves free, `fast.TOP_UP = False`).
+plan leaves free, `fast.TOP_UP = False`), `noexchange` (no hand-over of GPU runs between
+services, `fast.EXCHANGE = False`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Variant:
     climb: bool = True  # False: no layout climb (fast.CLIMB_FROM = None)
     broken_first: bool = True  # False: realtime's static GPU order (realtime.BROKEN_FIRST)
     top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
+    exchange: bool = True  # False: no hand-over between services (fast.EXCHANGE)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -53,6 +55,7 @@ VARIANTS: dict[str, Variant] = {
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
+    "noexchange": Variant(exchange=False),
 }
 
 
@@ -73,8 +76,8 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     from pipelines.worlds import suite
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP)
-    fastmod.TOP_UP = variant.top_up
+             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE)
+    fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
     if not variant.climb:
         fastmod.CLIMB_FROM = None
     realtime.BROKEN_FIRST = variant.broken_first
@@ -92,7 +95,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP) = saved
+         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

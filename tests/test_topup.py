@@ -6,6 +6,10 @@ the rest of the day. The properties: on random scenarios whose realtime was laid
 around blocked cells (then freed), topping up keeps every grid legal, takes free cells
 only, and never lowers the objective; the compiled top-up takes the reference's cells; the
 bound fast prunes candidates with is never below a top-up's gain.
+
+Services also hand GPU runs to each other (`exchange`): every layout keeps a service on
+its current GPUs, so where six GPUs of demand meet five GPUs, the service left short need
+not be the cheapest one to leave short (a 202-job Philly snapshot, below).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from allocator.policies import fast as fast_module
 from allocator.policies.decoder import _packc
 from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
-from allocator.policies.topup import _top_up_py, gain_bound, top_up
+from allocator.policies.topup import _top_up_py, exchange, gain_bound, top_up
 from allocator.reservations import OFF
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
@@ -33,6 +37,9 @@ CASES = Path(__file__).parent / "data" / "quality_cases"
 # full's proven optimum of philly_owner_release.json: `full(scenario, time_limit=30)`
 # reports status "optimal" with this objective.
 OWNER_RELEASE_OPTIMUM = 1260.2391904912133
+# The best plan `full(scenario, time_limit=30)` found for philly_services_exchange.json
+# (status time_limit, gap 1.6%, on the 2-core machine of BENCHMARKS.md).
+EXCHANGE_FULL_BEST = 906.68
 
 
 def test_a_released_current_gpu_serves_another_service(monkeypatch: pytest.MonkeyPatch
@@ -137,3 +144,52 @@ def test_the_gain_bound_is_never_below_what_a_top_up_adds(
     assert score(grid) - value <= bound + 1e-9 * max(1.0, abs(value))
     if changed and scenario.weights.realtime_penalty > 0:
         assert bound > 0
+
+
+def test_services_hand_gpus_to_the_one_whose_shortfall_costs_most(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five GPUs are free of running work all day and the three services want six; each
+    sits on its current GPUs, so m-mid (priority 8) is the one left a GPU short while
+    m-small (priority 6) keeps two. Handing runs over more than doubles fast's objective."""
+    scenario = load_scenario(CASES / "philly_services_exchange.json")
+    monkeypatch.setattr(fast_module, "EXCHANGE", False)
+    without = gridlib.objective(scenario, fast(scenario))
+    monkeypatch.setattr(fast_module, "EXCHANGE", True)
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    assert got > 2.5 * without
+    assert got > 0.55 * EXCHANGE_FULL_BEST
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), density=st.floats(0, 0.7),
+       off=st.floats(0, 0.3))
+def test_an_exchange_is_legal_moves_realtime_cells_only_and_leaves_no_better_cell(
+        scenario: Scenario, seed: int, density: float, off: float) -> None:
+    """Only realtime cells change hands (free and batch cells, and cells kept off, stay);
+    the grid stays legal; the objective rises whenever anything moved; and after it, no
+    single cell handed to another service both raises the objective and keeps the swap
+    limits (the run search missed nothing a one-step run reaches)."""
+    grid = short_layout(scenario, seed, density)
+    keep_off = np.random.default_rng(seed + 2).random(grid.shape) < off
+    before = grid.copy()
+    value = gridlib.objective(scenario, grid)
+    changed = exchange(scenario, grid, keep_off)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    moved = grid != before
+    assert changed == bool(moved.any())
+    assert np.isin(before[moved], realtime).all() and np.isin(grid[moved], realtime).all()
+    assert not (moved & keep_off).any()
+    after = gridlib.objective(scenario, grid)
+    assert after > value if changed else after == value
+    score = gridlib.Scorer(scenario)
+    for t, g in zip(*np.nonzero(np.isin(grid, realtime) & ~keep_off), strict=True):
+        for r in realtime:
+            if r == grid[t, g]:
+                continue
+            trial = grid.copy()
+            trial[t, g] = r
+            if score(trial) > after + 1e-9:
+                assert violations(scenario, gridlib.to_ids(scenario, trial)) != [], (t, g, r)

@@ -37,7 +37,10 @@
    is never below fifo or priority on the same scenario. With reservations, candidates
    that break a swap limit are dropped first; if none is left (services could not pay
    their way off a reserved block), steps 1-5 run again with services holding their GPUs
-   there while their curves fall (`RealtimePlacer(hold_through_off=True)`).
+   there while their curves fall (`RealtimePlacer(hold_through_off=True)`). On the
+   winner, services then hand GPU runs to each other where the objective rises, within
+   both swap limits (`topup.exchange`): every layout keeps a service on its current GPUs,
+   so the service left short is not always the cheapest one to leave short.
 7. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
    them, chosen unless the best grid beats it by more than `stability`
    (allocator/policies/stable.py).
@@ -123,6 +126,10 @@ CLIMB_MAX_GPUS = 16
 # Every candidate's realtime is topped up from the cells its plan leaves free
 # (allocator/policies/topup.py); False: not (benchmarks compare the two).
 TOP_UP = True
+# Then the winner's services hand GPU runs to each other where the objective rises
+# (topup.exchange): a service keeps its current GPUs in every layout, even where another's
+# shortfall costs more.
+EXCHANGE = True
 
 # The share of `search` each of step 8's trials' order search gets.
 CLEAR_SHARE = 4
@@ -179,6 +186,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         tags = ["held"] * len(candidates)
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
+    if EXCHANGE and topup.exchange(scenario, best, held.realtime_off):
+        topup.top_up(scenario, best, held.realtime_off)
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):

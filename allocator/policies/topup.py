@@ -121,3 +121,92 @@ def _best_run(job: RealtimeJob, mine: np.ndarray, free: np.ndarray, short: np.nd
     best = int(np.argmax(covered))  # the first of the most: lowest GPU, then earliest run
     gpu = int(np.flatnonzero(opens.ravel())[best]) // T
     return gpu, int(first[best]), int(last[best])
+
+
+def exchange(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None) -> bool:
+    """Move runs of one GPU from one service to another where the objective rises, within
+    both swap limits; True if anything moved.
+
+    Layouts keep each service on its current GPUs, and no service takes another's, so
+    when services together want more GPUs than they can have, the one that keeps its GPUs
+    is not the one whose shortfall costs most. Handing a run over changes both services'
+    flips at its first step and the step after its last one only, so the best run within
+    one service's stretch on a GPU is a best sub-array with its ends filtered. `keep_off`:
+    cells that stay where they are (a reservation's block)."""
+    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    if len(realtime) < 2:
+        return False
+    price = scenario.weights.realtime_penalty
+    changed = False
+    for _ in range(grid.size):  # each move raises the objective: a bound, never reached
+        move = _best_move(realtime, grid, price, keep_off)
+        if move is None:
+            return changed
+        receiver, gpu, a, b = move
+        grid[a:b, gpu] = receiver
+        changed = True
+    return changed
+
+
+def _holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(held at the step before each cell (current GPUs at step 0), flips per step)."""
+    before = np.zeros(mine.shape[1], dtype=bool)
+    if job.current_gpus:
+        before[list(job.current_gpus)] = True
+    held_before = np.vstack([before, mine[:-1]])
+    flips = (mine ^ held_before).sum(axis=1)
+    if job.current_gpus is None:
+        flips[0] = 0
+    return held_before, flips
+
+
+def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price: float,
+               keep_off: np.ndarray | None) -> tuple[int, int, int, int] | None:
+    """(receiver, gpu, a, b): the hand-over of one GPU's cells [a, b) from the service
+    holding them to another that raises the objective most, within both swap limits."""
+    T, _ = grid.shape
+    state = {}
+    for i, job in realtime:
+        mine = grid == i
+        held_before, flips = _holding(job, mine)
+        count = mine.sum(axis=1)
+        demand = np.asarray(job.demand, dtype=np.float64)
+        gain = price * job.priority * np.clip(demand - count, 0, 1)  # one more GPU
+        loss = price * job.priority * np.clip(demand - count + 1, 0, 1)  # one fewer
+        state[i] = (job, mine, held_before, flips, gain, loss)
+    best: tuple[float, int, int, int, int] | None = None
+    for r, _ in realtime:
+        rjob, rmine, rbefore, rflips, gain, _ = state[r]
+        if not gain.any():
+            continue
+        for d, _ in realtime:
+            if d == r:
+                continue
+            djob, dmine, dbefore, dflips, _, loss = state[d]
+            worth = gain - loss
+            if not (worth > 0).any():
+                continue
+            prefix = np.concatenate(([0.0], np.cumsum(worth)))
+            # start a: r takes the GPU at a, d gives it up; end b: the reverse at step b
+            start_ok = ((rflips[:, None] + 1 - 2 * rbefore <= rjob.swap_limit)
+                        | (rjob.current_gpus is None) & (np.arange(T) == 0)[:, None]) & \
+                ((dflips[:, None] + 2 * dbefore - 1 <= djob.swap_limit)
+                 | (djob.current_gpus is None) & (np.arange(T) == 0)[:, None])
+            end_ok = np.ones_like(dmine)  # ending after cell t: step t + 1's flips
+            end_ok[:-1] = (rflips[1:, None] + 1 - 2 * rmine[1:] <= rjob.swap_limit) & \
+                (dflips[1:, None] + 2 * dmine[1:] - 1 <= djob.swap_limit)
+            movable = dmine if keep_off is None else dmine & ~keep_off
+            for gpu in np.flatnonzero(movable.any(axis=0)).tolist():
+                column = movable[:, gpu].tolist()
+                low = None  # the lowest prefix at a feasible start in this stretch
+                for t in range(T):
+                    if not column[t]:
+                        low = None
+                        continue
+                    if start_ok[t, gpu] and (low is None or prefix[t] < low[0]):
+                        low = (prefix[t], t)
+                    if low is not None and end_ok[t, gpu]:
+                        value = prefix[t + 1] - low[0]
+                        if value > 1e-9 and (best is None or value > best[0] + 1e-12):
+                            best = (value, r, gpu, low[1], t + 1)
+    return None if best is None else best[1:]
