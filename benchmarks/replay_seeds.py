@@ -17,8 +17,8 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`),
 `static` (realtime's static top-first GPU order, blind to blocks running work breaks:
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
-plan leaves free, `fast.TOP_UP = False`), `noexchange` (no hand-over of GPU runs between
-services, `fast.EXCHANGE = False`).
+plan leaves free, `fast.TOP_UP = False`), `exchange` (GPU runs handed between services,
+`fast.EXCHANGE = True`; off by default).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Variant:
     climb: bool = True  # False: no layout climb (fast.CLIMB_FROM = None)
     broken_first: bool = True  # False: realtime's static GPU order (realtime.BROKEN_FIRST)
     top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
-    exchange: bool = True  # False: no hand-over between services (fast.EXCHANGE)
+    exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -55,7 +55,7 @@ VARIANTS: dict[str, Variant] = {
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
-    "noexchange": Variant(exchange=False),
+    "exchange": Variant(exchange=True),
 }
 
 

@@ -53,6 +53,10 @@ def plan(
                                 help="fast: also try realtime stacked at the bottom (better "
                                      "one-shot plans; off: it lowers realized value in the "
                                      "rolling replay)."),
+    exchange: bool = typer.Option(False, "--exchange",
+                                  help="fast: services hand GPU runs to each other where "
+                                       "the objective rises (better one-shot plans; off: "
+                                       "it lowers realized value in the rolling replay)."),
     bound: bool | None = typer.Option(None, "--bound/--no-bound",
                                       help="Prove an upper bound on the objective (default: "
                                            "where it is cheap; --bound: always)."),
@@ -66,7 +70,7 @@ def plan(
     args = PlanArgs(scenario=scenario, policy=policy, out=out, png=png, time_limit=time_limit,
                     solver=solver, lp_bound=lp_bound, search=search,
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
-                    block_bound=block_bound, mirror=mirror)
+                    block_bound=block_bound, mirror=mirror, exchange=exchange)
     with input_errors():
         result = plan_file(args)
     m = result.metrics

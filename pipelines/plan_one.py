@@ -37,11 +37,12 @@ class PlanArgs:
     solver: str  # full: highs | cbc
     lp_bound: bool  # full: also the LP-relaxation bound
     search: int | None  # fast: order-search budget (None: scaled to the cluster)
-    clear_blocks: bool  # fast: step 8, services moved out of delayed jobs' windows
-    pin_trials: int  # fast: step 7, replans with one delayed job pinned earlier (0: none)
+    clear_blocks: bool  # fast: step 9, services moved out of delayed jobs' windows
+    pin_trials: int  # fast: step 8, replans with one delayed job pinned earlier (0: none)
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
+    exchange: bool = False  # fast: services hand GPU runs to each other on the winner
 
 
 def picture(scenario: Scenario) -> dict:
@@ -82,7 +83,7 @@ def plan_file(a: PlanArgs) -> Plan:
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
-                   "mirror": a.mirror}
+                   "mirror": a.mirror, "exchange": a.exchange}
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

@@ -37,8 +37,9 @@
    is never below fifo or priority on the same scenario. With reservations, candidates
    that break a swap limit are dropped first; if none is left (services could not pay
    their way off a reserved block), steps 1-5 run again with services holding their GPUs
-   there while their curves fall (`RealtimePlacer(hold_through_off=True)`). On the
-   winner, services then hand GPU runs to each other where the objective rises, within
+   there while their curves fall (`RealtimePlacer(hold_through_off=True)`). With
+   `exchange=True` (off by default: it lowers realized value in the rolling replay), the
+   winner's services then hand GPU runs to each other where the objective rises, within
    both swap limits (`topup.exchange`): every layout keeps a service on its current GPUs,
    so the service left short is not always the cheapest one to leave short.
 7. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
@@ -126,10 +127,11 @@ CLIMB_MAX_GPUS = 16
 # Every candidate's realtime is topped up from the cells its plan leaves free
 # (allocator/policies/topup.py); False: not (benchmarks compare the two).
 TOP_UP = True
-# Then the winner's services hand GPU runs to each other where the objective rises
-# (topup.exchange): a service keeps its current GPUs in every layout, even where another's
-# shortfall costs more.
-EXCHANGE = True
+# `exchange=True`: then the winner's services hand GPU runs to each other where the
+# objective rises (topup.exchange). Off by default: better one-shot plans, but in the
+# rolling replay the runs it hands over are the tops of forecast peaks, and realized
+# value and shortfall got worse (BENCHMARKS.md).
+EXCHANGE = False
 
 # The share of `search` each of step 8's trials' order search gets.
 CLEAR_SHARE = 4
@@ -143,7 +145,8 @@ LAST_SHARE = 4
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
-         only: str | None = None, cheap_trials: int | None = None) -> np.ndarray:
+         only: str | None = None, cheap_trials: int | None = None,
+         exchange: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -156,6 +159,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     (BENCHMARKS.md), so off by default.
     `cheap_trials`: step 8's cheap replans (None: `CHEAP_TRIALS` past 16 GPUs, else 0);
     `only`: build only that construction's candidates (a cheap trial's replan).
+    `exchange`: services hand GPU runs to each other on the winner (None: `EXCHANGE`);
+    better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     """
     if search is None:
         search = default_search(scenario)
@@ -186,13 +191,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         tags = ["held"] * len(candidates)
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
-    if EXCHANGE and topup.exchange(scenario, best, held.realtime_off):
+    if (EXCHANGE if exchange is None else exchange) and \
+            topup.exchange(scenario, best, held.realtime_off):
         topup.top_up(scenario, best, held.realtime_off)
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         only=tags[won], cheap_trials=0),
+                                                         only=tags[won], cheap_trials=0,
+                                                         exchange=exchange),
                                  cheap_trials)
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
@@ -200,7 +207,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
     if pin_trials > 0 and not anchors:
-        best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror),
+        best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
+                                                         exchange=exchange),
                                  pin_trials)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
