@@ -42,7 +42,7 @@ class PlanArgs:
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
-    exchange: bool = False  # fast: services hand GPU runs to each other on the winner
+    exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
 
 
 def picture(scenario: Scenario) -> dict:

@@ -150,7 +150,8 @@ def test_services_hand_gpus_to_the_one_whose_shortfall_costs_most(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Five GPUs are free of running work all day and the three services want six; each
     sits on its current GPUs, so m-mid (priority 8) is the one left a GPU short while
-    m-small (priority 6) keeps two. Handing runs over more than doubles fast's objective."""
+    m-small (priority 6) keeps two. Handing runs over (`exchange=True`) lifts fast from
+    199 to 897, within 1.1% of the best plan full found in 30 s."""
     scenario = load_scenario(CASES / "philly_services_exchange.json")
     monkeypatch.setattr(fast_module, "EXCHANGE", False)
     without = gridlib.objective(scenario, fast(scenario))
@@ -158,8 +159,8 @@ def test_services_hand_gpus_to_the_one_whose_shortfall_costs_most(
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     got = gridlib.objective(scenario, grid)
-    assert got > 2.5 * without
-    assert got > 0.55 * EXCHANGE_FULL_BEST
+    assert got > 4 * without
+    assert got > 0.98 * EXCHANGE_FULL_BEST
 
 
 @settings(max_examples=examples(0.5))

@@ -38,10 +38,10 @@
    that break a swap limit are dropped first; if none is left (services could not pay
    their way off a reserved block), steps 1-5 run again with services holding their GPUs
    there while their curves fall (`RealtimePlacer(hold_through_off=True)`). With
-   `exchange=True` (off by default: it lowers realized value in the rolling replay), the
-   winner's services then hand GPU runs to each other where the objective rises, within
-   both swap limits (`topup.exchange`): every layout keeps a service on its current GPUs,
-   so the service left short is not always the cheapest one to leave short.
+   `exchange=True` (off by default: it lowers realized value in the rolling replay),
+   each candidate's services first hand GPU runs to each other where the objective
+   rises, within both swap limits (`topup.exchange`): every layout keeps a service on its
+   current GPUs, so the service left short is not always the cheapest one to leave short.
 7. Only with `anchors` (a rolling replan's previous starts): a stable candidate keeping
    them, chosen unless the best grid beats it by more than `stability`
    (allocator/policies/stable.py).
@@ -127,10 +127,10 @@ CLIMB_MAX_GPUS = 16
 # Every candidate's realtime is topped up from the cells its plan leaves free
 # (allocator/policies/topup.py); False: not (benchmarks compare the two).
 TOP_UP = True
-# `exchange=True`: then the winner's services hand GPU runs to each other where the
-# objective rises (topup.exchange). Off by default: better one-shot plans, but in the
-# rolling replay the runs it hands over are the tops of forecast peaks, and realized
-# value and shortfall got worse (BENCHMARKS.md).
+# `exchange=True`: each candidate's services hand GPU runs to each other where the
+# objective rises (topup.exchange), before the winner is chosen. Off by default: better
+# one-shot plans, but in the rolling replay the runs it hands over are the tops of
+# forecast peaks, and realized value and shortfall got worse (BENCHMARKS.md).
 EXCHANGE = False
 
 # The share of `search` each of step 8's trials' order search gets.
@@ -159,7 +159,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     (BENCHMARKS.md), so off by default.
     `cheap_trials`: step 8's cheap replans (None: `CHEAP_TRIALS` past 16 GPUs, else 0);
     `only`: build only that construction's candidates (a cheap trial's replan).
-    `exchange`: services hand GPU runs to each other on the winner (None: `EXCHANGE`);
+    `exchange`: services hand GPU runs to each other in step 6 (None: `EXCHANGE`);
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     """
     if search is None:
@@ -189,11 +189,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
         candidates = legal_around_reservations(scenario, candidates)
         tags = ["held"] * len(candidates)
+    if EXCHANGE if exchange is None else exchange:
+        for grid in candidates:  # every one: a hand-over can change which one wins
+            topup.top_up(scenario, grid, held.realtime_off)  # free cells first: they
+            if topup.exchange(scenario, grid, held.realtime_off):  # cost no one anything
+                topup.top_up(scenario, grid, held.realtime_off)
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
-    if (EXCHANGE if exchange is None else exchange) and \
-            topup.exchange(scenario, best, held.realtime_off):
-        topup.top_up(scenario, best, held.realtime_off)
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
