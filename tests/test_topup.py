@@ -194,3 +194,25 @@ def test_an_exchange_is_legal_moves_realtime_cells_only_and_leaves_no_better_cel
             trial[t, g] = r
             if score(trial) > after + 1e-9:
                 assert violations(scenario, gridlib.to_ids(scenario, trial)) != [], (t, g, r)
+
+
+def test_plan_command_passes_exchange_to_fast(tmp_path: Path) -> None:
+    """`gpuplan plan --exchange` plans with the hand-over; the default command does not."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    case = CASES / "philly_services_exchange.json"
+    values = {}
+    for flag in ([], ["--exchange"]):
+        out = tmp_path / f"plan{len(flag)}.json"
+        result = CliRunner().invoke(build_app(), ["plan", str(case), "--out", str(out), *flag])
+        assert result.exit_code == 0, result.output
+        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    scenario = load_scenario(case)
+    assert values[True] == pytest.approx(gridlib.objective(scenario,
+                                                           fast(scenario, exchange=True)))
+    assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario)))
+    assert values[True] > 4 * values[False]
