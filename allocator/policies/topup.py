@@ -8,6 +8,11 @@ or a gap the batch work left. Each such run is taken, within the service's swap 
 the cells were free, so nothing else moves, and every filled cell of shortfall is worth
 `realtime_penalty x priority` (on a Philly replan snapshot, 8 such cells were fast's
 whole loss against the proven optimum).
+
+`exchange` goes further: services hand runs of one GPU to each other where the objective
+rises. It lifts one-shot plans where services want more GPUs than they can have, but it
+trades the tops of forecast peaks, and the rolling replay got worse, so fast makes it
+opt-in (`fast(exchange=True)`, BENCHMARKS.md).
 """
 
 from __future__ import annotations
