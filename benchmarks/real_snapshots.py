@@ -10,9 +10,10 @@ is reported as a share of the best plan full finds (of the proven optimum, where
 proves it), beside a variant of fast (`--against`): `static`, realtime's
 static top-first GPU order (`realtime.BROKEN_FIRST = False`, fast before it learned to
 stack services where running jobs break blocks anyway), `notopup`, no top-up of
-realtime from the cells a plan leaves free (`fast.TOP_UP = False`), or `exchange`, GPU
-runs handed between services (`fast.EXCHANGE = True`, off by default); several joined by
-`+` combine.
+realtime from the cells a plan leaves free (`fast.TOP_UP = False`), `nosurplus`, no
+hand-over of GPUs a service holds above its demand (`fast.SURPLUS_TRADE = False`), or
+`exchange`, any GPU runs handed between services (`fast.EXCHANGE = True`, off by
+default); several joined by `+` combine.
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (four of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -87,7 +88,8 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
 # --against: the module, flag and value that make one variant of fast.
 AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST", False),
            "notopup": ("allocator.policies.fast", "TOP_UP", False),
-           "exchange": ("allocator.policies.fast", "EXCHANGE", True)}
+           "exchange": ("allocator.policies.fast", "EXCHANGE", True),
+           "nosurplus": ("allocator.policies.fast", "SURPLUS_TRADE", False)}
 
 
 def judge(args: tuple[Any, str, float, str]) -> Row:
@@ -163,7 +165,7 @@ def main(
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
     against: str = typer.Option("static", "--against",
                                 help="the variant of fast beside it (static, notopup, "
-                                     "exchange; several joined by +)"),
+                                     "nosurplus, exchange; several joined by +)"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table

@@ -17,7 +17,8 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`),
 `static` (realtime's static top-first GPU order, blind to blocks running work breaks:
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
-plan leaves free, `fast.TOP_UP = False`), `exchange` (GPU runs handed between services,
+plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service holds above its
+demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed between services,
 `fast.EXCHANGE = True`; off by default).
 """
 
@@ -45,6 +46,7 @@ class Variant:
     broken_first: bool = True  # False: realtime's static GPU order (realtime.BROKEN_FIRST)
     top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
     exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
+    surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -55,7 +57,7 @@ VARIANTS: dict[str, Variant] = {
     "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
-    "exchange": Variant(exchange=True),
+    "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
 }
 
 
@@ -76,8 +78,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     from pipelines.worlds import suite
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE)
+             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
+             fastmod.SURPLUS_TRADE)
     fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
+    fastmod.SURPLUS_TRADE = variant.surplus
     if not variant.climb:
         fastmod.CLIMB_FROM = None
     realtime.BROKEN_FIRST = variant.broken_first
@@ -95,7 +99,8 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
         rows = run_many(suite(seed), ["fast"], SimConfig())
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE) = saved
+         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
+         fastmod.SURPLUS_TRADE) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

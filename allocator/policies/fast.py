@@ -127,6 +127,10 @@ CLIMB_MAX_GPUS = 16
 # Every candidate's realtime is topped up from the cells its plan leaves free
 # (allocator/policies/topup.py); False: not (benchmarks compare the two).
 TOP_UP = True
+# And from GPUs other services hold above their demand (topup.exchange with
+# surplus_only): the giver loses nothing the plan promised it. On the rolling replays it
+# changed nothing beyond noise; on crowded Philly replans it lifts fast by up to 3.5x.
+SURPLUS_TRADE = True
 # `exchange=True`: each candidate's services hand GPU runs to each other where the
 # objective rises (topup.exchange), before the winner is chosen. Off by default: better
 # one-shot plans, but in the rolling replay the runs it hands over are the tops of
@@ -221,11 +225,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
             candidates: list[np.ndarray]) -> int:
     """The candidate with the highest objective once realtime takes what it is short of
-    from free cells (allocator/policies/topup.py); ties keep the earlier one. A top-up
-    scans the grid once per run it takes, so a candidate is topped up (in place) only if
-    its objective plus the most a top-up could add reaches the best so far: the winner of
-    topping up every candidate, at a fraction of the cost (topping up all of them, in
-    numpy, had doubled fast's time at 8 GPUs)."""
+    from free cells, and (`SURPLUS_TRADE`) from GPUs other services hold above their
+    demand (allocator/policies/topup.py); ties keep the earlier one. A top-up scans the
+    grid once per run it takes, so a candidate is topped up (in place) only if its
+    objective plus the most that could add reaches the best so far: the winner of topping
+    up every candidate, at a fraction of the cost (topping up all of them, in numpy, had
+    doubled fast's time at 8 GPUs)."""
     counted = [score.counts(grid) for grid in candidates]
     split = [score.split(counts) for counts in counted]
     floor = max(value for value, _ in split)
@@ -233,7 +238,8 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
     plain = []
     for counts, (value, lost) in zip(counted, split, strict=True):
         # a top-up adds at most what shortfall takes off, and at most its gain bound
-        room = topup.gain_bound(counts, score.realtime, score.demand, score.penalty) \
+        room = topup.gain_bound(counts, score.realtime, score.demand, score.penalty,
+                                SURPLUS_TRADE) \
             if TOP_UP and lost > 0 and value + lost >= floor - slack else 0.0
         plain.append((value, room))
     won, best = -1, -np.inf
@@ -241,11 +247,22 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
         value, room = plain[k]
         if value + room + slack < best:
             break  # sorted by value + room: no later candidate reaches the best either
-        if room > 0 and topup.top_up(scenario, candidates[k], held.realtime_off):
+        if room > 0 and _filled(scenario, candidates[k], held.realtime_off):
             value = score(candidates[k])
         if value > best or (value == best and k < won):
             won, best = k, value
     return won
+
+
+def _filled(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None) -> bool:
+    """Top up `grid`'s realtime from free cells, then (`SURPLUS_TRADE`) from whole GPUs
+    other services hold above their demand, then from free cells again (a service that
+    gave a surplus GPU away may now take a free one); True if anything changed."""
+    changed = topup.top_up(scenario, grid, keep_off)
+    if SURPLUS_TRADE and topup.exchange(scenario, grid, keep_off, surplus_only=True):
+        topup.top_up(scenario, grid, keep_off)
+        changed = True
+    return changed
 
 
 def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,

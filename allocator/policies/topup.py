@@ -25,16 +25,22 @@ from allocator.policies.decoder import _packc
 
 
 def gain_bound(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray,
-               penalty: np.ndarray) -> float:
-    """The most `top_up` can add to the objective (0 where no service is short at a step
-    with a free cell): at each step, the free cells priced at the dearest short service,
-    and no more than the whole shortfall's price. `counts`: cells per step and job, FREE in
-    the last column, as `gridlib.Scorer.counts` gives them; `penalty` per service."""
+               penalty: np.ndarray, surplus: bool = False) -> float:
+    """The most `top_up` (with `surplus`, then `exchange(surplus_only=True)` and `top_up`
+    again) can add to the objective: at each step, the cells it may take (free ones, and
+    with `surplus` the whole GPUs services hold above their demand) priced at the dearest
+    short service, and no more than the whole shortfall's price; 0 where no service is
+    short at a step with such a cell. `counts`: cells per step and job, FREE in the last
+    column, as `gridlib.Scorer.counts` gives them; `penalty` per service."""
     if not len(realtime):
         return 0.0
-    short = np.maximum(demand - counts[:, realtime], 0)
+    held = counts[:, realtime]
+    short = np.maximum(demand - held, 0)
     dearest = np.where(short > 0, penalty, 0).max(axis=1)
-    return float(np.minimum(short @ penalty, counts[:, -1] * dearest).sum())
+    spare = counts[:, -1].astype(np.float64)
+    if surplus:
+        spare = spare + np.floor(np.maximum(held - demand, 0)).sum(axis=1)
+    return float(np.minimum(short @ penalty, spare * dearest).sum())
 
 
 def top_up(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None) -> bool:
@@ -128,9 +134,11 @@ def _best_run(job: RealtimeJob, mine: np.ndarray, free: np.ndarray, short: np.nd
     return gpu, int(first[best]), int(last[best])
 
 
-def exchange(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None) -> bool:
+def exchange(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None,
+             surplus_only: bool = False) -> bool:
     """Move runs of one GPU from one service to another where the objective rises, within
-    both swap limits; True if anything moved.
+    both swap limits; True if anything moved. `surplus_only`: only cells the giving
+    service holds above its demand (it loses nothing the plan promised it).
 
     Layouts keep each service on its current GPUs, and no service takes another's, so
     when services together want more GPUs than they can have, the one that keeps its GPUs
@@ -144,7 +152,7 @@ def exchange(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None =
     price = scenario.weights.realtime_penalty
     changed = False
     for _ in range(grid.size):  # each move raises the objective: a bound, never reached
-        move = _best_move(realtime, grid, price, keep_off)
+        move = _best_move(realtime, grid, price, keep_off, surplus_only)
         if move is None:
             return changed
         receiver, gpu, a, b = move
@@ -166,7 +174,8 @@ def _holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price: float,
-               keep_off: np.ndarray | None) -> tuple[int, int, int, int] | None:
+               keep_off: np.ndarray | None, surplus_only: bool
+               ) -> tuple[int, int, int, int] | None:
     """(receiver, gpu, a, b): the hand-over of one GPU's cells [a, b) from the service
     holding them to another that raises the objective most, within both swap limits."""
     T, _ = grid.shape
@@ -201,6 +210,8 @@ def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price:
             end_ok[:-1] = (rflips[1:, None] + 1 - 2 * rmine[1:] <= rjob.swap_limit) & \
                 (dflips[1:, None] + 2 * dmine[1:] - 1 <= djob.swap_limit)
             movable = dmine if keep_off is None else dmine & ~keep_off
+            if surplus_only:  # a stretch ends where the giver would fall short
+                movable = movable & (loss == 0)[:, None]
             for gpu in np.flatnonzero(movable.any(axis=0)).tolist():
                 column = movable[:, gpu].tolist()
                 low = None  # the lowest prefix at a feasible start in this stretch
