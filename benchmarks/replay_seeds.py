@@ -17,9 +17,9 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `noclimb` (the default without the realtime layout climb up to 16 GPUs, `fast.CLIMB_FROM`),
 `static` (realtime's static top-first GPU order, blind to blocks running work breaks:
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
-plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service holds above its
-demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed between services,
-`fast.EXCHANGE = True`; off by default).
+plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service
+holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed
+between services, `fast.EXCHANGE = True`; off by default).
 """
 
 from __future__ import annotations
