@@ -131,6 +131,9 @@ TOP_UP = True
 # surplus_only): the giver loses nothing the plan promised it. On the rolling replays it
 # changed nothing beyond noise; on crowded Philly replans it lifts fast by up to 3.5x.
 SURPLUS_TRADE = True
+# Up to this many GPUs: the trade runs Python loops per service pair and GPU, and at 256
+# and 1024 GPUs it cost 1.7x and 5x fast's time for no gain on the scale cases.
+SURPLUS_MAX_GPUS = 64
 # `exchange=True`: each candidate's services hand GPU runs to each other where the
 # objective rises (topup.exchange), before the winner is chosen. Off by default: better
 # one-shot plans, but in the rolling replay the runs it hands over are the tops of
@@ -225,21 +228,22 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
             candidates: list[np.ndarray]) -> int:
     """The candidate with the highest objective once realtime takes what it is short of
-    from free cells, and (`SURPLUS_TRADE`) from GPUs other services hold above their
-    demand (allocator/policies/topup.py); ties keep the earlier one. A top-up scans the
-    grid once per run it takes, so a candidate is topped up (in place) only if its
-    objective plus the most that could add reaches the best so far: the winner of topping
-    up every candidate, at a fraction of the cost (topping up all of them, in numpy, had
-    doubled fast's time at 8 GPUs)."""
+    from free cells, and (`SURPLUS_TRADE`, up to `SURPLUS_MAX_GPUS`) from GPUs other
+    services hold above their demand (allocator/policies/topup.py); ties keep the earlier
+    one. A top-up scans the grid once per run it takes, so a candidate is topped up (in
+    place) only if its objective plus the most that could add reaches the best so far:
+    the winner of topping up every candidate, at a fraction of the cost (topping up all
+    of them, in numpy, had doubled fast's time at 8 GPUs)."""
     counted = [score.counts(grid) for grid in candidates]
     split = [score.split(counts) for counts in counted]
     floor = max(value for value, _ in split)
     slack = 1e-9 * max(1.0, abs(floor))  # rounding: a tie must still be topped up
+    surplus = SURPLUS_TRADE and scenario.G <= SURPLUS_MAX_GPUS
     plain = []
     for counts, (value, lost) in zip(counted, split, strict=True):
         # a top-up adds at most what shortfall takes off, and at most its gain bound
         room = topup.gain_bound(counts, score.realtime, score.demand, score.penalty,
-                                SURPLUS_TRADE) \
+                                surplus) \
             if TOP_UP and lost > 0 and value + lost >= floor - slack else 0.0
         plain.append((value, room))
     won, best = -1, -np.inf
@@ -247,19 +251,20 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
         value, room = plain[k]
         if value + room + slack < best:
             break  # sorted by value + room: no later candidate reaches the best either
-        if room > 0 and _filled(scenario, candidates[k], held.realtime_off):
+        if room > 0 and _filled(scenario, candidates[k], held.realtime_off, surplus):
             value = score(candidates[k])
         if value > best or (value == best and k < won):
             won, best = k, value
     return won
 
 
-def _filled(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None) -> bool:
-    """Top up `grid`'s realtime from free cells, then (`SURPLUS_TRADE`) from whole GPUs
-    other services hold above their demand, then from free cells again (a service that
-    gave a surplus GPU away may now take a free one); True if anything changed."""
+def _filled(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None,
+            surplus: bool) -> bool:
+    """Top up `grid`'s realtime from free cells, then (`surplus`) from whole GPUs other
+    services hold above their demand, then from free cells again (a service that gave a
+    surplus GPU away may now take a free one); True if anything changed."""
     changed = topup.top_up(scenario, grid, keep_off)
-    if SURPLUS_TRADE and topup.exchange(scenario, grid, keep_off, surplus_only=True):
+    if surplus and topup.exchange(scenario, grid, keep_off, surplus_only=True):
         topup.top_up(scenario, grid, keep_off)
         changed = True
     return changed
