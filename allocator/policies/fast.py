@@ -32,7 +32,9 @@
 5. Every candidate is topped up before it is scored (allocator/policies/topup.py): a
    service still short of demand takes single-GPU runs from the cells the finished plan
    leaves free, within its swap limit. Layouts keep a service off GPUs another service
-   is about to release; once the plan is done, those cells are free to take.
+   is about to release; once the plan is done, those cells are free to take. Up to 64
+   GPUs it then takes runs of GPUs another service holds above its demand (the giver
+   loses nothing the plan promised it), and free cells once more.
 6. The best grid by objective wins, the baselines' grids among the candidates, so fast
    is never below fifo or priority on the same scenario. With reservations, candidates
    that break a swap limit are dropped first; if none is left (services could not pay
