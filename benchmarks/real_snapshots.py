@@ -47,7 +47,7 @@ class Row:
     week: str
     queued: int
     fast: float
-    other: float  # fast with the `--against` step undone
+    other: float  # the `--against` variant of fast
     best: float
     status: str
     gap: float | None

@@ -799,26 +799,22 @@ static PyObject *top_up(PyObject *self, PyObject *args) {
     const unsigned char *before = bb.buf, *keep_off = bk.buf;
     int64_t *flips = calloc((size_t)T + 1, sizeof(int64_t));
     int64_t *cum = calloc((size_t)T + 1, sizeof(int64_t));
+    int64_t *held = calloc((size_t)T + 1, sizeof(int64_t));
+    int64_t *open = calloc((size_t)T + 1, sizeof(int64_t));
     unsigned char *shortage = calloc((size_t)T + 1, 1);
     int changed = 0;
-    if (!flips || !cum || !shortage || bg.len != (Py_ssize_t)T * G * (Py_ssize_t)sizeof(int32_t)
+    const int allocated = flips && cum && held && open && shortage;
+    if (!allocated || bg.len != (Py_ssize_t)T * G * (Py_ssize_t)sizeof(int32_t)
         || bk.len != (Py_ssize_t)T * G) {
-        free(flips), free(cum), free(shortage);
+        free(flips), free(cum), free(held), free(open), free(shortage);
         PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb);
         PyBuffer_Release(&bk);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "top_up: bad shapes");
+        if (!allocated) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, "top_up: bad shapes");
         return NULL;
     }
 #define MINE(t, g) (grid[(size_t)(t) * G + (g)] == job)
 #define FREE_AT(t, g) (grid[(size_t)(t) * G + (g)] == -1 && !keep_off[(size_t)(t) * G + (g)])
-    int64_t *held = calloc((size_t)T + 1, sizeof(int64_t));
-    int64_t *open = calloc((size_t)T + 1, sizeof(int64_t));
-    if (!held || !open) {
-        free(held), free(open), free(flips), free(cum), free(shortage);
-        PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb);
-        PyBuffer_Release(&bk);
-        return PyErr_NoMemory();
-    }
     for (int t = 0; t < T; t++) { /* counted once, then kept up to date run by run */
         for (int g = 0; g < G; g++) {
             const int m = MINE(t, g);
@@ -877,10 +873,9 @@ static PyObject *top_up(PyObject *self, PyObject *args) {
         }
         changed = 1;
     }
-    free(held), free(open);
 #undef MINE
 #undef FREE_AT
-    free(flips), free(cum), free(shortage);
+    free(flips), free(cum), free(held), free(open), free(shortage);
     PyBuffer_Release(&bg), PyBuffer_Release(&bd), PyBuffer_Release(&bb), PyBuffer_Release(&bk);
     return PyBool_FromLong(changed);
 }

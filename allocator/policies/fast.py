@@ -200,9 +200,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         tags = ["held"] * len(candidates)
     if EXCHANGE if exchange is None else exchange:
         for grid in candidates:  # every one: a hand-over can change which one wins
-            topup.top_up(scenario, grid, held.realtime_off)  # free cells first: they
-            if topup.exchange(scenario, grid, held.realtime_off):  # cost no one anything
-                topup.top_up(scenario, grid, held.realtime_off)
+            _filled(scenario, grid, held.realtime_off, "any")
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     if cheap_trials is None:
@@ -253,7 +251,8 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
         value, room = plain[k]
         if value + room + slack < best:
             break  # sorted by value + room: no later candidate reaches the best either
-        if room > 0 and _filled(scenario, candidates[k], held.realtime_off, surplus):
+        if room > 0 and _filled(scenario, candidates[k], held.realtime_off,
+                                "surplus" if surplus else None):
             value = score(candidates[k])
         if value > best or (value == best and k < won):
             won, best = k, value
@@ -261,12 +260,14 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
 
 
 def _filled(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None,
-            surplus: bool) -> bool:
-    """Top up `grid`'s realtime from free cells, then (`surplus`) from whole GPUs other
-    services hold above their demand, then from free cells again (a service that gave a
-    surplus GPU away may now take a free one); True if anything changed."""
+            trade: str | None) -> bool:
+    """Top up `grid`'s realtime from free cells first (they cost no one anything), then
+    trade between services (`trade`: "surplus", whole GPUs others hold above their
+    demand; "any", any run where the objective rises; None: no trade), then top up from
+    free cells again (a service that gave a GPU away may now take a free one); True if
+    anything changed."""
     changed = topup.top_up(scenario, grid, keep_off)
-    if surplus and topup.exchange(scenario, grid, keep_off, surplus_only=True):
+    if trade and topup.exchange(scenario, grid, keep_off, surplus_only=trade == "surplus"):
         topup.top_up(scenario, grid, keep_off)
         changed = True
     return changed

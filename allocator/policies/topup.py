@@ -57,12 +57,9 @@ def top_up(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = N
         np.ascontiguousarray(keep_off, dtype=bool)
     for i, job in realtime:
         if compiled:
-            before = np.zeros(grid.shape[1], dtype=bool)
-            if job.current_gpus:
-                before[list(job.current_gpus)] = True
             changed |= _packc.top_up(grid, i, np.asarray(job.demand, dtype=np.float64),
-                                     before, job.current_gpus is not None, job.swap_limit,
-                                     off)
+                                     _current(job, grid.shape[1]),
+                                     job.current_gpus is not None, job.swap_limit, off)
         else:
             changed |= _top_up_py(job, i, grid, off)
     return changed
@@ -97,13 +94,7 @@ def _best_run(job: RealtimeJob, mine: np.ndarray, free: np.ndarray, short: np.nd
     start and the end fit independently: in each maximal free interval the best run starts
     at its first short step that fits and ends after its last one that fits."""
     T, G = free.shape
-    before = np.zeros(G, dtype=bool)
-    if job.current_gpus:
-        before[list(job.current_gpus)] = True
-    held_before = np.vstack([before, mine[:-1]])  # held at the step before each cell
-    flips = (mine ^ held_before).sum(axis=1)
-    if job.current_gpus is None:
-        flips[0] = 0
+    held_before, flips = _holding(job, mine)
     limit = job.swap_limit
     fits_start = flips[:, None] + 1 - 2 * held_before.astype(np.int64) <= limit
     if job.current_gpus is None:
@@ -161,12 +152,18 @@ def exchange(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None =
     return changed
 
 
-def _holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(held at the step before each cell (current GPUs at step 0), flips per step)."""
-    before = np.zeros(mine.shape[1], dtype=bool)
+def _current(job: RealtimeJob, gpus: int) -> np.ndarray:
+    """Per GPU, whether the job holds it before step 0 (`current_gpus`)."""
+    before = np.zeros(gpus, dtype=bool)
     if job.current_gpus:
         before[list(job.current_gpus)] = True
-    held_before = np.vstack([before, mine[:-1]])
+    return before
+
+
+def _holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(held at the step before each cell (current GPUs at step 0), flips per step; step
+    0's flips are 0 when the job has no current GPUs to count them against)."""
+    held_before = np.vstack([_current(job, mine.shape[1]), mine[:-1]])
     flips = (mine ^ held_before).sum(axis=1)
     if job.current_gpus is None:
         flips[0] = 0
