@@ -31,7 +31,8 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
-         mirror: bool = typer.Option(False, "--mirror", help="fast's mirrored layout too")
+         mirror: bool = typer.Option(False, "--mirror", help="fast's mirrored layout too"),
+         defer_trials: int = typer.Option(0, "--defer-trials", help="fast's defer trials")
          ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
@@ -59,10 +60,14 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
             continue
         scenario = scenario_for(case)
         began = time.perf_counter()
-        if mirror:  # only then: an older tree's fast may not know the option
-            grid = fast(scenario, pin_trials=pin_trials, mirror=True)
-        else:
-            grid = fast(scenario, pin_trials=pin_trials) if pin_trials else fast(scenario)
+        options: dict[str, object] = {}  # only those given: an older tree's fast may not
+        if pin_trials:  # know the newer options
+            options["pin_trials"] = pin_trials
+        if mirror:
+            options["mirror"] = True
+        if defer_trials:
+            options["defer_trials"] = defer_trials
+        grid = fast(scenario, **options)
         seconds.append(time.perf_counter() - began)
         value = gridlib.objective(scenario, grid)
         found.append(value / max(row["full"], value))

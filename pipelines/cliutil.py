@@ -38,6 +38,14 @@ def pin_trials_option(default: int) -> Any:
                              "plans, each trial about one more fast run; 0 = none).")
 
 
+def defer_trials_option(default: int) -> Any:
+    """fast's `--defer-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 12)."""
+    return typer.Option(default, "--defer-trials", min=0, max=1000,
+                        help="fast: after the pin trials, replan up to N times, each with "
+                             "one started job held back a step; the best plan wins (each "
+                             "trial about one more fast run; 0 = none).")
+
+
 ESTIMATE_HORIZON_OPTION = typer.Option(
     72, "--estimate-horizon",
     help="A job the first plan leaves out of its horizon gets its start estimate from a "

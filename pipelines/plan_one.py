@@ -43,6 +43,7 @@ class PlanArgs:
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
     exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
+    defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
 
 
 def picture(scenario: Scenario) -> dict:
@@ -83,7 +84,8 @@ def plan_file(a: PlanArgs) -> Plan:
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
-                   "mirror": a.mirror, "exchange": a.exchange}
+                   "defer_trials": a.defer_trials, "mirror": a.mirror,
+                   "exchange": a.exchange}
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

@@ -167,9 +167,11 @@ def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
     import typer.main
 
     from pipelines.cli import build_app
-    from pipelines.plan_day import DAY_PIN_TRIALS
+    from pipelines.plan_day import DAY_DEFER_TRIALS, DAY_PIN_TRIALS
 
     command = typer.main.get_command(build_app())
     day = command.commands["plan-day"]  # type: ignore[attr-defined]
     option = next(p for p in day.params if p.name == "pin_trials")
     assert option.default == DAY_PIN_TRIALS == DayArgs.pin_trials
+    option = next(p for p in day.params if p.name == "defer_trials")
+    assert option.default == DAY_DEFER_TRIALS == DayArgs.defer_trials

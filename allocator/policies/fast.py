@@ -51,7 +51,10 @@
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
    one-shot plans at a few fast runs' cost each, so off on the hot path. Past 16 GPUs
    the hot path makes `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
-   construction (steps 2-4) that built the winning grid.
+   construction (steps 2-4) that built the winning grid. Then, only with
+   `defer_trials=N`: up to N replans, each with one started job's earliest start a step
+   past the start the plan gave it: every job starts at its earliest feasible start
+   here, and the optimum often holds one back (same module).
 9. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -155,7 +158,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
-         exchange: bool | None = None) -> np.ndarray:
+         exchange: bool | None = None, defer_trials: int = 0) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -170,6 +173,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `only`: build only that construction's candidates (a cheap trial's replan).
     `exchange`: services hand GPU runs to each other in step 6 (None: `EXCHANGE`);
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
+    `defer_trials`: step 8's replans with a started job held back a step (0: none).
     """
     if search is None:
         search = default_search(scenario)
@@ -219,6 +223,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          exchange=exchange),
                                  pin_trials)
+    if defer_trials > 0 and not anchors:
+        best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
+                                                           exchange=exchange),
+                                   defer_trials)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,

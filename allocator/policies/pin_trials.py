@@ -1,4 +1,5 @@
-"""fast's optional pin trials: a delayed job pinned to an earlier block, the rest planned again.
+"""fast's optional trials: a delayed job pinned to an earlier block, or a started job held
+back a step, the rest planned again.
 
 Neither the candidate layouts nor the order moves reach a plan where a service and several
 jobs all move so that one delayed job starts earlier (BENCHMARKS.md, "Pin trials"). A
@@ -8,6 +9,12 @@ realtime kept off the block from ahead of the start to the run's end, other batc
 there only before it (allocator/reservations.py). The best grid by objective is kept,
 the incumbent on a tie. A reservation only adds constraints, so a trial's grid is legal
 for the scenario itself.
+
+Defer trials are the other direction. The greedy decoder starts every job at its
+earliest feasible start, and the optimum often does not: a large job started early
+strands cells that long small jobs would fill, or takes the block a better job needs. A
+defer trial moves one started job's earliest start a step past the start the plan gave
+it, and plans again. A later arrival only adds constraints too.
 """
 
 from __future__ import annotations
@@ -111,4 +118,62 @@ def pin_trials(scenario: Scenario, grid: np.ndarray,
         if round_best is None:
             break
         kept = round_best
+    return best
+
+
+def defers(scenario: Scenario, grid: np.ndarray) -> list[tuple[int, int]]:
+    """(job index, new earliest start) per queued job `grid` starts inside the horizon: one
+    step past that start; the jobs holding the most cells first (their start shapes the
+    most room), then the lower index."""
+    reserved = {r.id for r in scenario.reservations}
+    ranked: list[tuple[int, int, int]] = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running or job.id in reserved:
+            continue
+        mine = grid == i
+        steps = np.flatnonzero(mine.any(axis=1))
+        if not len(steps) or steps[0] + 1 >= scenario.T:
+            continue
+        ranked.append((-int(mine.sum()), i, int(steps[0]) + 1))
+    ranked.sort()
+    return [(i, at) for _, i, at in ranked]
+
+
+def deferred(scenario: Scenario, i: int, at: int) -> Scenario:
+    """`scenario` with job `i` arriving at step `at`."""
+    jobs = list(scenario.jobs)
+    job = jobs[i]
+    assert isinstance(job, BatchJob)
+    jobs[i] = replace(job, arrival_step=at)
+    return replace(scenario, jobs=tuple(jobs))
+
+
+def defer_trials(scenario: Scenario, grid: np.ndarray,
+                 plan: Callable[[Scenario], np.ndarray], trials: int) -> np.ndarray:
+    """The best of `grid` and up to `trials` replans, each with one more started job's
+    earliest start a step past its start (`defers`, in order), in rounds of `ROUND`, each
+    round's best deferral kept for the next; `plan` is the policy without trials."""
+    score = gridlib.Scorer(scenario)
+    best, value = grid, score(grid)
+    here = scenario  # grows by the best deferral of each round that lifted the plan
+    tried = 0
+    while tried < trials:
+        round_best = None
+        done = 0
+        for i, at in defers(here, best):
+            if done >= ROUND or tried >= trials:
+                break
+            tried += 1
+            done += 1
+            moved = deferred(here, i, at)
+            try:
+                trial = plan(moved)
+            except InputError:
+                continue  # e.g. a reserved block no layout vacates: that trial is skipped
+            got = score(trial)
+            if got > value + 1e-9:
+                best, value, round_best = trial, got, moved
+        if round_best is None:
+            break
+        here = round_best
     return best
