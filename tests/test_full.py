@@ -21,7 +21,7 @@ from allocator.milp.model import build_model
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
-from allocator.policies.full import WARM_DEFER_TRIALS, WARM_PIN_TRIALS
+from allocator.policies.full import WARM_PIN_TRIALS
 from allocator.result import SolveReport
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.scenarios import generate
@@ -194,9 +194,8 @@ def scenario():
 
 
 def warm_start(scenario):
-    """full's warm start: fast with its pin and defer trials (what every fallback
-    returns)."""
-    return fast(scenario, pin_trials=WARM_PIN_TRIALS, defer_trials=WARM_DEFER_TRIALS)
+    """full's warm start: fast with its pin trials (what every fallback returns)."""
+    return fast(scenario, pin_trials=WARM_PIN_TRIALS)
 
 
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:

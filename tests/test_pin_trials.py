@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator import reservations as R
-from allocator.model import Scenario
+from allocator.model import BatchJob, Scenario
 from allocator.plan import make_plan
 from allocator.policies import fast as fastmod
 from allocator.policies.fast import fast
@@ -159,3 +161,54 @@ def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
     assert values[True] == pytest.approx(gridlib.objective(scenario,
                                                            fast(scenario, defer_trials=3)))
     assert values[True] > 1.04 * values[False]
+
+
+def _spots_by_window_sums(scenario: Scenario, grid: np.ndarray) -> list[R.Reservation]:
+    """`spots` as first written: one grid scan per job and a window sum per start and
+    block. The reference the one-pass version must match."""
+    T, G = scenario.T, scenario.G
+    reserved = {r.id for r in scenario.reservations}
+    fixed = np.zeros(grid.shape, dtype=bool)
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and (job.running or job.id in reserved):
+            fixed |= grid == i
+    kept = np.zeros(G, dtype=bool)
+    for r in scenario.reservations:
+        kept[r.first_gpu:r.first_gpu + r.gpus] = True
+    ranked = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running or job.id in reserved:
+            continue
+        steps = np.flatnonzero((grid == i).any(axis=1))
+        start = int(steps[0]) if len(steps) else T
+        if start <= job.arrival_step:
+            continue
+        k, blocks = job.gpus, G // job.gpus
+        promised = kept[:blocks * k].reshape(blocks, k).any(axis=1)
+        busy = fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2) | promised[None, :]
+        cum = np.vstack([np.zeros((1, blocks), dtype=np.int64), np.cumsum(busy, axis=0)])
+        begin = np.arange(job.arrival_step, start)
+        end = np.minimum(begin + job.duration_steps, T)
+        clear = (cum[end] - cum[begin]) == 0
+        if not clear.any():
+            continue
+        s, block = np.unravel_index(int(np.argmax(clear)), clear.shape)
+        ranked.append((job.priority * (start - int(begin[s])), -i,
+                       R.Reservation(job.id, int(begin[s]), int(block) * k, k)))
+    ranked.sort(key=lambda x: (-x[0], -x[1], x[2].start, x[2].first_gpu))
+    return [r for _, _, r in ranked]
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=8), data=st.data())
+def test_spots_match_the_window_sums(scenario: Scenario, data: st.DataObject) -> None:
+    """On fast's grid, and beside a promise of the top queued job's earliest block."""
+    grid = fast(scenario, cheap_trials=0)
+    assert spots(scenario, grid) == _spots_by_window_sums(scenario, grid)
+    queued = [j for j in scenario.batch_jobs if not j.running]
+    if queued:
+        job = data.draw(st.sampled_from(queued))
+        got = R.earliest(scenario, job)
+        if got is not None:
+            held = replace(scenario, reservations=(got,))
+            assert spots(held, grid) == _spots_by_window_sums(held, grid)

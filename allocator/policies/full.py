@@ -19,9 +19,6 @@ from allocator.result import PolicyResult
 # fast's pin trials for the warm start (two rounds): a few fast runs (milliseconds) against
 # a solve of seconds, and a better incumbent prunes every placement and cut after it.
 WARM_PIN_TRIALS = 24
-# And fast's defer trials after them: on the tuning seeds they lift fast with 24 pin trials
-# from 99.29 to 99.52% (tuning) and 99.03 to 99.26% (tuning2) of the proven optima.
-WARM_DEFER_TRIALS = 12
 
 
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
@@ -35,8 +32,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     32 GPUs, when they do not, the tighter zone relaxation and no-good cuts follow), and
     the full MILP stops as soon as an incumbent meets it.
     """
-    run = FullSolve(scenario, partial(fast, pin_trials=WARM_PIN_TRIALS,
-                                           defer_trials=WARM_DEFER_TRIALS), solver=solver,
+    run = FullSolve(scenario, partial(fast, pin_trials=WARM_PIN_TRIALS), solver=solver,
                     time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start)
     if run.cannot_solve():
         return run.result(run.fast_grid)
