@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -60,7 +61,7 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
             continue
         scenario = scenario_for(case)
         began = time.perf_counter()
-        options: dict[str, object] = {}  # only those given: an older tree's fast may not
+        options: dict[str, Any] = {}  # only those given: an older tree's fast may not
         if pin_trials:  # know the newer options
             options["pin_trials"] = pin_trials
         if mirror:

@@ -96,7 +96,7 @@ def large_cases(seeds: tuple[int, ...], gpus: int, jobs: int) -> list[Case]:
 
 # fast as `gpuplan plan-day` runs it (pipelines/plan_day.py's DAY_PIN_TRIALS and
 # DAY_DEFER_TRIALS; that module loads pandas): a plan made once a day spends more runs.
-DAY_TRIALS = {"pin_trials": 24, "defer_trials": 12}
+DAY_TRIALS: dict[str, Any] = {"pin_trials": 24, "defer_trials": 12}
 
 
 def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, Any]:

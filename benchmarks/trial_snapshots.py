@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.real_snapshots import snapshots  # noqa: E402
 
-WAYS = (("fast", {}), ("pin 24", {"pin_trials": 24}),
+WAYS: tuple[tuple[str, dict[str, Any]], ...] = (("fast", {}), ("pin 24", {"pin_trials": 24}),
         ("pin 24 + defer 12", {"pin_trials": 24, "defer_trials": 12}))
 
 
