@@ -19,7 +19,7 @@ it, and plans again. A later arrival only adds constraints too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -116,32 +116,46 @@ def pin_trials(scenario: Scenario, grid: np.ndarray,
     (`spots`, in order, where the pin is a sound reservation: `reservations.problems`),
     in rounds of `ROUND`, each round's best pin kept for the next; `plan` is the policy
     without trials."""
+    def pins(here: Scenario, best: np.ndarray) -> Iterator[Scenario]:
+        for spot in spots(here, best):
+            pinned = (*here.reservations, spot)
+            if not reservations.problems(scenario, pinned):  # e.g. realtime cannot move
+                yield replace(here, reservations=pinned)  # off the block's GPUs by then
+
+    return _in_rounds(scenario, grid, plan, trials, pins)
+
+
+def _in_rounds(scenario: Scenario, grid: np.ndarray, plan: Callable[[Scenario], np.ndarray],
+               trials: int, moves: Callable[[Scenario, np.ndarray], Iterator[Scenario]]
+               ) -> np.ndarray:
+    """The best of `grid` and up to `trials` replans of the scenarios `moves` makes from
+    the kept scenario and the best grid so far, up to `ROUND` per round; each round's best
+    scenario is kept for the next, and the rounds stop when one lifts nothing. A move is
+    fetched only when the round has room for it (making one can cost a check)."""
     score = gridlib.Scorer(scenario)
     best, value = grid, score(grid)
-    kept = scenario.reservations  # grows by the best pin of each round that lifted the plan
+    here = scenario  # grows by the best move of each round that lifted the plan
     tried = 0
     while tried < trials:
-        here = replace(scenario, reservations=kept)
         round_best = None
         done = 0
-        for spot in spots(here, best):
-            if done >= ROUND or tried >= trials:
+        offered = moves(here, best)
+        while done < ROUND and tried < trials:
+            moved = next(offered, None)
+            if moved is None:
                 break
-            pinned = (*kept, spot)
-            if reservations.problems(scenario, pinned):
-                continue  # e.g. realtime cannot move off the block's GPUs by then
             tried += 1
             done += 1
             try:
-                trial = plan(replace(scenario, reservations=pinned))
+                trial = plan(moved)
             except InputError:
-                continue  # no legal plan vacates the block by then (fast's own check)
+                continue  # e.g. no legal plan vacates a reserved block by then
             got = score(trial)
             if got > value + 1e-9:
-                best, value, round_best = trial, got, pinned
+                best, value, round_best = trial, got, moved
         if round_best is None:
             break
-        kept = round_best
+        here = round_best
     return best
 
 
@@ -177,27 +191,7 @@ def defer_trials(scenario: Scenario, grid: np.ndarray,
     """The best of `grid` and up to `trials` replans, each with one more started job's
     earliest start a step past its start (`defers`, in order), in rounds of `ROUND`, each
     round's best deferral kept for the next; `plan` is the policy without trials."""
-    score = gridlib.Scorer(scenario)
-    best, value = grid, score(grid)
-    here = scenario  # grows by the best deferral of each round that lifted the plan
-    tried = 0
-    while tried < trials:
-        round_best = None
-        done = 0
-        for i, at in defers(here, best):
-            if done >= ROUND or tried >= trials:
-                break
-            tried += 1
-            done += 1
-            moved = deferred(here, i, at)
-            try:
-                trial = plan(moved)
-            except InputError:
-                continue  # e.g. a reserved block no layout vacates: that trial is skipped
-            got = score(trial)
-            if got > value + 1e-9:
-                best, value, round_best = trial, got, moved
-        if round_best is None:
-            break
-        here = round_best
-    return best
+    def later(here: Scenario, best: np.ndarray) -> Iterator[Scenario]:
+        return (deferred(here, i, at) for i, at in defers(here, best))
+
+    return _in_rounds(scenario, grid, plan, trials, later)
