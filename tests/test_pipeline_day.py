@@ -175,3 +175,6 @@ def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
     assert option.default == DAY_PIN_TRIALS == DayArgs.pin_trials
     option = next(p for p in day.params if p.name == "defer_trials")
     assert option.default == DAY_DEFER_TRIALS == DayArgs.defer_trials
+    # and the benchmarks that measure plan-day's fast (benchmarks/bench_quality.py)
+    from benchmarks.bench_quality import DAY_TRIALS
+    assert DAY_TRIALS == {"pin_trials": DAY_PIN_TRIALS, "defer_trials": DAY_DEFER_TRIALS}

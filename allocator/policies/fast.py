@@ -431,13 +431,7 @@ def swaps_hold(scenario: Scenario, grid: np.ndarray) -> bool:
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
-        mine = grid == i
-        before = np.zeros(scenario.G, dtype=bool)
-        if job.current_gpus:
-            before[list(job.current_gpus)] = True
-        flips = (mine ^ np.vstack([before, mine[:-1]])).sum(axis=1)
-        if job.current_gpus is None:
-            flips[0] = 0
+        _, flips = topup.holding(job, grid == i)
         if flips.max(initial=0) > job.swap_limit:
             return False
     return True

@@ -94,7 +94,7 @@ def _best_run(job: RealtimeJob, mine: np.ndarray, free: np.ndarray, short: np.nd
     start and the end fit independently: in each maximal free interval the best run starts
     at its first short step that fits and ends after its last one that fits."""
     T, G = free.shape
-    held_before, flips = _holding(job, mine)
+    held_before, flips = holding(job, mine)
     limit = job.swap_limit
     fits_start = flips[:, None] + 1 - 2 * held_before.astype(np.int64) <= limit
     if job.current_gpus is None:
@@ -160,7 +160,7 @@ def _current(job: RealtimeJob, gpus: int) -> np.ndarray:
     return before
 
 
-def _holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(held at the step before each cell (current GPUs at step 0), flips per step; step
     0's flips are 0 when the job has no current GPUs to count them against)."""
     held_before = np.vstack([_current(job, mine.shape[1]), mine[:-1]])
@@ -179,7 +179,7 @@ def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price:
     state = {}
     for i, job in realtime:
         mine = grid == i
-        held_before, flips = _holding(job, mine)
+        held_before, flips = holding(job, mine)
         count = mine.sum(axis=1)
         demand = np.asarray(job.demand, dtype=np.float64)
         gain = price * job.priority * np.clip(demand - count, 0, 1)  # one more GPU
