@@ -93,6 +93,21 @@ def test_compiled_stack_pick_matches_numpy(shape, density, seed, lag, data) -> N
     assert got == realtime._stack_pick_py(free, mine, rank, a, b, lag)
 
 
+@needs_c
+@given(shape=st.tuples(st.integers(256, 320), st.integers(1, 12)),
+       density=st.sampled_from([0.0, 0.002, 0.01, 0.5]), seed=st.integers(0, 2**32 - 1),
+       tail_first=st.booleans(), data=st.data())
+def test_compiled_choice_counts_windows_past_255_steps(shape, density, seed, tail_first,
+                                                       data) -> None:
+    # the compiled choice counts a window's steps in narrow integers; a long horizon
+    # (MODEL.md allows 672 steps) must not wrap them
+    free, mine, rank, a, b = _realtime_window(shape, density, seed, data)
+    got = decoder._packc.choose(free, mine, rank, a, b, 8, tail_first)
+    assert got == realtime._choose_py(free, mine, rank, a, b, 8, tail_first)
+    got = decoder._packc.stack_pick(free, mine, rank, a, b, 2)
+    assert got == realtime._stack_pick_py(free, mine, rank, a, b, 2)
+
+
 def _realtime_window(shape, density, seed, data):
     """A drawn free grid, allowed GPUs, GPU ranks and an interval [a, b) of it."""
     T, G = shape

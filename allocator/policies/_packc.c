@@ -44,8 +44,14 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     int best_start = T;
     int64_t best = -1;
     int best_busy = -1;
+    /* Once a start is found, a block can only match or beat it with a run from some
+     * s in [first, best_start], and every such run covers [best_start, first + window):
+     * a block busy there is skipped without the run search (the same answer). */
+    const int cover_end = first + window < T ? first + window : T;
+    uint64_t must_free = 0;
     for (int64_t i = 0; i < n; i++) {
         uint64_t word = w[i] | also_busy;
+        if (word & must_free) continue;
         int start;
         if (!(word & valid)) {
             start = first;
@@ -75,7 +81,12 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             best_start = start;
             best = i;
             best_busy = busy;
-            if (!best_fit && start == first) break;
+            must_free = span(start, cover_end);
+            /* nothing later can beat the earliest start with (if best_fit) a buddy busy
+             * throughout: a later block only wins by an earlier start or a busier buddy */
+            if (start == first &&
+                (!best_fit || busy == (start + length < T ? start + length : T) - start))
+                break;
         }
     }
     if (best < 0) return -1;
@@ -543,17 +554,42 @@ static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
 
 /* realtime.py's _free_tail_starts: per GPU, the step (relative to a) from which it is free
  * and allowed up to b (0: all of [a, b); b - a: busy at b - 1). With free_steps, also each
- * GPU's free steps in [a, b). */
-static void free_tails(const unsigned char *fr, const unsigned char *mine, int G, int a,
-                       int b, int64_t *tail, int64_t *free_steps) {
-    for (int g = 0; g < G; g++) tail[g] = 0;
+ * GPU's free steps in [a, b). Counted in 16 bits (a horizon is at most 672 steps; longer
+ * windows take the 64-bit loop) without a branch, so the compiler runs a row a vector at
+ * a time. Returns -1 with no memory. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-vectorize")))
+#endif
+static int free_tails(const unsigned char *fr, const unsigned char *mine, int G, int a,
+                      int b, int64_t *tail, int64_t *free_steps) {
+    if (b - a >= 65535) {
+        for (int g = 0; g < G; g++) tail[g] = 0;
+        for (int t = a; t < b; t++) {
+            const unsigned char *row = fr + (size_t)t * G;
+            for (int g = 0; g < G; g++) {
+                if (free_steps) free_steps[g] += row[g] != 0;
+                if (!(row[g] && mine[g])) tail[g] = t - a + 1;
+            }
+        }
+        return 0;
+    }
+    uint16_t *t16 = calloc((size_t)G + 1, 2 * sizeof(uint16_t));
+    if (!t16) return -1;
+    uint16_t *n16 = t16 + G;
     for (int t = a; t < b; t++) {
         const unsigned char *row = fr + (size_t)t * G;
+        const uint16_t rel = (uint16_t)(t - a + 1);
         for (int g = 0; g < G; g++) {
-            if (free_steps) free_steps[g] += row[g] != 0;
-            if (!(row[g] && mine[g])) tail[g] = t - a + 1;
+            const int ok = (row[g] != 0) & (mine[g] != 0);
+            n16[g] += row[g] != 0;
+            t16[g] = ok ? t16[g] : rel;
         }
     }
+    for (int g = 0; g < G; g++) tail[g] = t16[g];
+    if (free_steps)
+        for (int g = 0; g < G; g++) free_steps[g] += n16[g];
+    free(t16);
+    return 0;
 }
 
 /* choose(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, largest, tail_first)
@@ -584,7 +620,12 @@ static PyObject *choose(PyObject *self, PyObject *args) {
         release_window(&bf, &bm, &br);
         return PyErr_NoMemory();
     }
-    free_tails(fr, mine, G, a, b, tail, free_steps);
+    if (free_tails(fr, mine, G, a, b, tail, free_steps) != 0) {
+        free(free_steps);
+        free(tail);
+        release_window(&bf, &bm, &br);
+        return PyErr_NoMemory();
+    }
     for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
     /* prefix sums of free steps, so a block's total is one subtraction */
     int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
@@ -598,9 +639,25 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     if (any_whole) {
         /* cost in tenths, per candidate; the cheapest, then the highest rank */
         double best_cost = 0;
+        /* a candidate is free throughout, so its cost per block size depends on its block
+         * alone: each block's term is computed once (tenths_of's own arithmetic) */
+        int64_t seen_lo[64];
+        double seen_term[64];
+        for (int l = 0; l < 64; l++) seen_lo[l] = -1;
         for (int g = 0; g < G; g++) {
             if (tail[g] != 0) continue;
-            double tenths = tenths_of(g, G, largest, steps, cum, free_steps);
+            double tenths = 0;
+            int l = 0;
+            for (int k = 2; k <= largest && k <= G; k *= 2, l++) {
+                if (g >= (G / k) * k) continue;
+                const int64_t lo = (g / k) * k;
+                if (seen_lo[l] != lo) {
+                    seen_lo[l] = lo;
+                    seen_term[l] = rint((double)(cum[lo + k] - cum[lo] - free_steps[g]) /
+                                        (double)((k - 1) * steps) * 10);
+                }
+                tenths += seen_term[l];
+            }
             if (gpu < 0 || tenths < best_cost || (tenths == best_cost && rank[g] > rank[gpu])) {
                 gpu = g;
                 best_cost = tenths;
@@ -659,7 +716,11 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
         release_window(&bf, &bm, &br);
         return PyErr_NoMemory();
     }
-    free_tails(fr, mine, G, a, b, tail, NULL);
+    if (free_tails(fr, mine, G, a, b, tail, NULL) != 0) {
+        free(tail);
+        release_window(&bf, &bm, &br);
+        return PyErr_NoMemory();
+    }
     int gpu = -1, m = 0;
     for (int g = 0; g < G; g++)
         if (tail[g] <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
