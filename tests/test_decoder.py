@@ -118,3 +118,17 @@ def _realtime_window(shape, density, seed, data):
     a = data.draw(st.integers(0, T - 1))
     b = data.draw(st.integers(a + 1, T))
     return free, mine, rank, a, b
+
+
+@given(curve=st.lists(st.integers(-2, 9), max_size=40))
+def test_layer_intervals_are_the_maximal_runs_of_every_layer(curve: list[int]) -> None:
+    # the one-pass version against the definition: layer l is held where curve >= l
+    runs = realtime.layer_intervals(np.array(curve, dtype=np.int64))
+    levels = []
+    for level in range(1, max([0, *curve]) + 1):
+        held = [c >= level for c in curve]
+        mine = [(a, b) for a in range(len(curve)) for b in range(a + 1, len(curve) + 1)
+                if all(held[a:b]) and (a == 0 or not held[a - 1])
+                and (b == len(curve) or not held[b])]
+        levels.extend(mine)
+    assert runs == levels
