@@ -11,6 +11,7 @@ from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies import decoder, realtime
 from allocator.policies import fast as fastmod
+from allocator.policies.blocks import BlockIndex
 from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.fast import place_batch
 from allocator.policies.realtime import place_realtime
@@ -43,6 +44,24 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
         assert c.value == py.value
         if reserve is not None:
             assert np.array_equal(c.spare, py.spare)
+        # every order's pass at once (one C call), from a state with jobs already placed
+        orders = tuple(tuple(rng.permutation(queued[1::2]).tolist()) for _ in range(4))
+        c_best, c_won = c.best_of(orders)
+        py_best, py_won = py.best_of(orders)
+        assert c_won == py_won
+        if c_best is not None and py_best is not None:
+            assert (c_best.spots(), c_best.value) == (py_best.spots(), py_best.value)
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=4))
+def test_compiled_index_holds_the_block_words_of_blockindex(scenario: Scenario) -> None:
+    grid = _start(scenario)
+    c = Decoder.new(scenario, grid >= 0, None, Jobs.of(scenario), compiled=True)
+    index = BlockIndex(grid >= 0, small_lists=False)
+    expected = np.concatenate([np.asarray(index.levels[1 << level], dtype=np.uint64)
+                               for level in range(len(index.levels))])
+    assert np.array_equal(c.words, expected)
 
 
 @needs_c

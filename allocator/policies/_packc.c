@@ -221,6 +221,113 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     return Py_BuildValue("(di)", value, bound);
 }
 
+/* index(busy (T, G) bool, words, offset, count): the busy words of blocks.BlockIndex from a
+ * grid's busy cells, written into `words` (uint64, offset[l] + count[l] per level l):
+ * bit t of a block's word is set when any of its GPUs is busy at step t (T <= 63). */
+static PyObject *index_words(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO:index", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    Py_buffer b[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (!GET(b[got], o[got], got == 1)) break;
+    if (got < 4) {
+        for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+        return NULL;
+    }
+    const unsigned char *busy = b[0].buf;
+    uint64_t *words = b[1].buf;
+    const int64_t *offset = b[2].buf, *count = b[3].buf;
+    const int levels = (int)(b[2].len / 8);
+    const int64_t G = levels ? count[0] : 0;
+    const int64_t T = G ? (int64_t)b[0].len / G : 0;
+    if (levels) {
+        uint64_t *col = words + offset[0];
+        for (int64_t g = 0; g < G; g++) col[g] = 0;
+        for (int64_t t = 0; t < T && t < 64; t++) {
+            const unsigned char *row = busy + t * G;
+            const uint64_t bit = (uint64_t)1 << t;
+            for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
+        }
+    }
+    for (int l = 1; l < levels; l++) {
+        const uint64_t *child = words + offset[l - 1];
+        uint64_t *w = words + offset[l];
+        for (int64_t i = 0; i < count[l]; i++) w[i] = child[2 * i] | child[2 * i + 1];
+    }
+    for (int k = 0; k < 4; k++) PyBuffer_Release(&b[k]);
+    Py_RETURN_NONE;
+}
+
+/* best_of(words, offset, count, spare|None, orders (O, n) int64, gpus, length, arrival,
+ *         weight, decay, start, first, best_fit, spill) -> (value, k): a greedy pass of
+ * each order from the state given (left unchanged); the first order earning most is k,
+ * its spots written to start/first. Returns (-inf, -1) for no order. */
+static PyObject *best_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[12];
+    int best_fit;
+    double spill;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpd:best_of", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit,
+                          &spill))
+        return NULL;
+    Py_buffer b[12];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    const Py_ssize_t W = b[0].len / 8, J = b[5].len / 8;
+    const int T = (int)(b[9].len / 8) - 1, has_spare = b[3].buf != NULL;
+    const Py_ssize_t total = b[4].len / 8;
+    Py_ssize_t n = 0, O = 0;
+    if (b[4].ndim == 2) {
+        O = b[4].shape[0];
+        n = b[4].shape[1];
+    } else if (total) {
+        O = 1;
+        n = total;
+    }
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t JS = (size_t)(J > 0 ? J : 1);
+    uint64_t *tw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8), *ts = malloc(JS * 8), *tf = malloc(JS * 8);
+    if (!tw || !tsp || !ts || !tf) {
+        free(tw), free(tsp), free(ts), free(tf);
+        release(b, got);
+        return PyErr_NoMemory();
+    }
+    const Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    const int64_t *orders = b[4].buf;
+    int64_t *start = b[10].buf, *first = b[11].buf;
+    double best = -INFINITY;
+    Py_ssize_t won = -1;
+    for (Py_ssize_t k = 0; k < O; k++) {
+        memcpy(tw, b[0].buf, W * 8);
+        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
+        memcpy(ts, start, J * 8);
+        memcpy(tf, first, J * 8);
+        State st = {tw, b[1].buf, b[2].buf, (int)(b[1].len / 8), has_spare ? tsp : NULL, T,
+                    spill};
+        int no_bound = -1;
+        const double v = pack_run(&st, &j, orders + k * n, n, best_fit, &no_bound, ts, tf);
+        if (v > best) {
+            best = v;
+            won = k;
+            for (Py_ssize_t p = 0; p < n; p++) {
+                const int64_t i = orders[k * n + p];
+                start[i] = ts[i];
+                first[i] = tf[i];
+            }
+        }
+    }
+    free(tw), free(tsp), free(ts), free(tf);
+    release(b, got);
+    return Py_BuildValue("(dn)", best, won);
+}
+
 /* The search's fixed inputs: the empty state (busy words, spare) and the jobs. */
 typedef struct {
     const uint64_t *words0;
@@ -950,6 +1057,8 @@ static PyMethodDef methods[] = {
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
     {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
+    {"index", index_words, METH_VARARGS, "the decoder's busy block words from a busy grid."},
+    {"best_of", best_of, METH_VARARGS, "the greedy pass of each order; the best one."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -958,7 +1067,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 9
+#define PACKC_ABI 10
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

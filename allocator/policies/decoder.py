@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 9  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 10  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -92,11 +92,10 @@ class Decoder:
         n = len(scenario.jobs)
         start, first = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         spare = None if spare is None else spare.astype(np.int64)
-        index = BlockIndex(busy, small_lists=not compiled)
         if compiled:
-            out: Decoder = _CDecoder(index, jobs, start, first, spare)
+            out: Decoder = _CDecoder.of_busy(busy, jobs, start, first, spare)
         else:
-            out = _PyDecoder(scenario, index, start, first, spare)
+            out = _PyDecoder(scenario, BlockIndex(busy), start, first, spare)
         out.best_fit, out.bound, out.spill = best_fit, 0 if fifo else -1, spill
         return out
 
@@ -110,6 +109,18 @@ class Decoder:
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         raise NotImplementedError
 
+    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+        """The greedy pass of each order from this state: the one earning most (the first
+        on a tie) and its index; (None, -1) for no order."""
+        best: Decoder | None = None
+        won = -1
+        for k, order in enumerate(orders):
+            trial = self.copy()
+            trial.pack(order)
+            if best is None or trial.value > best.value:
+                best, won = trial, k
+        return best, won
+
     def spots(self) -> dict[int, tuple[int, int]]:
         placed = np.flatnonzero(self.start >= 0).tolist()
         return {i: (int(self.start[i]), int(self.first[i])) for i in placed}
@@ -122,22 +133,44 @@ class Decoder:
 
 
 class _CDecoder(Decoder):
-    def __init__(self, index: BlockIndex | None, jobs: Jobs, start: np.ndarray,
-                 first: np.ndarray, spare: np.ndarray | None, value: float = 0.0) -> None:
+    def __init__(self, words: np.ndarray, offset: np.ndarray, count: np.ndarray, jobs: Jobs,
+                 start: np.ndarray, first: np.ndarray, spare: np.ndarray | None,
+                 value: float = 0.0) -> None:
         super().__init__(start, first, spare, value)
         self.jobs = jobs
-        if index is not None:
-            levels = [np.asarray(index.levels[1 << lvl], dtype=np.uint64)
-                      for lvl in range(len(index.levels))]
-            self.count = np.array([len(w) for w in levels], dtype=np.int64)
-            self.offset = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)
-            self.words = np.concatenate(levels) if levels else np.zeros(0, dtype=np.uint64)
+        self.words, self.offset, self.count = words, offset, count
+
+    @staticmethod
+    def of_busy(busy: np.ndarray, jobs: Jobs, start: np.ndarray, first: np.ndarray,
+                spare: np.ndarray | None) -> _CDecoder:
+        """The busy words of every aligned block size (BlockIndex's), built in C."""
+        G = busy.shape[1]
+        count = np.array([G >> level for level in range(G.bit_length())], dtype=np.int64)
+        offset = np.zeros(len(count), dtype=np.int64)
+        np.cumsum(count[:-1], out=offset[1:])
+        words = np.empty(int(count.sum()), dtype=np.uint64)
+        _packc.index(np.ascontiguousarray(busy, dtype=np.bool_), words, offset, count)
+        return _CDecoder(words, offset, count, jobs, start, first, spare)
 
     def copy(self) -> _CDecoder:
-        clone = _CDecoder(None, self.jobs, self.start.copy(), self.first.copy(),
+        clone = _CDecoder(self.words.copy(), self.offset, self.count, self.jobs,
+                          self.start.copy(), self.first.copy(),
                           None if self.spare is None else self.spare.copy(), self.value)
-        clone.count, clone.offset, clone.words = self.count, self.offset, self.words.copy()
         return self._fork(clone)
+
+    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+        """Decoder.best_of, every pass in one C call; the winner's state replayed once."""
+        if not orders or not orders[0] or self.bound >= 0:
+            return super().best_of(orders)
+        j = self.jobs
+        start, first = self.start.copy(), self.first.copy()
+        _, won = _packc.best_of(
+            self.words, self.offset, self.count, self.spare,
+            np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus, j.length,
+            j.arrival, j.weight, j.decay, start, first, self.best_fit, self.spill)
+        best = self.copy()
+        best.pack(orders[won])
+        return best, won
 
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
         """`Decoder.write` from the job arrays (run lengths already cut at T): fast writes

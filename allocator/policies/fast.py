@@ -468,17 +468,9 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     if pinned:
         orders = tuple(tuple(i for i in order if i not in pinned) for order in orders)
     queued = orders[0] if orders else ()
-    best: Decoder | None = None
-    best_order: tuple[int, ...] = ()
-    seen: set[tuple[int, ...]] = set()
-    for order in orders:
-        if order in seen:
-            continue
-        seen.add(order)
-        trial = empty.copy()
-        trial.pack(order)
-        if best is None or trial.value > best.value:
-            best, best_order = trial, order
+    distinct = tuple(dict.fromkeys(orders))  # each order once, first seen first
+    best, won = empty.best_of(distinct)
+    best_order = distinct[won] if won >= 0 else ()
     if queued and best is not None and search >= len(queued):
         best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
         if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued):  # where it pays

@@ -54,14 +54,8 @@ def owners(scenario: Scenario) -> np.ndarray:
 
 def best_order(empty: Decoder, orders: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     """The order whose greedy pass from `empty` earns most (the first on a tie)."""
-    best: tuple[int, ...] = ()
-    value = -np.inf
-    for order in orders:
-        state = empty.copy()
-        state.pack(order)
-        if state.value > value:
-            best, value = order, state.value
-    return best
+    _, won = empty.best_of(orders)
+    return orders[won] if won >= 0 else ()
 
 
 def climb(scenario: Scenario, layout: np.ndarray, jobs: Jobs,
