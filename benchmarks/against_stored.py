@@ -33,7 +33,8 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
          mirror: bool = typer.Option(False, "--mirror", help="fast's mirrored layout too"),
-         defer_trials: int = typer.Option(0, "--defer-trials", help="fast's defer trials")
+         defer_trials: int = typer.Option(0, "--defer-trials", help="fast's defer trials"),
+         hops: int = typer.Option(0, "--hops", help="fast's rounds of realtime hops")
          ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
@@ -68,6 +69,8 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
             options["mirror"] = True
         if defer_trials:
             options["defer_trials"] = defer_trials
+        if hops:
+            options["hops"] = hops
         grid = fast(scenario, **options)
         seconds.append(time.perf_counter() - began)
         value = gridlib.objective(scenario, grid)

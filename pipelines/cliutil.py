@@ -46,6 +46,15 @@ def defer_trials_option(default: int) -> Any:
                              "trial about one more fast run; 0 = none).")
 
 
+def hops_option(default: int) -> Any:
+    """fast's `--hops` (`gpuplan plan`: 0, `gpuplan plan-day`: 2)."""
+    return typer.Option(default, "--hops", min=0, max=100,
+                        help="fast: up to N rounds of realtime hops, a block of a service's "
+                             "GPUs moved to another free block for part of the day where "
+                             "the batch work gains (<= 16 GPUs; tens of milliseconds a "
+                             "plan; 0 = none).")
+
+
 ESTIMATE_HORIZON_OPTION = typer.Option(
     72, "--estimate-horizon",
     help="A job the first plan leaves out of its horizon gets its start estimate from a "

@@ -11,7 +11,7 @@ import typer
 from allocator.core.errors import InputError
 from allocator.scenario_io import load_scenario_dir
 from pipelines.checkout import benchmarks
-from pipelines.cliutil import defer_trials_option, input_errors, pin_trials_option
+from pipelines.cliutil import defer_trials_option, hops_option, input_errors, pin_trials_option
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -50,6 +50,7 @@ def plan(
                                            "lowers realized value in the rolling replay)."),
     pin_trials: int = pin_trials_option(0),
     defer_trials: int = defer_trials_option(0),
+    hops: int = hops_option(0),
     mirror: bool = typer.Option(False, "--mirror",
                                 help="fast: also try realtime stacked at the bottom (better "
                                      "one-shot plans; off: it lowers realized value in the "
@@ -72,7 +73,7 @@ def plan(
                     solver=solver, lp_bound=lp_bound, search=search,
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound, mirror=mirror, exchange=exchange,
-                    defer_trials=defer_trials)
+                    defer_trials=defer_trials, hops=hops)
     with input_errors():
         result = plan_file(args)
     m = result.metrics

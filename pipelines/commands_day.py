@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import defer_trials_option, input_errors, pin_trials_option
+from pipelines.cliutil import defer_trials_option, hops_option, input_errors, pin_trials_option
 
 
 def register(app: typer.Typer) -> None:
@@ -70,6 +70,7 @@ def plan_day(
     time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
     pin_trials: int = pin_trials_option(24),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
     defer_trials: int = defer_trials_option(12),  # plan_day.DAY_DEFER_TRIALS
+    hops: int = hops_option(2),  # plan_day.DAY_HOPS
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",
@@ -91,7 +92,7 @@ def plan_day(
                    traffic=traffic, services=services or bundled("data/traffic/services.json"),
                    profile=profile, running=running, models=models, start=start,
                    step_minutes=step_minutes, steps=steps, full=full, time_limit=time_limit,
-                   pin_trials=pin_trials, defer_trials=defer_trials,
+                   pin_trials=pin_trials, defer_trials=defer_trials, hops=hops,
                    out_dir=out_dir or home_out("day"), duration_from=duration_from,
                    guard=guard, previous_plan=previous_plan, age=age)
     with input_errors():

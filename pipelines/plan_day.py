@@ -347,17 +347,21 @@ DAY_PIN_TRIALS = 24
 # And a round of defer trials after them (BENCHMARKS.md, "Defer trials": on the tuning
 # seeds, with the 24 pin trials, 99.29 -> 99.52% and 99.03 -> 99.26% of the optima).
 DAY_DEFER_TRIALS = 12
+# And two rounds of realtime hops, before the trials and on what they found (BENCHMARKS.md,
+# "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.61% and 99.26 ->
+# 99.51% of the optima, minimum 93.42 -> 96.17%; tens of milliseconds more a plan).
+DAY_HOPS = 2
 
 
 def plan_day(day: Day, full: bool = False, time_limit: float = 60.0,
              pin_trials: int = DAY_PIN_TRIALS,
-             defer_trials: int = DAY_DEFER_TRIALS) -> DayPlans:
+             defer_trials: int = DAY_DEFER_TRIALS, hops: int = DAY_HOPS) -> DayPlans:
     """The day's plan (fast, or the MILP for the periodic review) and fifo on the same day;
     `pin_trials`: fast's replans with one delayed job pinned earlier, `defer_trials` with
-    one started job held back a step (0: none)."""
+    one started job held back a step, `hops` rounds of realtime hops (0: none)."""
     options: dict[str, float | int] = (
         {"time_limit": time_limit} if full else {"pin_trials": pin_trials,
-                                                 "defer_trials": defer_trials})
+                                                 "defer_trials": defer_trials, "hops": hops})
     plan = make_plan(day.scenario, "full" if full else "fast", bound="auto", **options)
     # fifo is the contract's baseline, which honours no promise (MODEL.md)
     fifo = make_plan(replace(day.scenario, reservations=()), "fifo")
@@ -493,6 +497,7 @@ class DayArgs:
     time_limit: float = 60.0
     pin_trials: int = DAY_PIN_TRIALS  # fast: replans with one delayed job pinned earlier
     defer_trials: int = DAY_DEFER_TRIALS  # fast: replans with one started job held back
+    hops: int = DAY_HOPS  # fast: rounds of realtime hops
     out_dir: Path = field(default_factory=lambda: out_dir_default("day"))
     duration_from: str = "p90"
     guard: bool = False  # the starvation guard: promises kept from --previous-plan, and made
@@ -576,7 +581,8 @@ def run_day(args: DayArgs, tracker=None) -> DayResult:
         if args.guard:
             day = guard(day, frame, previous, args.age, str(args.queue))
         plans = plan_day(day, full=args.full, time_limit=args.time_limit,
-                         pin_trials=args.pin_trials, defer_trials=args.defer_trials)
+                         pin_trials=args.pin_trials, defer_trials=args.defer_trials,
+                         hops=args.hops)
         cluster_name = cluster_label(day.scenario.name, args.cluster)
         # the cluster, the plan's start and the policy; the wall-clock minute it was planned
         # tells reruns of the same day apart (the plan itself never depends on the clock)

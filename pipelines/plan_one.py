@@ -44,6 +44,7 @@ class PlanArgs:
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
     exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
     defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
+    hops: int = 0  # fast: step 9, rounds of realtime hops
 
 
 def picture(scenario: Scenario) -> dict:
@@ -84,7 +85,7 @@ def plan_file(a: PlanArgs) -> Plan:
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
-                   "defer_trials": a.defer_trials, "mirror": a.mirror,
+                   "defer_trials": a.defer_trials, "hops": a.hops, "mirror": a.mirror,
                    "exchange": a.exchange}
         if a.search is not None:
             options["search"] = a.search

@@ -328,6 +328,178 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
     return Py_BuildValue("(dn)", best, won);
 }
 
+/* The busy words of every aligned block size from a grid of job indices (FREE < 0). */
+static void words_of(const int64_t *cells, int64_t T, int64_t G, uint64_t *words,
+                     const int64_t *offset, const int64_t *count, int levels) {
+    if (!levels) return;
+    uint64_t *col = words + offset[0];
+    for (int64_t g = 0; g < G; g++) col[g] = 0;
+    for (int64_t t = 0; t < T && t < 64; t++) {
+        const int64_t *row = cells + t * G;
+        const uint64_t bit = (uint64_t)1 << t;
+        for (int64_t g = 0; g < G; g++) col[g] |= row[g] >= 0 ? bit : 0;
+    }
+    for (int l = 1; l < levels; l++) {
+        const uint64_t *child = words + offset[l - 1];
+        uint64_t *w = words + offset[l];
+        for (int64_t i = 0; i < count[l]; i++) w[i] = child[2 * i] | child[2 * i + 1];
+    }
+}
+
+/* Constraint 4 on a grid of job indices: every realtime job's changes per step within its
+ * swap limit, step 0 against `current` (the job holding each GPU before step 0) for the
+ * jobs that have current GPUs. `flips` is scratch of one int64 per job. */
+static int swaps_ok(const int64_t *cells, int64_t T, int64_t G, const unsigned char *is_rt,
+                    const unsigned char *has_current, const int64_t *limit,
+                    const int64_t *current, int64_t J, int64_t *flips) {
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < J; i++) flips[i] = 0;
+        const int64_t *row = cells + t * G, *prev = t ? cells + (t - 1) * G : current;
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t p = prev[g], q = row[g];
+            if (p == q) continue;
+            if (p >= 0 && p < J && is_rt[p] && (t || has_current[p])) flips[p]++;
+            if (q >= 0 && q < J && is_rt[q] && (t || has_current[q])) flips[q]++;
+        }
+        for (int64_t i = 0; i < J; i++)
+            if (is_rt[i] && flips[i] > limit[i]) return 0;
+    }
+    return 1;
+}
+
+/* One hop (hops.py): block [y, y+k)'s realtime cells in steps [a, b) moved onto block
+ * [x, x+k), which must be free there; at the window's inner edge a moved service holds
+ * both GPUs one step, so it changes one GPU at a time. 0 if the move does not apply. */
+static int hop_apply(const int64_t *from, int64_t *to, int64_t T, int64_t G,
+                     const unsigned char *is_rt, int64_t J, int64_t k, int64_t y, int64_t x,
+                     int64_t a, int64_t b) {
+    int any = 0;
+    for (int64_t t = a; t < b; t++)
+        for (int64_t d = 0; d < k; d++) {
+            const int64_t v = from[t * G + y + d];
+            if (from[t * G + x + d] != -1) return 0;
+            any |= v >= 0 && v < J && is_rt[v];
+        }
+    if (!any) return 0;
+    memcpy(to, from, (size_t)(T * G) * 8);
+    for (int64_t t = a; t < b; t++)
+        for (int64_t d = 0; d < k; d++) {
+            const int64_t v = from[t * G + y + d];
+            if (v >= 0 && v < J && is_rt[v]) {
+                to[t * G + x + d] = v;
+                to[t * G + y + d] = -1;
+            }
+        }
+    for (int64_t d = 0; d < k; d++) {
+        if (a == 0 && b < T) { /* prefix: the service returns to y at b */
+            const int64_t v = from[b * G + y + d];
+            if (v >= 0 && v < J && is_rt[v] && to[(b - 1) * G + x + d] == v &&
+                to[(b - 1) * G + y + d] == -1)
+                to[(b - 1) * G + y + d] = v;
+        } else if (a > 0) { /* suffix: the service left y for x at a */
+            const int64_t v = from[(a - 1) * G + y + d];
+            if (v >= 0 && v < J && is_rt[v] && to[a * G + x + d] == v &&
+                to[(a - 1) * G + x + d] == -1)
+                to[(a - 1) * G + x + d] = v;
+        }
+    }
+    return 1;
+}
+
+/* hops(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
+ *      (O, n) int64, gpus, length, arrival, weight, decay, largest, rounds) -> (value,
+ * kept): hops.py's search. `cells` (running and realtime placed, no batch work) is
+ * updated to the best layout found: per round, of every hop of blocks of 1 .. largest
+ * GPUs, prefix and suffix windows, the one whose best greedy pass over the orders earns
+ * most (the first on a tie) and that keeps every swap limit is kept, until a round keeps
+ * nothing. */
+static PyObject *hops(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[13];
+    long long largest, rounds;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLL:hops", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &largest,
+                          &rounds))
+        return NULL;
+    Py_buffer b[13];
+    int got = 0;
+    for (; got < 13; got++)
+        if (!GET(b[got], o[got], got == 0)) break;
+    if (got < 13) {
+        for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+        return NULL;
+    }
+    int64_t *cells = b[0].buf;
+    const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
+    const int64_t *limit = b[3].buf, *current = b[4].buf;
+    const int64_t *offset = b[5].buf, *count = b[6].buf, *order = b[7].buf;
+    const int levels = (int)(b[5].len / 8);
+    const int64_t G = b[4].len / 8, J = b[1].len;
+    const int64_t T = G ? (int64_t)(b[0].len / 8) / G : 0;
+    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
+    const Py_ssize_t n = b[7].len / 8, NJ = b[8].len / 8;
+    const Jobs j = {b[8].buf, b[9].buf, b[10].buf, b[11].buf, b[12].buf};
+    const size_t cells_n = (size_t)(T * G > 0 ? T * G : 1);
+    int64_t *trial = malloc(cells_n * 8), *best = malloc(cells_n * 8);
+    uint64_t *tw = malloc((size_t)(W > 0 ? W : 1) * 8);
+    int64_t *ts = malloc((size_t)(NJ > 0 ? NJ : 1) * 8), *tf = malloc((size_t)(NJ > 0 ? NJ : 1) * 8);
+    int64_t *flips = malloc((size_t)(J > 0 ? J : 1) * 8);
+    if (!trial || !best || !tw || !ts || !tf || !flips) {
+        free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
+        for (int k = 0; k < 13; k++) PyBuffer_Release(&b[k]);
+        return PyErr_NoMemory();
+    }
+    int no_bound = -1;
+    State st = {tw, offset, count, levels, NULL, (int)T, -1.0};
+    /* the layout's worth: the best greedy pass over the orders (rows of `order`) */
+    const Py_ssize_t O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
+    const Py_ssize_t len = O ? n / O : 0;
+#define LAYOUT_VALUE(grid, out)                                                            \
+    do {                                                                                   \
+        (out) = -INFINITY;                                                                 \
+        for (Py_ssize_t r = 0; r < O; r++) {                                               \
+            words_of((grid), T, G, tw, offset, count, levels);                             \
+            const double pass = pack_run(&st, &j, order + r * len, len, 1, &no_bound, ts, tf); \
+            if (pass > (out)) (out) = pass;                                                \
+        }                                                                                  \
+    } while (0)
+    double value;
+    LAYOUT_VALUE(cells, value);
+    long long kept = 0;
+    for (long long round = 0; round < rounds; round++) {
+        double top = value;
+        int found = 0;
+        for (int64_t k = 1; k <= largest && 2 * k <= G; k *= 2)
+            for (int64_t y = 0; y + k <= G; y += k)
+                for (int64_t x = 0; x + k <= G; x += k) {
+                    if (x == y) continue;
+                    for (int64_t m = 1; m < T; m++)
+                        for (int side = 0; side < 2; side++) {
+                            const int64_t a = side ? m : 0, e = side ? T : m;
+                            if (!hop_apply(cells, trial, T, G, is_rt, J, k, y, x, a, e))
+                                continue;
+                            double v;
+                            LAYOUT_VALUE(trial, v);
+                            if (v > top + 1e-9 &&
+                                swaps_ok(trial, T, G, is_rt, has_current, limit, current, J,
+                                         flips)) {
+                                top = v;
+                                found = 1;
+                                memcpy(best, trial, cells_n * 8);
+                            }
+                        }
+                }
+        if (!found) break;
+        memcpy(cells, best, cells_n * 8);
+        value = top;
+        kept++;
+    }
+#undef LAYOUT_VALUE
+    free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
+    for (int k = 0; k < 13; k++) PyBuffer_Release(&b[k]);
+    return Py_BuildValue("(dL)", value, kept);
+}
+
 /* The search's fixed inputs: the empty state (busy words, spare) and the jobs. */
 typedef struct {
     const uint64_t *words0;
@@ -1059,6 +1231,7 @@ static PyMethodDef methods[] = {
     {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
     {"index", index_words, METH_VARARGS, "the decoder's busy block words from a busy grid."},
     {"best_of", best_of, METH_VARARGS, "the greedy pass of each order; the best one."},
+    {"hops", hops, METH_VARARGS, "realtime blocks hopped over a window while batch gains."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,3 +42,15 @@ def climb(words: Array, offset: Array, count: Array, order: Array, gpus: Array,
 
 def top_up(grid: Array, job: int, demand: Array, before: Array, has_current: bool,
            limit: int, keep_off: Array, /) -> bool: ...
+
+def index(busy: Array, words: Array, offset: Array, count: Array, /) -> None: ...
+
+def best_of(words: Array, offset: Array, count: Array, spare: Array | None,
+            orders: Array, gpus: Array, length: Array, arrival: Array, weight: Array,
+            decay: Array, start: Array, first: Array, best_fit: bool, spill: float,
+            /) -> tuple[float, int]: ...
+
+def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
+         offset: Array, count: Array, order: Array, gpus: Array, length: Array,
+         arrival: Array, weight: Array, decay: Array, largest: int, rounds: int,
+         /) -> tuple[float, int]: ...

@@ -55,7 +55,16 @@
    `defer_trials=N`: up to N replans, each with one started job's earliest start a step
    past the start the plan gave it: every job starts at its earliest feasible start
    here, and the optimum often holds one back (same module).
-9. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
+9. Only with `hops=N`: up to N rounds of realtime hops on the best grid's layout
+   (allocator/policies/hops.py): a block of realtime GPUs moved to another free block
+   for a window that opens at step 0 or closes at the horizon's end, handing over one
+   GPU at a time, kept while a greedy pass of the batch work earns more; the batch work
+   is then placed again (order search included) and the plan kept if it is worth more.
+   Every layout holds a service's GPUs for whole runs, and the optimum often moves a
+   service off the block a large job needs later. Run before step 8's trials (they
+   start from the better plan) and again on what they found. Up to 16 GPUs; off on the
+   hot path (tens of milliseconds a plan), on in `gpuplan plan-day`.
+10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
    there and the rest of the batch work is placed again (allocator/policies/rtmove.py);
@@ -74,6 +83,7 @@ from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, layout_climb, rtmove, topup
+from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
@@ -158,11 +168,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
-         exchange: bool | None = None, defer_trials: int = 0) -> np.ndarray:
+         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
-    `clear_blocks` adds step 9: better one-shot plans up to 16 GPUs, but worse realized
+    `clear_blocks` adds step 10: better one-shot plans up to 16 GPUs, but worse realized
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
     `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
     `pin_trials`: step 8's replans (0: none).
@@ -174,6 +184,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `exchange`: services hand GPU runs to each other in step 6 (None: `EXCHANGE`);
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
+    `hops`: step 9's rounds of realtime hops (0: none).
     """
     if search is None:
         search = default_search(scenario)
@@ -219,6 +230,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
+    if hops > 0 and not anchors:  # before the trials: they start from the better plan
+        best = hopped(scenario, best, held, score, jobs, orders, search, hops)
+    hopped_grid = best
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          exchange=exchange),
@@ -227,10 +241,38 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                            exchange=exchange),
                                    defer_trials)
+    if hops > 0 and not anchors and best is not hopped_grid:  # and on what trials found
+        best = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
+
+
+def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
+           score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
+           search: int, rounds: int) -> np.ndarray:
+    """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
+    is worth more once the batch work is placed again and realtime topped up as in step 5.
+    Each round's layout is judged so: a greedy pass only guides the hops, and a second
+    hop that pleases it can leave the full placement worse than the first."""
+    if (scenario.reservations or not scenario.realtime_jobs
+            or scenario.G > hopping.MAX_GPUS):
+        return best
+    cells, value = hopping.layout(scenario, best), score(best)
+    for _ in range(rounds):
+        cells, kept = hopping.search(scenario, cells, jobs, orders, 1)
+        if not kept:
+            break
+        grid = place_batch(scenario, cells, None, search, held=held, jobs=jobs,
+                           orders=orders)
+        if TOP_UP:
+            _filled(scenario, grid, held.realtime_off,
+                    "surplus" if SURPLUS_TRADE and scenario.G <= SURPLUS_MAX_GPUS else None)
+        got = score(grid)
+        if got > value + 1e-9:
+            best, value = grid, got
+    return best
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
