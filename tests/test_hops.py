@@ -139,3 +139,21 @@ def test_plan_command_passes_hops_to_fast(tmp_path: Path) -> None:
         values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
     assert values[False] == pytest.approx(546.29, abs=0.01)
     assert values[True] == pytest.approx(596.57, abs=0.01)
+
+
+def test_hops_stay_off_where_only_the_python_search_could_run(monkeypatch) -> None:
+    """Past 63 steps the decoder is Python's, and so would the hop search be (seconds a
+    round): fast skips the hops there rather than stall a plan."""
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 4, "horizon_steps": 70},
+        "jobs": [{"id": "s", "kind": "realtime", "priority": 5, "demand": [1] * 70,
+                  "swap_limit": 1},
+                 {"id": "w", "kind": "training", "priority": 9, "gpus": 4,
+                  "duration_steps": 3, "arrival_step": 3}]})
+    assert not hops.compiled(scenario)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the hop search ran")
+
+    monkeypatch.setattr(hops, "search", refuse)
+    assert np.array_equal(fast(scenario, hops=2), fast(scenario))

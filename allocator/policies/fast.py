@@ -257,8 +257,8 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
     hop that pleases it can leave the full placement worse than the first."""
     if (scenario.reservations or not scenario.realtime_jobs
-            or scenario.G > hopping.MAX_GPUS):
-        return best
+            or scenario.G > hopping.MAX_GPUS or not hopping.compiled(scenario)):
+        return best  # (the Python search is a test reference: seconds a round)
     cells, value = hopping.layout(scenario, best), score(best)
     for _ in range(rounds):
         cells, kept = hopping.search(scenario, cells, jobs, orders, 1)

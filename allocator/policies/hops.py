@@ -22,13 +22,18 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
-from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
+from allocator.policies.decoder import COMPILED_MAX_T, Decoder, Jobs, _CDecoder, _packc
 
 # Blocks of 1, 2 and 4 GPUs hop (a service holds a few GPUs; an 8-GPU block of them is rare).
 LARGEST_BLOCK = 4
 # The search tries every block pair, window and step: about G^2 x T hops a round, so it
 # stays on small clusters.
 MAX_GPUS = 16
+
+
+def compiled(scenario: Scenario) -> bool:
+    """Whether the compiled search can run (built, and a horizon of at most 63 steps)."""
+    return _packc is not None and scenario.T <= COMPILED_MAX_T
 
 
 def layout(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
