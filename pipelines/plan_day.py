@@ -347,9 +347,9 @@ DAY_PIN_TRIALS = 24
 # And a round of defer trials after them (BENCHMARKS.md, "Defer trials": on the tuning
 # seeds, with the 24 pin trials, 99.29 -> 99.52% and 99.03 -> 99.26% of the optima).
 DAY_DEFER_TRIALS = 12
-# And two rounds of realtime hops, before the trials and on what they found (BENCHMARKS.md,
-# "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.61% and 99.26 ->
-# 99.51% of the optima, minimum 93.42 -> 96.17%; tens of milliseconds more a plan).
+# And two rounds of realtime hops, on fast's plan beside the trials and on what they found
+# (BENCHMARKS.md, "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.59%
+# and 99.26 -> 99.52% of the optima, minimum 93.42 -> 96.17%; tens of ms more a plan).
 DAY_HOPS = 2
 
 

@@ -61,9 +61,11 @@
    GPU at a time, kept while a greedy pass of the batch work earns more; the batch work
    is then placed again (order search included) and the plan kept if it is worth more.
    Every layout holds a service's GPUs for whole runs, and the optimum often moves a
-   service off the block a large job needs later. Run before step 8's trials (they
-   start from the better plan) and again on what they found. Up to 16 GPUs; off on the
-   hot path (tens of milliseconds a plan), on in `gpuplan plan-day`.
+   service off the block a large job needs later. On the plan of steps 1-7 (a candidate
+   beside the trials' plan) and on what step 8's trials found, which start from the
+   plan without hops, so hops never lower what the trials alone give. Up to 16 GPUs
+   and 63 steps; off on the hot path (tens of milliseconds a plan), on in `gpuplan
+   plan-day`.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -230,9 +232,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
-    if hops > 0 and not anchors:  # before the trials: they start from the better plan
-        best = hopped(scenario, best, held, score, jobs, orders, search, hops)
-    hopped_grid = best
+    early = best
+    if hops > 0 and not anchors:  # the hot path's plan hopped: a candidate beside the trials'
+        early = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          exchange=exchange),
@@ -241,8 +243,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                            exchange=exchange),
                                    defer_trials)
-    if hops > 0 and not anchors and best is not hopped_grid:  # and on what trials found
-        best = hopped(scenario, best, held, score, jobs, orders, search, hops)
+    if hops > 0 and not anchors:
+        if pin_trials > 0 or defer_trials > 0:  # what the trials found, hopped in turn
+            best = hopped(scenario, best, held, score, jobs, orders, search, hops)
+        if score(early) > score(best) + 1e-9:
+            best = early
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
