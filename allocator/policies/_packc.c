@@ -197,21 +197,28 @@ static void release(Py_buffer *b, int got) {
  * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
  * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
  * placed job's (the new bound is returned); -1 leaves starts free. */
+/* pack's and best_of's arguments: the twelve buffers, best_fit, bound and spill; 0 with
+ * the error set and nothing held. */
+static int pack_args(PyObject *args, const char *format, Py_buffer *b, int *got,
+                     int *best_fit, int *bound, double *spill) {
+    PyObject *o[12];
+    if (!PyArg_ParseTuple(args, format, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill))
+        return 0;
+    if (!get_buffers(o, b, got)) {
+        release(b, *got);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *pack(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[12];
-    int best_fit, bound;
+    int best_fit, bound, got;
     double spill;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpid:pack", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit, &bound,
-                          &spill))
-        return NULL;
     Py_buffer b[12];
-    int got;
-    if (!get_buffers(o, b, &got)) {
-        release(b, got);
+    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill))
         return NULL;
-    }
     State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
                (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
     Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
@@ -219,6 +226,31 @@ static PyObject *pack(PyObject *self, PyObject *args) {
                             b[11].buf);
     release(b, got);
     return Py_BuildValue("(di)", value, bound);
+}
+
+/* Take n buffers, C-contiguous, those whose bit is set in `writable` writable; on a
+ * failure every buffer taken so far is released and 0 returned (the error set). */
+static int take_buffers(PyObject **o, Py_buffer *b, int n, unsigned writable) {
+    for (int got = 0; got < n; got++)
+        if (!GET(b[got], o[got], (writable >> got) & 1u)) {
+            for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+            return 0;
+        }
+    return 1;
+}
+
+static void release_all(Py_buffer *b, int n) {
+    for (int k = 0; k < n; k++) PyBuffer_Release(&b[k]);
+}
+
+/* The busy words of every level above the GPUs' own, each block the OR of its halves. */
+static void fill_levels(uint64_t *words, const int64_t *offset, const int64_t *count,
+                        int levels) {
+    for (int l = 1; l < levels; l++) {
+        const uint64_t *child = words + offset[l - 1];
+        uint64_t *w = words + offset[l];
+        for (int64_t i = 0; i < count[l]; i++) w[i] = child[2 * i] | child[2 * i + 1];
+    }
 }
 
 /* index(busy (T, G) bool, words, offset, count): the busy words of blocks.BlockIndex from a
@@ -229,13 +261,7 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
     PyObject *o[4];
     if (!PyArg_ParseTuple(args, "OOOO:index", &o[0], &o[1], &o[2], &o[3])) return NULL;
     Py_buffer b[4];
-    int got = 0;
-    for (; got < 4; got++)
-        if (!GET(b[got], o[got], got == 1)) break;
-    if (got < 4) {
-        for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-        return NULL;
-    }
+    if (!take_buffers(o, b, 4, 1u << 1)) return NULL;
     const unsigned char *busy = b[0].buf;
     uint64_t *words = b[1].buf;
     const int64_t *offset = b[2].buf, *count = b[3].buf;
@@ -251,32 +277,25 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
             for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
         }
     }
-    for (int l = 1; l < levels; l++) {
-        const uint64_t *child = words + offset[l - 1];
-        uint64_t *w = words + offset[l];
-        for (int64_t i = 0; i < count[l]; i++) w[i] = child[2 * i] | child[2 * i + 1];
-    }
-    for (int k = 0; k < 4; k++) PyBuffer_Release(&b[k]);
+    fill_levels(words, offset, count, levels);
+    release_all(b, 4);
     Py_RETURN_NONE;
 }
 
 /* best_of(words, offset, count, spare|None, orders (O, n) int64, gpus, length, arrival,
- *         weight, decay, start, first, best_fit, spill) -> (value, k): a greedy pass of
+ *         weight, decay, start, first, best_fit, -1, spill) -> (value, k): a greedy pass of
  * each order from the state given (left unchanged); the first order earning most is k,
  * its spots written to start/first. Returns (-inf, -1) for no order. */
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[12];
-    int best_fit;
+    int best_fit, bound, got;
     double spill;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOpd:best_of", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &best_fit,
-                          &spill))
-        return NULL;
     Py_buffer b[12];
-    int got;
-    if (!get_buffers(o, b, &got)) {
+    if (!pack_args(args, "OOOOOOOOOOOOpid:best_of", b, &got, &best_fit, &bound, &spill))
+        return NULL;
+    if (bound >= 0) {  /* fifo's order bound carries from job to job: not for a fork */
         release(b, got);
+        PyErr_SetString(PyExc_ValueError, "best_of: bound must be -1");
         return NULL;
     }
     const Py_ssize_t W = b[0].len / 8, J = b[5].len / 8;
@@ -339,11 +358,7 @@ static void words_of(const int64_t *cells, int64_t T, int64_t G, uint64_t *words
         const uint64_t bit = (uint64_t)1 << t;
         for (int64_t g = 0; g < G; g++) col[g] |= row[g] >= 0 ? bit : 0;
     }
-    for (int l = 1; l < levels; l++) {
-        const uint64_t *child = words + offset[l - 1];
-        uint64_t *w = words + offset[l];
-        for (int64_t i = 0; i < count[l]; i++) w[i] = child[2 * i] | child[2 * i + 1];
-    }
+    fill_levels(words, offset, count, levels);
 }
 
 /* Constraint 4 on a grid of job indices: every realtime job's changes per step within its
@@ -422,13 +437,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
                           &rounds))
         return NULL;
     Py_buffer b[13];
-    int got = 0;
-    for (; got < 13; got++)
-        if (!GET(b[got], o[got], got == 0)) break;
-    if (got < 13) {
-        for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
-        return NULL;
-    }
+    if (!take_buffers(o, b, 13, 1u)) return NULL;
     int64_t *cells = b[0].buf;
     const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
     const int64_t *limit = b[3].buf, *current = b[4].buf;
@@ -446,7 +455,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
     int64_t *flips = malloc((size_t)(J > 0 ? J : 1) * 8);
     if (!trial || !best || !tw || !ts || !tf || !flips) {
         free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
-        for (int k = 0; k < 13; k++) PyBuffer_Release(&b[k]);
+        release_all(b, 13);
         return PyErr_NoMemory();
     }
     int no_bound = -1;
@@ -496,7 +505,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
     }
 #undef LAYOUT_VALUE
     free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
-    for (int k = 0; k < 13; k++) PyBuffer_Release(&b[k]);
+    release_all(b, 13);
     return Py_BuildValue("(dL)", value, kept);
 }
 

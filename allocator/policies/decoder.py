@@ -167,7 +167,7 @@ class _CDecoder(Decoder):
         _, won = _packc.best_of(
             self.words, self.offset, self.count, self.spare,
             np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus, j.length,
-            j.arrival, j.weight, j.decay, start, first, self.best_fit, self.spill)
+            j.arrival, j.weight, j.decay, start, first, self.best_fit, -1, self.spill)
         best = self.copy()
         best.pack(orders[won])
         return best, won
