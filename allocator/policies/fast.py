@@ -58,8 +58,9 @@
 9. Only with `hops=N`: up to N rounds of realtime hops on the best grid's layout
    (allocator/policies/hops.py): a block of realtime GPUs moved to another free block
    for a window that opens at step 0 or closes at the horizon's end, handing over one
-   GPU at a time, kept while a greedy pass of the batch work earns more; the batch work
-   is then placed again (order search included) and the plan kept if it is worth more.
+   GPU at a time, kept while the best greedy pass of the batch work over the value
+   orders earns more; after each round the batch work is placed again (order search
+   included) and the plan kept if it is worth more.
    Every layout holds a service's GPUs for whole runs, and the optimum often moves a
    service off the block a large job needs later. On the plan of steps 1-7 (a candidate
    beside the trials' plan) and on what step 8's trials found, which start from the
@@ -233,7 +234,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
     early = best
-    if hops > 0 and not anchors:  # the hot path's plan hopped: a candidate beside the trials'
+    if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
