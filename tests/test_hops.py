@@ -25,21 +25,39 @@ BESIDE = Path(__file__).parent / "data" / "quality_cases" / "hops_beside_trials.
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 
 
-@settings(max_examples=examples(0.3))
-@given(scenario=contended_scenarios(max_gpus=16))
-def test_hops_are_legal_and_never_worse(scenario: Scenario) -> None:
-    plain = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario, hops=2)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert gridlib.objective(scenario, grid) >= plain - 1e-6
-
-
 def _family(seed: int, gpus: int, jobs: int) -> Scenario:
     # the quality benchmark's generator: services, long small jobs and whole-node jobs,
     # where hops are kept often (the drawn contended scenarios rarely keep one)
     from benchmarks.bench_quality import Case, scenario_for
 
     return scenario_for(Case(seed, gpus, jobs))
+
+
+FAMILY = st.builds(_family, st.integers(0, 2**31), st.sampled_from([8, 12, 16]),
+                   st.integers(8, 24))
+
+
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=contended_scenarios(max_gpus=16))
+def test_hops_are_legal_and_never_worse(scenario: Scenario) -> None:
+    _legal_and_never_worse(scenario)
+
+
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=FAMILY)
+def test_hops_on_the_generated_family_are_legal_and_never_worse(scenario: Scenario) -> None:
+    _legal_and_never_worse(scenario)
+
+
+def _legal_and_never_worse(scenario: Scenario) -> None:
+    plain = gridlib.objective(scenario, fast(scenario))
+    grid = fast(scenario, hops=2)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event("hops lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    assert got >= plain - 1e-6
+
+
 
 
 @settings(max_examples=examples(0.15), deadline=None)
