@@ -143,7 +143,7 @@ def _share(a: float, b: float | None) -> float | None:
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """fast / optimum (proven rows), fast / best found, fast / bound; the same for fast
-    with plan-day's trials against the optimum; full's proof counts."""
+    as plan-day runs it (trials and hops) against the optimum; full's proof counts."""
     proven = [r for r in rows if r.get("optimal")]
     opt = [s for r in proven if (s := _share(r["fast"], r["full"])) is not None]
     day = [s for r in proven if (s := _share(r["trials"], r["full"])) is not None]
@@ -180,7 +180,7 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
                       r.get("full_seconds", "-"), f"{r['fast_ms']:.2f}"])
     return f"### {title}\n\n" + table(
         ["scenario", "GPUs", "jobs", "fast", "full (status)", "fast / full",
-         "with plan-day's trials / full", "fast / Lagrangian", "gap", "full s", "fast ms"],
+         "as plan-day runs it (trials, hops) / full", "fast / Lagrangian", "gap", "full s", "fast ms"],
         cells,
         ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:",
          "---:"])
