@@ -180,7 +180,8 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
                       r.get("full_seconds", "-"), f"{r['fast_ms']:.2f}"])
     return f"### {title}\n\n" + table(
         ["scenario", "GPUs", "jobs", "fast", "full (status)", "fast / full",
-         "as plan-day runs it (trials, hops) / full", "fast / Lagrangian", "gap", "full s", "fast ms"],
+         "as plan-day runs it (trials, hops) / full", "fast / Lagrangian", "gap", "full s",
+         "fast ms"],
         cells,
         ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:",
          "---:"])
