@@ -91,6 +91,7 @@ from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
+from allocator.policies.topup import swaps_hold as swaps_hold  # re-exported: the policy's check
 
 OrderKey = Callable[[BatchJob, int], tuple[float, ...]]
 
@@ -274,7 +275,7 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
                            orders=orders)
         if TOP_UP:
             _filled(scenario, grid, held.realtime_off,
-                    "surplus" if SURPLUS_TRADE and scenario.G <= SURPLUS_MAX_GPUS else None)
+                    "surplus" if _surplus_trade(scenario) else None)
         got = score(grid)
         if got > value + 1e-9:
             best, value = grid, got
@@ -294,7 +295,7 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
     split = [score.split(counts) for counts in counted]
     floor = max(value for value, _ in split)
     slack = 1e-9 * max(1.0, abs(floor))  # rounding: a tie must still be topped up
-    surplus = SURPLUS_TRADE and scenario.G <= SURPLUS_MAX_GPUS
+    surplus = _surplus_trade(scenario)
     plain = []
     for counts, (value, lost) in zip(counted, split, strict=True):
         # a top-up adds at most what shortfall takes off, and at most its gain bound
@@ -313,6 +314,12 @@ def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
         if value > best or (value == best and k < won):
             won, best = k, value
     return won
+
+
+def _surplus_trade(scenario: Scenario) -> bool:
+    """Whether step 5 trades GPUs services hold above their demand (`SURPLUS_TRADE`, up
+    to `SURPLUS_MAX_GPUS`)."""
+    return SURPLUS_TRADE and scenario.G <= SURPLUS_MAX_GPUS
 
 
 def _filled(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None,
@@ -473,16 +480,6 @@ def legal_around_reservations(scenario: Scenario, candidates: list[np.ndarray]
                          job=r.id, field="reservations")
     return legal
 
-
-def swaps_hold(scenario: Scenario, grid: np.ndarray) -> bool:
-    """Every realtime job within its swap limit at every step (constraint 4)."""
-    for i, job in enumerate(scenario.jobs):
-        if not isinstance(job, RealtimeJob):
-            continue
-        _, flips = topup.holding(job, grid == i)
-        if flips.max(initial=0) > job.swap_limit:
-            return False
-    return True
 
 
 def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | None,

@@ -23,6 +23,8 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import COMPILED_MAX_T, Decoder, Jobs, _CDecoder, _packc
+from allocator.policies.layout_climb import owners
+from allocator.policies.topup import swaps_hold
 
 # Blocks of 1, 2 and 4 GPUs hop (a service holds a few GPUs; an 8-GPU block of them is rare).
 LARGEST_BLOCK = 4
@@ -74,14 +76,11 @@ def _realtime(scenario: Scenario) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     is_rt = np.zeros(n, dtype=np.uint8)
     has_current = np.zeros(n, dtype=np.uint8)
     limit = np.zeros(n, dtype=np.int64)
-    current = np.full(scenario.G, gridlib.FREE, dtype=np.int64)
     for i, job in enumerate(scenario.jobs):
         if isinstance(job, RealtimeJob):
             is_rt[i], limit[i] = 1, job.swap_limit
-            if job.current_gpus is not None:
-                has_current[i] = 1
-                current[list(job.current_gpus)] = i
-    return is_rt, has_current, limit, current
+            has_current[i] = job.current_gpus is not None
+    return is_rt, has_current, limit, owners(scenario)
 
 
 def moves(G: int, T: int) -> list[tuple[int, int, int, int, int]]:
@@ -124,17 +123,6 @@ def hop(cells: np.ndarray, is_rt: np.ndarray, move: tuple[int, int, int, int, in
     return out
 
 
-def _swaps_hold(scenario: Scenario, cells: np.ndarray) -> bool:
-    from allocator.policies.topup import holding
-
-    for i, job in enumerate(scenario.jobs):
-        if isinstance(job, RealtimeJob):
-            _, flips = holding(job, cells == i)
-            if flips.max(initial=0) > job.swap_limit:
-                return False
-    return True
-
-
 def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
                orders: tuple[tuple[int, ...], ...], rounds: int) -> tuple[np.ndarray, int]:
     """`search`'s loop over the Python decoder: the reference for the compiled one."""
@@ -154,7 +142,7 @@ def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
             if trial is None:
                 continue
             v = value(trial)
-            if v > top + 1e-9 and _swaps_hold(scenario, trial):
+            if v > top + 1e-9 and swaps_hold(scenario, trial):
                 top, best = v, trial
         if best is None:
             break

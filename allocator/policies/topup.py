@@ -170,6 +170,17 @@ def holding(job: RealtimeJob, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return held_before, flips
 
 
+def swaps_hold(scenario: Scenario, grid: np.ndarray) -> bool:
+    """Every realtime job within its swap limit at every step (constraint 4)."""
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        _, flips = holding(job, grid == i)
+        if flips.max(initial=0) > job.swap_limit:
+            return False
+    return True
+
+
 def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price: float,
                keep_off: np.ndarray | None, surplus_only: bool
                ) -> tuple[int, int, int, int] | None:
