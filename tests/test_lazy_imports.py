@@ -13,7 +13,7 @@ import typer
 from pipelines import cli
 
 HEAVY = ("pulp", "highspy", "pandas", "matplotlib", "mlflow", "sklearn", "lightgbm",
-         "statsmodels")
+         "statsmodels", "pydantic")
 
 
 def _loaded_after(code: str) -> list[str]:
