@@ -421,6 +421,48 @@ static int hop_apply(const int64_t *from, int64_t *to, int64_t T, int64_t G,
     return 1;
 }
 
+/* The most job i can earn in a greedy pass: its reward at its best start (0 if it cannot
+ * run), an upper bound on what the pass adds for it. */
+static double best_reward(const Jobs *j, int64_t i, int64_t T) {
+    const int64_t g = j->gpus[i], L = j->length[i];
+    if (g <= 0 || (g & (g - 1))) return 0.0;
+    double most = 0.0;
+    for (int64_t s = j->arrival[i] > 0 ? j->arrival[i] : 0; s < T; s++) {
+        const int64_t e = s + L < T ? s + L : T;
+        const double v = j->weight[i] * (j->decay[e] - j->decay[s]);
+        if (v > most) most = v;
+    }
+    return most;
+}
+
+/* A layout's worth: the best greedy pass over the O orders of `order` (rows of len). A
+ * pass stops once what it has plus the most its other jobs could add (rem) falls below
+ * `need` (with a margin far above rounding): it could not reach `need`, so the result is
+ * exact whenever it reaches `need` and below `need` otherwise. */
+static double layout_value(State *st, const Jobs *j, const int64_t *grid, int64_t T, int64_t G,
+                           uint64_t *base, Py_ssize_t W, const int64_t *order, Py_ssize_t O,
+                           Py_ssize_t len, const double *rem, double need, int64_t *ts,
+                           int64_t *tf) {
+    words_of(grid, T, G, base, st->offset, st->count, st->levels);
+    double out = -INFINITY;
+    for (Py_ssize_t r = 0; r < O; r++) {
+        memcpy(st->words, base, (size_t)W * 8);
+        const double floor = (need > out ? need : out);
+        const double margin = 1e-9 * (fabs(floor) > 1.0 ? fabs(floor) : 1.0);
+        const int64_t *row = order + r * len;
+        const double *tail = rem + r * (len + 1);
+        double v = 0.0;
+        int no_bound = -1;
+        Py_ssize_t p = 0;
+        for (; p < len; p++) {
+            if (v + tail[p] < floor - margin) break;
+            v += pack_run(st, j, row + p, 1, 1, &no_bound, ts, tf);
+        }
+        if (p == len && v > out) out = v;
+    }
+    return out;
+}
+
 /* hops(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
  *      (O, n) int64, gpus, length, arrival, weight, decay, largest, rounds) -> (value,
  * kept): hops.py's search. `cells` (running and realtime placed, no batch work) is
@@ -458,22 +500,25 @@ static PyObject *hops(PyObject *self, PyObject *args) {
         release_all(b, 13);
         return PyErr_NoMemory();
     }
-    int no_bound = -1;
     State st = {tw, offset, count, levels, NULL, (int)T, -1.0};
-    /* the layout's worth: the best greedy pass over the orders (rows of `order`) */
     const Py_ssize_t O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
     const Py_ssize_t len = O ? n / O : 0;
-#define LAYOUT_VALUE(grid, out)                                                            \
-    do {                                                                                   \
-        (out) = -INFINITY;                                                                 \
-        for (Py_ssize_t r = 0; r < O; r++) {                                               \
-            words_of((grid), T, G, tw, offset, count, levels);                             \
-            const double pass = pack_run(&st, &j, order + r * len, len, 1, &no_bound, ts, tf); \
-            if (pass > (out)) (out) = pass;                                                \
-        }                                                                                  \
-    } while (0)
-    double value;
-    LAYOUT_VALUE(cells, value);
+    /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add (each at its best start) */
+    double *rem = malloc((size_t)(O * (len + 1) > 0 ? O * (len + 1) : 1) * sizeof(double));
+    uint64_t *base = malloc((size_t)(W > 0 ? W : 1) * 8);
+    if (!rem || !base) {
+        free(trial), free(best), free(tw), free(ts), free(tf), free(flips), free(rem), free(base);
+        release_all(b, 13);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t r = 0; r < O; r++) {
+        double *tail = rem + r * (len + 1);
+        tail[len] = 0.0;
+        for (Py_ssize_t p = len - 1; p >= 0; p--)
+            tail[p] = tail[p + 1] + best_reward(&j, order[r * len + p], T);
+    }
+    double value = layout_value(&st, &j, cells, T, G, base, W, order, O, len, rem, -INFINITY,
+                                ts, tf);
     long long kept = 0;
     for (long long round = 0; round < rounds; round++) {
         double top = value;
@@ -487,8 +532,9 @@ static PyObject *hops(PyObject *self, PyObject *args) {
                             const int64_t a = side ? m : 0, e = side ? T : m;
                             if (!hop_apply(cells, trial, T, G, is_rt, J, k, y, x, a, e))
                                 continue;
-                            double v;
-                            LAYOUT_VALUE(trial, v);
+                            /* only a pass above top + 1e-9 can be kept: the rest stop early */
+                            const double v = layout_value(&st, &j, trial, T, G, base, W, order,
+                                                          O, len, rem, top + 1e-9, ts, tf);
                             if (v > top + 1e-9 &&
                                 swaps_ok(trial, T, G, is_rt, has_current, limit, current, J,
                                          flips)) {
@@ -503,7 +549,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
         value = top;
         kept++;
     }
-#undef LAYOUT_VALUE
+    free(rem), free(base);
     free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
     release_all(b, 13);
     return Py_BuildValue("(dL)", value, kept);
