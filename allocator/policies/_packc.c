@@ -392,8 +392,9 @@ static int hop_apply(const int64_t *from, int64_t *to, int64_t T, int64_t G,
     for (int64_t t = a; t < b; t++)
         for (int64_t d = 0; d < k; d++) {
             const int64_t v = from[t * G + y + d];
-            if (from[t * G + x + d] != -1) return 0;
-            any |= v >= 0 && v < J && is_rt[v];
+            const int moves = v >= 0 && v < J && is_rt[v];
+            if (moves && from[t * G + x + d] != -1) return 0;
+            any |= moves;
         }
     if (!any) return 0;
     memcpy(to, from, (size_t)(T * G) * 8);

@@ -8,9 +8,10 @@ node 0 (fast, without hops: 91.6% of the optimum).
 
 A hop takes the realtime cells of one aligned block Y over a window that opens at step 0
 or closes at the horizon's end ([0, m) or [m, T)) and puts them on a block X of the same
-size that is free over the whole window. At the window's inner edge the service holds
-both GPUs for one step, so it changes one GPU at a time (a swap limit of 1 suffices); a
-hop that still breaks a swap limit is not taken. The batch work then judges the layout:
+size, each cell onto X's cell of the same step and offset, which must be free (X's other
+cells may hold anything: a running job beside the service's landing GPU often does). At
+the window's inner edge the service holds both GPUs for one step, so it changes one GPU
+at a time (a swap limit of 1 suffices); a hop that still breaks a swap limit is not taken. The batch work then judges the layout:
 per round, the hop whose best greedy pass over the value orders earns most is kept,
 until a round finds none. The compiled search (`_packc.hops`) and `_search_py` here (its
 reference, over the Python decoder) make the same moves.
@@ -101,15 +102,15 @@ def moves(G: int, T: int) -> list[tuple[int, int, int, int, int]]:
 def hop(cells: np.ndarray, is_rt: np.ndarray, move: tuple[int, int, int, int, int]
         ) -> np.ndarray | None:
     """`cells` after one hop, or None where it does not apply (nothing of realtime to
-    move, or the target block not free over the window)."""
+    move, or a cell it would land on not free)."""
     k, y, x, a, b = move
     T = cells.shape[0]
     source, target = cells[a:b, y : y + k], cells[a:b, x : x + k]
     moving = (source >= 0) & is_rt[np.maximum(source, 0)].astype(bool)
-    if not moving.any() or (target != gridlib.FREE).any():
+    if not moving.any() or (moving & (target != gridlib.FREE)).any():
         return None
     out: np.ndarray = cells.copy()
-    out[a:b, x : x + k] = np.where(moving, source, gridlib.FREE)
+    out[a:b, x : x + k] = np.where(moving, source, target)
     out[a:b, y : y + k] = np.where(moving, gridlib.FREE, source)
     for d in range(k):
         if a == 0 and b < T:  # prefix: the service returns to y at b
