@@ -59,6 +59,8 @@ class _Problem:
     rt_floor: float  # the shortfall penalty if realtime held nothing
     rt_gain: NDArray[np.float64]  # (T, H+1): penalty avoided by holding h GPUs, best jobs first
     rt_ceil: NDArray[np.float64]  # (K, T, H+1): k x ceil((h - outside_k(t))+ / k), blocks spoilt
+    reward: NDArray[np.float64]  # (J, T) a run's reward per start, -inf where not allowed
+    rows: NDArray[np.int64]  # (J, 1) row indices into per-job (J, T) tables
 
 
 def _problem(scenario: Scenario) -> _Problem:
@@ -120,12 +122,14 @@ def _problem(scenario: Scenario) -> _Problem:
     spoilt = np.maximum(h[None, None, :] - outside[:, :, None], 0)
     k = sizes[:, None, None]
     rt_ceil = k * -(-spoilt // k)
+    weight = np.array([j.priority * j.gpus for j in queued])
+    reward = weight.reshape(J, 1) * (cum[ends] - cum[steps][None, :])
     return _Problem(
         T=T, decay_cum=cum, free=free.astype(np.float64), sizes=sizes, block_cap=block_cap,
-        fixed=fixed, gpus=gpus, weight=np.array([j.priority * j.gpus for j in queued]),
-        level=level, starts_ok=starts_ok, ends=ends,
+        fixed=fixed, gpus=gpus, weight=weight, level=level, starts_ok=starts_ok, ends=ends,
         rt_floor=float((penalty[:, None] * demand).sum()), rt_gain=gain,
-        rt_ceil=rt_ceil.astype(np.float64))
+        rt_ceil=rt_ceil.astype(np.float64), reward=np.where(starts_ok, reward, -np.inf),
+        rows=np.arange(J).reshape(J, 1))
 
 
 def _initial_prices(p: _Problem) -> NDArray[np.float64]:
@@ -158,19 +162,19 @@ def _evaluate(p: _Problem, lam: NDArray[np.float64], mu: NDArray[np.float64]
     usage = np.zeros(T)
     usage_k = np.zeros((len(mu), T))
     if len(p.gpus):
-        steps = np.arange(T)
         pc = price_cum[p.level]  # (J, T+1)
-        gain = (p.weight[:, None] * (p.decay_cum[p.ends] - p.decay_cum[steps][None, :])
-                - p.gpus[:, None] * (np.take_along_axis(pc, p.ends, axis=1) - pc[:, :T]))
-        gain = np.where(p.starts_ok, gain, -np.inf)
+        # reward - cells x their price (-inf stays -inf where a start is not allowed)
+        gain = p.reward - p.gpus[:, None] * (pc[p.rows, p.ends] - pc[:, :T])
         best = gain.argmax(axis=1)
-        top = gain[np.arange(len(best)), best]
+        top = gain[p.rows[:, 0], best]
         take = top > 0
         value += float(top[take].sum())
-        diff = np.zeros((len(price), T + 1))
-        np.add.at(diff, (p.level[take], best[take]), p.gpus[take])
-        np.add.at(diff, (p.level[take], p.ends[take, best[take]]), -p.gpus[take])
-        cover = np.cumsum(diff, axis=1)[:, :T]  # (levels, T) cells by jobs of each level
+        levels, width = len(price), T + 1
+        at = p.level[take] * width
+        cells = p.gpus[take].astype(np.float64)
+        diff = (np.bincount(at + best[take], cells, levels * width)
+                - np.bincount(at + p.ends[take, best[take]], cells, levels * width))
+        cover = np.cumsum(diff.reshape(levels, width), axis=1)[:, :T]  # cells per level
         usage += cover.sum(axis=0)
         if len(mu):
             usage_k = np.cumsum(cover[::-1], axis=0)[::-1][1:]  # jobs of >= each size
