@@ -11,9 +11,9 @@ or closes at the horizon's end ([0, m) or [m, T)) and puts them on a block X of 
 size, each cell onto X's cell of the same step and offset, which must be free (X's other
 cells may hold anything: a running job beside the service's landing GPU often does). At
 the window's inner edge the service holds both GPUs for one step, so it changes one GPU
-at a time (a swap limit of 1 suffices); a hop that still breaks a swap limit is not taken. The batch work then judges the layout:
-per round, the hop whose best greedy pass over the value orders earns most is kept,
-until a round finds none. The compiled search (`_packc.hops`) and `_search_py` here (its
+at a time (a swap limit of 1 suffices); a hop that still breaks a swap limit is not
+taken. The batch work then judges the layout: per round, the hop whose best greedy pass
+over the value orders earns most is kept, until a round finds none. The compiled search (`_packc.hops`) and `_search_py` here (its
 reference, over the Python decoder) make the same moves.
 """
 
