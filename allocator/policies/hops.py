@@ -13,8 +13,9 @@ cells may hold anything: a running job beside the service's landing GPU often do
 the window's inner edge the service holds both GPUs for one step, so it changes one GPU
 at a time (a swap limit of 1 suffices); a hop that still breaks a swap limit is not
 taken. The batch work then judges the layout: per round, the hop whose best greedy pass
-over the value orders earns most is kept, until a round finds none. The compiled search (`_packc.hops`) and `_search_py` here (its
-reference, over the Python decoder) make the same moves.
+over the value orders earns most is kept, until a round finds none. The compiled search
+(`_packc.hops`) and `_search_py` here (its reference, over the Python decoder) make the
+same moves.
 """
 
 from __future__ import annotations
