@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import sys
 import traceback
@@ -28,6 +29,13 @@ STABILITY_OPTION = typer.Option(
     "off", "--stability",
     help="fast keeps each queued job's last planned start unless a fresh plan gains more "
          "than this share of the objective (allocator/policies/stable.py); off.")
+
+
+def finite(value: float | None) -> float | None:
+    """A float option's check: click's ranges let nan and inf through (nan compares false)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def pin_trials_option(default: int) -> Any:

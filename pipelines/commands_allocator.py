@@ -11,7 +11,13 @@ import typer
 from allocator.core.errors import InputError
 from allocator.scenario_io import load_scenario_dir
 from pipelines.checkout import benchmarks
-from pipelines.cliutil import defer_trials_option, hops_option, input_errors, pin_trials_option
+from pipelines.cliutil import (
+    defer_trials_option,
+    finite,
+    hops_option,
+    input_errors,
+    pin_trials_option,
+)
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
 
@@ -36,7 +42,7 @@ def plan(
                                help="fast | full | fifo | priority"),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the plan JSON."),
     png: Path | None = typer.Option(None, "--png", help="Also draw the grid as a PNG."),
-    time_limit: float = typer.Option(30.0, "--time-limit",
+    time_limit: float = typer.Option(30.0, "--time-limit", callback=finite,
                                      help="full: solver time limit, seconds."),
     solver: str = typer.Option("highs", "--solver", help="full: highs | cbc."),
     lp_bound: bool = typer.Option(False, "--lp-bound",
@@ -62,7 +68,7 @@ def plan(
     bound: bool | None = typer.Option(None, "--bound/--no-bound",
                                       help="Prove an upper bound on the objective (default: "
                                            "where it is cheap; --bound: always)."),
-    block_bound: float | None = typer.Option(None, "--block-bound", min=0.1,
+    block_bound: float | None = typer.Option(None, "--block-bound", callback=finite, min=0.1,
                                              help="Also solve the tighter block-capacity "
                                                   "relaxation (a MILP) for this many seconds."),
 ) -> None:
@@ -138,13 +144,14 @@ def bench(
                                 help="Latency: calls per policy (median)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Draw fast above fifo per scenario."),
     full: bool = typer.Option(False, "--full", help="Also solve each scenario with the MILP."),
-    time_limit: float = typer.Option(30.0, "--time-limit", min=0.01, max=604_800.0,
+    time_limit: float = typer.Option(30.0, "--time-limit", callback=finite, min=0.01, max=604_800.0,
                                      help="--full: seconds per solve."),
     scale: bool = typer.Option(False, "--scale",
                                help="Instead: latency growth from 8 to 4096 GPUs."),
     max_gpus: int = typer.Option(4096, "--max-gpus", min=1, max=4096,
                                  help="--scale: largest cluster to run."),
-    bound_seconds: float = typer.Option(60.0, "--bound-seconds", min=0.01, max=604_800.0,
+    bound_seconds: float = typer.Option(60.0, "--bound-seconds", callback=finite,
+                                        min=0.01, max=604_800.0,
                                         help="--scale: time for each upper bound."),
     bound_max_gpus: int = typer.Option(1024, "--bound-max-gpus", min=1, max=4096,
                                        help="--scale: largest cluster to bound."),

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import defer_trials_option, hops_option, input_errors, pin_trials_option
+from pipelines.cliutil import (
+    defer_trials_option,
+    finite,
+    hops_option,
+    input_errors,
+    pin_trials_option,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +73,8 @@ def plan_day(
     steps: int | None = typer.Option(None, "--steps", min=1,
                                      help="Steps in the plan (default: one day)."),
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
-    time_limit: float = typer.Option(60.0, "--time-limit", help="--full: solver seconds."),
+    time_limit: float = typer.Option(60.0, "--time-limit", callback=finite,
+                                     help="--full: solver seconds."),
     pin_trials: int = pin_trials_option(24),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
     defer_trials: int = defer_trials_option(12),  # plan_day.DAY_DEFER_TRIALS
     hops: int = hops_option(2),  # plan_day.DAY_HOPS
@@ -80,7 +87,8 @@ def plan_day(
     previous_plan: Path | None = typer.Option(
         None, "--previous-plan", help="--guard: yesterday's plan.json; its promises are kept "
         "or moved earlier, never later."),
-    age: float = typer.Option(0.25, "--age", help="--guard: claim per step waited (needs "
+    age: float = typer.Option(0.25, "--age", callback=finite,
+                              help="--guard: claim per step waited (needs "
                               "the queue's optional submitted_at column)."),
 ) -> None:
     """Plan the day: plan JSON, grid CSV/PNG and a report; tracked in MLflow when it answers."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import finite, input_errors
 
 MAX_LISTED_REJECTS = 20
 MAX_REJECT_SHARE = 0.5  # score's default: more than half the queue rejected is a failure
@@ -33,10 +33,11 @@ def synth_history(
                              help="Random seed: same seed, same files."),
     training: int = typer.Option(4000, "--training", min=0, help="Training jobs."),
     quantization: int = typer.Option(2000, "--quantization", min=0, help="Quantization jobs."),
-    sigma: float = typer.Option(0.2, "--sigma", min=0.0, help="Training noise floor (log sd)."),
-    quant_sigma: float = typer.Option(0.25, "--quant-sigma", min=0.0,
+    sigma: float = typer.Option(0.2, "--sigma", callback=finite,
+                                min=0.0, help="Training noise floor (log sd)."),
+    quant_sigma: float = typer.Option(0.25, "--quant-sigma", callback=finite, min=0.0,
                                       help="Quantization noise (log sd)."),
-    memory_sigma: float = typer.Option(0.04, "--memory-sigma", min=0.0,
+    memory_sigma: float = typer.Option(0.04, "--memory-sigma", callback=finite, min=0.0,
                                        help="Per-job memory off the formula (log sd)."),
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     queue_out: Path | None = typer.Option(None, "--queue-out",
@@ -68,7 +69,7 @@ def train(
     promote: bool = typer.Option(
         False, "--promote", help="Make the new versions @champion even when they do not "
         "beat the current champion on the held-out rows."),
-    test_fraction: float = typer.Option(0.25, "--test-fraction", min=0.05, max=0.9,
+    test_fraction: float = typer.Option(0.25, "--test-fraction", callback=finite, min=0.05, max=0.9,
                                         help="Share of jobs held out for the evaluation."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
                              help="Seed of the held-out split."),
@@ -111,7 +112,8 @@ def train(
 def score(
     queue: Path = typer.Argument(..., help="Queue to score (CSV or Parquet)."),
     out: Path = typer.Option(..., "--out", help="Scored queue to write (CSV or Parquet)."),
-    step_minutes: float = typer.Option(60.0, "--step-minutes", help="Minutes per plan step."),
+    step_minutes: float = typer.Option(60.0, "--step-minutes", callback=finite,
+                                       help="Minutes per plan step."),
     models: Path | None = typer.Option(
         None, "--models", help="Use the estimators in this directory (always wins over the "
         "registry). Default: the registry's @champion, else the models `train` saved in "

@@ -12,7 +12,7 @@ from allocator.core import limits
 from allocator.core.atomic import write_text
 from allocator.core.errors import InputError
 from pipelines.checkout import benchmarks
-from pipelines.cliutil import input_errors
+from pipelines.cliutil import finite, input_errors
 from pipelines.home import out_dir as out_dir_default
 
 DEFAULT_TRAFFIC = "data/traffic/servegen_traffic.csv"
@@ -41,7 +41,7 @@ def profile(
     start: str = typer.Option(..., "--start", help="First plan step, ISO 8601 (UTC if no offset)."),
     steps: int = typer.Option(24, "--steps", min=1, help="Plan steps to produce demand for."),
     step_minutes: int = typer.Option(60, "--step-minutes", min=1, help="Minutes per plan step."),
-    quantile: float = typer.Option(0.95, "--quantile", min=0.5, max=0.999,
+    quantile: float = typer.Option(0.95, "--quantile", callback=finite, min=0.5, max=0.999,
                                    help="Service level: demand covers this traffic quantile."),
     out: Path = typer.Option(..., "--out", help="PROFILE.json to write."),
 ) -> None:
@@ -68,7 +68,7 @@ def profile_eval(
     out_dir: Path = typer.Option(out_dir_default("profile"), "--out-dir",
                                  help="Where the table (.md, .csv) and plot (.png) go."),
     fit_days: int = typer.Option(7, "--fit-days", min=1, help="Days to fit; the rest replay."),
-    quantile: float = typer.Option(0.95, "--quantile", min=0.5, max=0.999),
+    quantile: float = typer.Option(0.95, "--quantile", callback=finite, min=0.5, max=0.999),
     select: bool = typer.Option(False, "--select",
                                 help="Also run the hyper-parameter grid on week 1 only."),
     compare: bool = typer.Option(False, "--compare",
@@ -117,9 +117,9 @@ def profile_clients(
                                    "are chosen)."),
     pools: bool = typer.Option(True, "--pools/--no-pools",
                                help="Also replay the three pooled series (reported set only)."),
-    quantile: float = typer.Option(0.975, "--quantile", min=0.5, max=0.999,
+    quantile: float = typer.Option(0.975, "--quantile", callback=finite, min=0.5, max=0.999,
                                    help="Service level of the profile's upper curve."),
-    floor: float = typer.Option(0.05, "--floor", min=0.0,
+    floor: float = typer.Option(0.05, "--floor", callback=finite, min=0.0,
                                 help="Count floor of the log transform, as a share of the "
                                      "median non-zero hour (DemandProfile.floor)."),
     day_ahead: bool = typer.Option(False, "--day-ahead",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, input_errors
+from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, finite, input_errors
 from pipelines.home import out_dir as out_dir_default
 from pipelines.philly import PHILLY_CSV, SERVEGEN_CSV
 
@@ -36,7 +36,8 @@ def simulate(
     replan_every: int = typer.Option(1, "--replan-every", help="Steps committed per plan."),
     policy_list: str = typer.Option("fast,fifo,priority", "--policies",
                                     help="Policies to replay, comma-separated."),
-    margin: float = typer.Option(0.15, "--margin", help="Headroom on the demand forecast."),
+    margin: float = typer.Option(0.15, "--margin", callback=finite,
+                                 help="Headroom on the demand forecast."),
     lead: int = typer.Option(1, "--lead", help="Provision each step for the next LEAD too."),
     sweep_horizon: str | None = typer.Option(None, "--sweep-horizon",
                                              help="Also sweep fast's horizon, e.g. 2,6,12,24,48."),
@@ -58,7 +59,7 @@ def simulate(
     track: bool = typer.Option(True, "--track/--no-track", help="Log the report to MLflow."),
     stability: str = STABILITY_OPTION,
     estimate_horizon: int = ESTIMATE_HORIZON_OPTION,
-    max_seconds: float = typer.Option(0.0, "--max-seconds",
+    max_seconds: float = typer.Option(0.0, "--max-seconds", callback=finite,
                                       help="Stop (exit 2, nothing written) past this many "
                                            "seconds of replay; 0 = no limit but the caps."),
 ) -> None:

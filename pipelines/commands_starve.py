@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, input_errors
+from pipelines.cliutil import ESTIMATE_HORIZON_OPTION, STABILITY_OPTION, finite, input_errors
 from pipelines.starve import FAST_MARGIN, starve_names
 
 
@@ -19,7 +19,8 @@ def starvation(
     worlds: str = typer.Option("philly," + ",".join(starve_names()), "--worlds",
                                help="Comma-separated: philly and/or starvation worlds."),
     seed: int = typer.Option(7, "--seed", help="Seed of the worlds and Philly priorities."),
-    age: float = typer.Option(0.25, "--age", help="Claim per step waited (0: off)."),
+    age: float = typer.Option(0.25, "--age", callback=finite,
+                              help="Claim per step waited (0: off)."),
     reservations: int = typer.Option(1, "--reservations", help="Promises held at once."),
     half_nodes: int = typer.Option(0, "--half-node-reservations",
                                    help="Promises held for half-node jobs, besides them."),
@@ -27,9 +28,9 @@ def starvation(
                                      help="Plan with claims as priorities too."),
     exact: bool = typer.Option(False, "--exact-durations",
                                help="Predicted durations = true ones (no duration error)."),
-    margin: float = typer.Option(FAST_MARGIN, "--margin",
+    margin: float = typer.Option(FAST_MARGIN, "--margin", callback=finite,
                                  help="fast's headroom on the realtime forecast."),
-    baseline_margin: float = typer.Option(0.15, "--baseline-margin",
+    baseline_margin: float = typer.Option(0.15, "--baseline-margin", callback=finite,
                                           help="The same for fifo, priority and backfill."),
     stability: str = STABILITY_OPTION,
     estimate_horizon: int = ESTIMATE_HORIZON_OPTION,
