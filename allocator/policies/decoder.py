@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 10  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 11  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -111,14 +111,16 @@ class Decoder:
 
     def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
         """The greedy pass of each order from this state: the one earning most (the first
-        on a tie) and its index; (None, -1) for no order."""
+        on a tie) and its index; (None, -1) for no order. Passes are compared by what they
+        gain from this state, as the compiled `best_of` does: adding the state's own value
+        first can round a one-ulp lead away, and the two then chose different orders."""
         best: Decoder | None = None
-        won = -1
+        won, most = -1, -np.inf
         for k, order in enumerate(orders):
             trial = self.copy()
-            trial.pack(order)
-            if best is None or trial.value > best.value:
-                best, won = trial, k
+            gained = trial.pack(order)
+            if best is None or gained > most:
+                best, won, most = trial, k, gained
         return best, won
 
     def spots(self) -> dict[int, tuple[int, int]]:
