@@ -192,3 +192,18 @@ def test_compiled_realtime_placement_matches_python(scenario: Scenario, seed: in
     py_grid, py_ledgers = _placed(scenario, False, mode, blocked)
     assert np.array_equal(c_grid, py_grid)
     assert c_ledgers == py_ledgers
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
+def test_compiled_write_draws_the_python_grid(scenario: Scenario) -> None:
+    """`_packc.write` puts every placed job on its block for its run, cut at the horizon,
+    as `Decoder.write` does job by job."""
+    grid = _start(scenario)
+    queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
+    c = Decoder.new(scenario, grid >= 0, None, Jobs.of(scenario), compiled=True)
+    c.pack(queued)
+    compiled, reference = grid.copy(), grid.copy()
+    c.write(scenario, compiled)
+    Decoder.write(c, scenario, reference)
+    assert np.array_equal(compiled, reference)

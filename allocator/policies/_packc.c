@@ -1069,6 +1069,40 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ii)", gpu, m);
 }
 
+/* write(grid (T, G) int32, start, first, length, gpus (n,) int64) -> None: every placed
+ * job (start >= 0) written on its block for its run, to the horizon's end at most. */
+static PyObject *write_grid(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "OOOOO:write", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    Py_buffer b[5];
+    if (!take_buffers(o, b, 5, 1u)) return NULL;
+    const Py_ssize_t n = b[1].len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *start = b[1].buf, *first = b[2].buf, *length = b[3].buf, *gpus = b[4].buf;
+    int32_t *grid = b[0].buf;
+    const Py_ssize_t cells = b[0].len / (Py_ssize_t)sizeof(int32_t);
+    const int G = b[0].ndim == 2 ? (int)b[0].shape[1] : 0;
+    int bad = G <= 0 || b[2].len != b[1].len || b[3].len < b[1].len || b[4].len < b[1].len;
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        if (start[i] < 0) continue;
+        const int64_t T = cells / G;
+        const int64_t end = start[i] + length[i] < T ? start[i] + length[i] : T;
+        if (first[i] < 0 || first[i] + gpus[i] > G) {
+            bad = 1;
+            break;
+        }
+        for (int64_t t = start[i]; t < end; t++)
+            for (int64_t g = first[i]; g < first[i] + gpus[i]; g++)
+                grid[t * G + g] = (int32_t)i;
+    }
+    release_all(b, 5);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "write: a spot outside the grid");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* One realtime layer interval [a, b) of a job waiting in rt_place's queue. */
 typedef struct {
     int a, b, slot;
@@ -1508,6 +1542,7 @@ static PyMethodDef methods[] = {
     {"index", index_words, METH_VARARGS, "the decoder's busy block words from a busy grid."},
     {"best_of", best_of, METH_VARARGS, "the greedy pass of each order; the best one."},
     {"hops", hops, METH_VARARGS, "realtime blocks hopped over a window while batch gains."},
+    {"write", write_grid, METH_VARARGS, "placed jobs written onto a grid."},
     {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
     {NULL, NULL, 0, NULL},
 };
@@ -1517,7 +1552,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 11
+#define PACKC_ABI 12
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -254,15 +254,17 @@ class RealtimePlacer:
         assert fixed is not None  # made by __init__ wherever the compiled path runs
         ledgers = [self.jobs[i] for i in fixed.slots]
         unused = np.zeros((len(ledgers), grid.shape[1]), dtype=bool)
-        for r, state in enumerate(ledgers):
-            unused[r, list(state.unused_current)] = True
+        holders = [r for r, state in enumerate(ledgers) if state.unused_current]
+        for r in holders:
+            unused[r, list(ledgers[r].unused_current)] = True
         changes = np.array([state.changes for state in ledgers], dtype=np.int64)
         _packc.rt_place(grid, fixed.intervals[phase], fixed.job, fixed.prio, fixed.allowed,
                         fixed.current, unused, fixed.has_current, fixed.limit, changes,
                         fixed.rank, self.largest, self.tail_first, self.stack, STACK_LAG)
-        for r, state in enumerate(ledgers):
-            state.changes[:] = changes[r]
-            state.unused_current.intersection_update(np.flatnonzero(unused[r]).tolist())
+        for state, row in zip(ledgers, changes, strict=True):
+            state.changes[:] = row
+        for r in holders:  # a current GPU taken at step 0 is used now
+            ledgers[r].unused_current.intersection_update(np.flatnonzero(unused[r]).tolist())
 
     def finish(self, grid: np.ndarray) -> None:
         _keep_current_at_step_zero(grid, self.jobs)
