@@ -130,7 +130,7 @@ class Scorer:
             lost = [float(row @ self.penalty) for row in short]
         else:
             lost = [0.0] * len(grids)
-        return list(counts), [(float(v) - l, l) for v, l in zip(values, lost, strict=True)]
+        return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
 
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""
