@@ -5,7 +5,9 @@ measured at 1.5x and 3x on the same kind of machine); an instruction count does 
 two trees compare on a busy machine too. Each size runs in two fresh interpreters under
 callgrind, one with no call of fast and one with N: their difference over N is one call
 (imports, scenario building and the warm-up call cancel out). PYTHONHASHSEED is fixed,
-so set and dict orders repeat. Counts are not time (a cache miss costs more than an
+so string hashes repeat; what address layout still moves (objects hashed by identity)
+leaves counts within about 3% of each other run to run, so each is the median of
+`--repeats` runs. Counts are not time (a cache miss costs more than an
 add), so latencies are still measured by benchmarks/fast_latency.py.
 
     python benchmarks/fast_instructions.py --tree /tmp/before
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -59,15 +62,17 @@ def collected(tree: Path, gpus: int, jobs: int, steps: int, calls: int) -> int:
     return int(found.group(1))
 
 
-def per_call(tree: Path, gpus: int, jobs: int, steps: int, calls: int) -> float:
-    """Millions of instructions one call of fast costs."""
-    return (collected(tree, gpus, jobs, steps, calls)
-            - collected(tree, gpus, jobs, steps, 0)) / calls / 1e6
+def per_call(tree: Path, gpus: int, jobs: int, steps: int, calls: int, repeats: int) -> float:
+    """Millions of instructions one call of fast costs (the median of `repeats` counts)."""
+    base = statistics.median(collected(tree, gpus, jobs, steps, 0) for _ in range(repeats))
+    full = statistics.median(collected(tree, gpus, jobs, steps, calls) for _ in range(repeats))
+    return (full - base) / calls / 1e6
 
 
 def main(
     tree: Path | None = typer.Option(None, "--tree", help="another checkout"),
     max_gpus: int = typer.Option(1024, "--max-gpus", help="largest size to count"),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="counts per size (median)"),
 ) -> None:
     """fast's instructions per call at the latency benchmark's sizes (and --tree's)."""
     if shutil.which("valgrind") is None:
@@ -83,12 +88,14 @@ def main(
     for gpus, jobs, steps, calls in SIZES:
         if gpus > max_gpus:
             continue
-        got = {name: per_call(root, gpus, jobs, steps, calls) for name, root in trees.items()}
+        got = {name: per_call(root, gpus, jobs, steps, calls, repeats)
+               for name, root in trees.items()}
         row = [f"{gpus} GPUs / {jobs} jobs / {steps} steps", f"{got['this']:.2f}"]
         if tree:
             row += [f"{got['other']:.2f}", f"x{got['other'] / got['this']:.2f}"]
         rows.append(row)
-    print(f"callgrind, PYTHONHASHSEED=0; millions of instructions per call of fast "
+    print(f"callgrind, PYTHONHASHSEED=0, median of {repeats}; millions of instructions "
+          "per call of fast "
           f"({', '.join(f'{c} calls at {g} GPUs' for g, _, _, c in SIZES if g <= max_gpus)})")
     print(table(head, rows), end="")
 
