@@ -17,7 +17,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.plan import make_plan
 from allocator.policies import fast as fastmod
 from allocator.policies.fast import fast
-from allocator.policies.pin_trials import deferred, defers, spots
+from allocator.policies.pin_trials import deferred, defers, free_until, spots
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, scenarios
@@ -212,3 +212,25 @@ def test_spots_match_the_window_sums(scenario: Scenario, data: st.DataObject) ->
         if got is not None:
             held = replace(scenario, reservations=(got,))
             assert spots(held, grid) == _spots_by_window_sums(held, grid)
+
+
+@given(steps=st.integers(1, 30), gpus=st.integers(1, 20), k_exp=st.integers(0, 3),
+       density=st.floats(0, 1), seed=st.integers(0, 2**32 - 1))
+def test_free_until_is_each_blocks_next_busy_step(steps: int, gpus: int, k_exp: int,
+                                                  density: float, seed: int) -> None:
+    """Per aligned block and step: the first step at or after it where a fixed cell or a
+    kept GPU holds the block (T where none does); per step, the longest of them."""
+    rng = np.random.default_rng(seed)
+    fixed = rng.random((steps, gpus)) < density
+    kept = rng.random(gpus) < density / 4
+    k = 2**k_exp
+    free, longest = free_until(fixed, kept, k)
+    blocks = gpus // k
+    assert free.shape == (steps + 1, blocks)
+    for b in range(blocks):
+        cols = slice(b * k, (b + 1) * k)
+        for t in range(steps + 1):
+            held = [u for u in range(t, steps) if fixed[u, cols].any() or kept[cols].any()]
+            assert free[t, b] == (held[0] if held else steps)
+    for t in range(steps):
+        assert longest[t] == (free[t].max() if blocks else -1)
