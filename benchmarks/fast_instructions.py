@@ -31,17 +31,10 @@ HERE = Path(__file__).resolve().parent.parent
 # (GPUs, jobs, steps, calls counted): benchmarks/fast_latency.py's sizes
 SIZES = ((8, 10, 24, 20), (64, 30, 24, 5), (256, 120, 24, 2), (1024, 1000, 48, 1))
 
-PROBE = """
-import sys
-sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
-sys.path.insert(0, {tree!r})
-try:  # this tree: benchmarks/; a tree from before the move: allocator/
-    from benchmarks.bench_scale import ScaleCase, scenario_for
-except ImportError:
-    from allocator.bench_scale import ScaleCase, scenario_for
-from allocator.policies.fast import fast
-assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
-s = scenario_for(ScaleCase({gpus}, {jobs}, {steps}))
+sys.path.insert(0, str(HERE))  # benchmarks/ as a package, run as a script too
+from benchmarks.fast_latency import PRELUDE  # noqa: E402  # the tree's allocator and fast
+
+PROBE = PRELUDE + """s = scenario_for(ScaleCase({gpus}, {jobs}, {steps}))
 fast(s)
 for _ in range({calls}):
     fast(s)

@@ -27,7 +27,9 @@ HERE = Path(__file__).resolve().parent.parent
 SIZES = ((8, 10, 24), (64, 30, 24), (256, 120, 24), (1024, 1000, 48))
 REPEATS = {8: 41, 64: 21, 256: 7, 1024: 3}
 
-PROBE = """
+# A probe's first lines: the tree's own allocator (not the editable install's), its scale
+# scenarios and fast (benchmarks/fast_instructions.py starts its probe the same way).
+PRELUDE = """
 import json, statistics, sys, time
 sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]
 sys.path.insert(0, {tree!r})
@@ -38,7 +40,9 @@ except ImportError:
     from allocator.bench_scale import ScaleCase, scenario_for
 from allocator.policies.fast import fast
 assert sys.modules['allocator.policies.fast'].__file__.startswith({tree!r})
-out = {{}}
+"""
+
+PROBE = PRELUDE + """out = {{}}
 for g, j, t in {sizes!r}:
     s = scenario_for(ScaleCase(g, j, t))
     grid = fast(s)
