@@ -4,6 +4,7 @@ found where full's plans have it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import Scenario
+from allocator.plan import make_plan
 from allocator.policies import decoder, realtime
 from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Jobs
@@ -101,6 +103,23 @@ def test_every_relaid_grid_is_legal(scenario: Scenario) -> None:
                        value_orders(scenario, held), default_search(scenario),
                        RealtimePlacer(scenario, base)):
         assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+
+
+@settings(max_examples=examples(0.3))
+@given(scenario=contended_scenarios(min_gpus=17, max_gpus=64, max_steps=12, max_batch=10,
+                                    max_running=3, max_realtime=3))
+def test_relayout_keeps_a_held_reservation(scenario: Scenario) -> None:
+    """With a promise the guard made (the largest queued job's earliest sound block), the
+    plan, validated with the promise by make_plan, keeps it."""
+    current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+    queued = sorted((j for j in scenario.batch_jobs if not j.running),
+                    key=lambda j: (-j.gpus, j.id))
+    got = next((r for j in queued if (r := reservations.earliest(scenario, j, forbidden=current))),
+               None)
+    if got is None:
+        return
+    plan = make_plan(replace(scenario, reservations=(got,)), "fast")
+    assert plan.starts().get(got.id) is None or plan.starts()[got.id]["start"] == got.start
 
 
 @settings(max_examples=examples(0.3))
