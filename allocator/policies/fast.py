@@ -147,9 +147,10 @@ CHEAP_MIN_GPUS = 17
 # to 98.76% of full's best plan (each of the two alone: 98.54% and 98.49%), on the 60
 # tuning2 seeds at 64 GPUs by 0.21% on average (17 up, none down), for 27% more of fast's
 # instructions at 64 GPUs / 30 jobs (callgrind: 46.1 -> 58.7 M a call). A second round
-# on the new winner found nothing; half the order search for the two lost a third of the
-# gain. Past 64 GPUs it cost a quarter more of fast's time for +0.07% (256 GPUs), so it
-# stops there; up to 16 GPUs the plans stay as they are (BENCHMARKS.md).
+# on the new winner found nothing; half the order search for the two kept +0.18% of the
+# 0.21 on tuning2, a quarter +0.14%. Past 64 GPUs it cost a quarter more of fast's time
+# for +0.07% (256 GPUs), so it stops there; up to 16 GPUs the plans stay as they are
+# (BENCHMARKS.md).
 RELAYOUT = True
 RELAYOUT_MIN_GPUS = 17
 RELAYOUT_MAX_GPUS = 64
