@@ -96,9 +96,12 @@ def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_hold
     assert spots(held, grid) == [R.Reservation("b", 3, 0, 2)]
 
 
-def test_one_cheap_trial_finds_a_64_gpu_layout_the_candidates_miss() -> None:
+def test_one_cheap_trial_finds_a_64_gpu_layout_the_candidates_miss(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A generated 64-GPU tuning scenario: the default's one cheap trial pins a 1-GPU job
-    into a block a service then shares, freeing a whole block elsewhere (+3.3%)."""
+    into a block a service then shares, freeing a whole block elsewhere (+3.3%). (The
+    second look at the first layout finds that plan too, tests/test_relayout.py: off here.)"""
+    monkeypatch.setattr(fastmod, "RELAYOUT", False)
     scenario = load_scenario(CHEAP)
     plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0))
     assert gridlib.objective(scenario, fast(scenario)) > 1.03 * plain

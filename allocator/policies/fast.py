@@ -36,10 +36,14 @@
    GPUs it then takes runs of GPUs another service holds above its demand (the giver
    loses nothing the plan promised it), and free cells once more.
 6. The best grid by objective wins, the baselines' grids among the candidates, so fast
-   is never below fifo or priority on the same scenario. With reservations, candidates
-   that break a swap limit are dropped first; if none is left (services could not pay
-   their way off a reserved block), steps 1-5 run again with services holding their GPUs
-   there while their curves fall (`RealtimePlacer(hold_through_off=True)`). With
+   is never below fifo or priority on the same scenario. From 17 to 64 GPUs, after
+   step 8's cheap trial, the first layout is made twice more with the winner in view
+   (`relaid`): its ties broken towards the blocks the winner's small and running jobs
+   break, and bottom-first; either replaces the winner only if it is worth more.
+   With reservations, candidates that break a swap limit are dropped first; if none is
+   left (services could not pay their way off a reserved block), steps 1-5 run again
+   with services holding their GPUs there while their curves fall
+   (`RealtimePlacer(hold_through_off=True)`). With
    `exchange=True` (off by default: it lowers realized value in the rolling replay),
    each candidate's services first hand GPU runs to each other where the objective
    rises, within both swap limits (`topup.exchange`): every layout keeps a service on its
@@ -134,6 +138,22 @@ STATIC_STACK: dict[str, bool] = {"stack": True, "static_rank": True}
 # the pins mostly pay through another construction winning, which a cheap trial misses.
 CHEAP_TRIALS = 1
 CHEAP_MIN_GPUS = 17
+# From 17 to 64 GPUs, the first layout (realtime breaking batch blocks least) is laid out
+# twice more once the plan is chosen (`relaid`): its ties broken towards the blocks the
+# plan's small batch jobs and running jobs break (`consolidated`), and bottom-first. At
+# this scale full's plans pack services onto blocks small jobs break anyway (64-GPU tuning
+# seed 1011: fast's batch placement on full's realtime layout is within 0.1% of the
+# optimum, fast 3.9% below it). On the first 16 64-GPU tuning seeds fast rose from 98.23%
+# to 98.76% of full's best plan (each of the two alone: 98.54% and 98.49%), on the 60
+# tuning2 seeds at 64 GPUs by 0.21% on average (17 up, none down), for 27% more of fast's
+# instructions at 64 GPUs / 30 jobs (callgrind: 46.1 -> 58.7 M a call). A second round
+# on the new winner found nothing; half the order search for the two kept +0.18% of the
+# 0.21 on tuning2, a quarter +0.14%. Past 64 GPUs it cost a quarter more of fast's time
+# for +0.07% (256 GPUs), so it stops there; up to 16 GPUs the plans stay as they are
+# (BENCHMARKS.md).
+RELAYOUT = True
+RELAYOUT_MIN_GPUS = 17
+RELAYOUT_MAX_GPUS = 64
 # Up to 16 GPUs, the stacked layout (or the layout it equals) is climbed before its batch
 # placement (allocator/policies/layout_climb.py), in at most CLIMB_PASSES greedy passes: on
 # the tuning seeds +0.13% (tuning) and +0.40% (tuning2) against the proven optima, 100
@@ -229,6 +249,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange),
                                  cheap_trials)
+    if (RELAYOUT and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
+            and scenario.realtime_jobs and tags[won] != "held"):
+        more = relaid(scenario, best, base, held, jobs, orders, search, placer)
+        if scenario.reservations:
+            more = [g for g in more if swaps_hold(scenario, g)]
+        if EXCHANGE if exchange is None else exchange:
+            for grid in more:
+                _filled(scenario, grid, held.realtime_off, "any")
+        if more:  # the incumbent first: a tie keeps it
+            best = [best, *more][_winner(scenario, score, held, [best, *more])]
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
@@ -421,6 +451,39 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
+
+
+def relaid(scenario: Scenario, best: np.ndarray, base: np.ndarray, held: reservations.Holds,
+           jobs: Jobs, orders: tuple[tuple[int, ...], ...], search: int,
+           placer: RealtimePlacer) -> list[np.ndarray]:
+    """Step 6's second look: the first layout again, its ties (the GPUs that cost batch
+    blocks nothing) broken by `consolidated`'s rank and then bottom-first, each with its
+    batch work placed; the winner's batch placement says which blocks small jobs break,
+    which no layout made before the batch work knows."""
+    placers = [placer.copy(tail_first=False, stack=False, mirror=True)]
+    if placer.largest > 1:
+        rank = consolidated(scenario, best, placer.static_rank, placer.largest)
+        placers.insert(0, placer.ranked(rank, tail_first=False, stack=False))
+    return [place_batch(scenario, _lay_out(p, base, held), None, search, held=held, jobs=jobs,
+                        orders=orders) for p in placers]
+
+
+def consolidated(scenario: Scenario, grid: np.ndarray, tie: np.ndarray, largest: int
+                 ) -> np.ndarray:
+    """A rank per GPU (higher: better for realtime): GPUs outside every aligned block of
+    `largest` GPUs first, then those whose block `grid` breaks for the most steps with
+    running jobs or batch jobs smaller than `largest` (a service there costs the large
+    jobs nothing), ties by `tie`."""
+    T, G = grid.shape
+    small = np.zeros(len(scenario.jobs) + 1, dtype=bool)  # the last entry: a free cell
+    for i, job in enumerate(scenario.jobs):
+        small[i] = isinstance(job, BatchJob) and (job.gpus < largest or job.running is not None)
+    broken = small[np.where(grid < 0, len(scenario.jobs), grid)]
+    whole = (G // largest) * largest
+    steps = np.full(G, T + 1)  # outside every block: first
+    steps[:whole] = np.repeat(
+        broken[:, :whole].reshape(T, -1, largest).any(axis=2).sum(axis=0), largest)
+    return np.lexsort((tie, steps)).argsort().astype(np.float64)
 
 
 def default_search(scenario: Scenario) -> int:

@@ -196,6 +196,16 @@ class RealtimePlacer:
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
 
+    def ranked(self, rank: np.ndarray, tail_first: bool | None = None,
+               stack: bool | None = None) -> RealtimePlacer:
+        """`copy` in the mode asked, with `rank` as its GPU preference."""
+        clone = self.copy(tail_first, stack)
+        clone.rank = rank
+        if clone._compiled is not None:
+            clone._compiled = replace(clone._compiled,
+                                      rank=np.ascontiguousarray(rank, dtype=np.float64))
+        return clone
+
     def later_demand(self, later_only: bool = True) -> np.ndarray:
         """GPUs per step the not-yet-placed (later) layers will ask for."""
         need = np.zeros(self.T, dtype=np.int64)
