@@ -85,7 +85,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, layout_climb, rtmove, topup
+from allocator.policies import baselines, evac, layout_climb, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
@@ -172,7 +172,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
-         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0) -> np.ndarray:
+         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
+         hot_hops: int | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -189,6 +190,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
     `hops`: step 9's rounds of realtime hops (0: none).
+    `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`).
     """
     if search is None:
         search = default_search(scenario)
@@ -227,50 +229,79 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          only=tags[won], cheap_trials=0,
-                                                         exchange=exchange),
+                                                         exchange=exchange, hot_hops=0),
                                  cheap_trials)
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
+    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
+    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and not anchors:
+        light = hopped(scenario, best, held, score, jobs, orders, search,
+                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
+                       one_order=True)
+    if not (hops or pin_trials or defer_trials):
+        best = light
     early = best
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         exchange=exchange),
+                                                         exchange=exchange, hot_hops=0),
                                  pin_trials)
     if defer_trials > 0 and not anchors:
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                           exchange=exchange),
+                                                           exchange=exchange, hot_hops=0),
                                    defer_trials)
     if hops > 0 and not anchors:
         if pin_trials > 0 or defer_trials > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if score(early) > score(best) + 1e-9:
             best = early
+    if score(light) > score(best) + 1e-9:  # never below the hot path's plan
+        best = light
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
 
 
+# After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
+# evac.py): every realtime run of an aligned 4- or 8-GPU block moved off it from a step
+# on, or up to one, which no single hop makes. 0: none.
+EVAC_ROUNDS = 1
+# Without `hops` and trials (the hot path), up to 16 GPUs: this many rounds of hops, each
+# judged by one greedy pass (the order earning most on the starting layout), no
+# evacuation. 0: none.
+HOT_HOPS = 1
+
+
 def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
            score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
-           search: int, rounds: int) -> np.ndarray:
+           search: int, rounds: int, evac_rounds: int = EVAC_ROUNDS,
+           one_order: bool = False) -> np.ndarray:
     """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
     is worth more once the batch work is placed again and realtime topped up as in step 5.
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
-    hop that pleases it can leave the full placement worse than the first."""
+    hop that pleases it can leave the full placement worse than the first. Then
+    `evac_rounds` block evacuations, judged the same way. `one_order`: the hops judged by
+    one greedy pass (the hot path's light round) instead of the best over the orders."""
     if (scenario.reservations or not scenario.realtime_jobs
             or scenario.G > hopping.MAX_GPUS or not hopping.compiled(scenario)):
         return best  # (the Python search is a test reference: seconds a round)
     cells, value = hopping.layout(scenario, best), score(best)
-    for _ in range(rounds):
-        cells, kept = hopping.search(scenario, cells, jobs, orders, 1)
-        if not kept:
-            break
+    judge = orders
+    if one_order:  # the pass of the order that earns most on the starting layout
+        judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
+                                         tuple(dict.fromkeys(orders))),)
+    stuck: set[object] = set()  # a kind of round that found nothing: not run again
+    for step in [hopping_round] * rounds + [evacuation_round] * evac_rounds:
+        moved = None if step in stuck else step(scenario, cells, jobs, judge)
+        if moved is None:
+            stuck.add(step)  # (evacuations still run after the hops stop)
+            continue
+        cells = moved
         grid = place_batch(scenario, cells, None, search, held=held, jobs=jobs,
                            orders=orders)
         if TOP_UP:
@@ -280,6 +311,19 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
         if got > value + 1e-9:
             best, value = grid, got
     return best
+
+
+def hopping_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
+                  orders: tuple[tuple[int, ...], ...]) -> np.ndarray | None:
+    """One round of hops on the layout `cells`: the new layout, or None if none pays."""
+    moved, kept = hopping.search(scenario, cells, jobs, orders, 1)
+    return moved if kept else None
+
+
+def evacuation_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
+                     orders: tuple[tuple[int, ...], ...]) -> np.ndarray | None:
+    """One block evacuation on the layout `cells` (allocator/policies/evac.py), or None."""
+    return evac.search(scenario, cells, jobs, orders)
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
