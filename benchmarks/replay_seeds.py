@@ -19,7 +19,8 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
 plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service
 holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed
-between services, `fast.EXCHANGE = True`; off by default).
+between services, `fast.EXCHANGE = True`; off by default), `nohot` (no light rounds of
+realtime hops on the hot path, `fast.HOT_HOPS = 0`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Variant:
     top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
     exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
     surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
+    hot_hops: bool = True  # False: no light rounds of hops on the hot path (fast.HOT_HOPS)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -58,6 +60,7 @@ VARIANTS: dict[str, Variant] = {
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
     "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
+    "nohot": Variant(hot_hops=False),
 }
 
 
@@ -79,8 +82,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
              fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-             fastmod.SURPLUS_TRADE)
+             fastmod.SURPLUS_TRADE, fastmod.HOT_HOPS)
     fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
+    if not variant.hot_hops:
+        fastmod.HOT_HOPS = 0
     fastmod.SURPLUS_TRADE = variant.surplus
     if not variant.climb:
         fastmod.CLIMB_FROM = None
@@ -100,7 +105,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
          fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-         fastmod.SURPLUS_TRADE) = saved
+         fastmod.SURPLUS_TRADE, fastmod.HOT_HOPS) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -97,6 +97,21 @@ def test_compiled_hops_make_the_reference_moves(scenario: Scenario) -> None:
     assert violations(scenario, gridlib.to_ids(scenario, c_cells)) == []  # a legal layout
 
 
+@needs_c
+@settings(max_examples=examples(0.05), deadline=None)
+@given(scenario=st.builds(_family, st.integers(0, 2**31), st.just(8), st.integers(8, 16)))
+def test_compiled_hops_with_a_stride_make_the_reference_moves(scenario: Scenario) -> None:
+    # the hot path's light round: windows every other step, one order
+    start = hops.layout(scenario, fast(scenario, hot_hops=0))
+    jobs, orders = Jobs.of(scenario), value_orders(scenario)[:1]
+    c_cells, c_kept = hops.search(scenario, start, jobs, orders, 2, compiled=True, stride=2)
+    py_cells, py_kept = hops.search(scenario, start, jobs, orders, 2, compiled=False,
+                                    stride=2)
+    assert c_kept == py_kept
+    assert np.array_equal(c_cells, py_cells)
+    assert all(m % 2 == 1 for _, _, _, a, b in hops.moves(8, 24, 2) for m in (a or b,))
+
+
 def test_a_hop_finds_the_plan_whole_runs_miss() -> None:
     """A generated tuning scenario (12 GPUs, two services of swap limit 1, three 8-GPU
     jobs): every layout keeps the services on the top GPUs all day and no 8-GPU job runs;

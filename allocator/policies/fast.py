@@ -65,8 +65,14 @@
    service off the block a large job needs later. On the plan of steps 1-7 (a candidate
    beside the trials' plan) and on what step 8's trials found, which start from the
    plan without hops, so hops never lower what the trials alone give. Up to 16 GPUs
-   and 63 steps; off on the hot path (tens of milliseconds a plan), on in `gpuplan
-   plan-day`.
+   and 63 steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
+   (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
+   off it from a step on (or up to one), which needs several services or runs to leave
+   together and so no single hop makes; judged the same way.
+   The hot path (no `hops`, no trials) runs a light version instead (`HOT_HOPS`): up to
+   14 GPUs, two rounds judged by one greedy pass, windows every other step, no
+   evacuation; with anchors, before the stable candidate is judged. Its plan is a
+   candidate beside the trials' and hops' too, so plan-day is never below the hot path.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -231,18 +237,18 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0),
                                  cheap_trials)
+    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
+    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and scenario.G <= HOT_MAX_GPUS:
+        light = hopped(scenario, best, held, score, jobs, orders, search,
+                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
+                       one_order=True)
+    if anchors or not (hops or pin_trials or defer_trials):
+        best = light  # (with anchors, what the stable candidate is judged against)
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
-    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
-    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and not anchors:
-        light = hopped(scenario, best, held, score, jobs, orders, search,
-                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
-                       one_order=True)
-    if not (hops or pin_trials or defer_trials):
-        best = light
     early = best
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
@@ -259,7 +265,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if score(early) > score(best) + 1e-9:
             best = early
-    if score(light) > score(best) + 1e-9:  # never below the hot path's plan
+    if not anchors and score(light) > score(best) + 1e-9:  # the light plan
         best = light
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
@@ -268,13 +274,23 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 
 
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
-# evac.py): every realtime run of an aligned 4- or 8-GPU block moved off it from a step
-# on, or up to one, which no single hop makes. 0: none.
+# evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
+# s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
+# none lowered, about +25% of plan-day's fast time; a second round changed nothing. 0: none.
 EVAC_ROUNDS = 1
-# Without `hops` and trials (the hot path), up to 16 GPUs: this many rounds of hops, each
-# judged by one greedy pass (the order earning most on the starting layout), no
-# evacuation. 0: none.
-HOT_HOPS = 1
+# The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
+# greedy pass (the order earning most on the starting layout), windows whose inner edge
+# is every HOT_STRIDE-th step, up to HOT_MAX_GPUS. On the tuning seeds (BENCHMARKS.md):
+# minimum 94.80 -> 97.30% (tuning) and 91.57 -> 94.29% (tuning2), none lowered. One
+# order and every other step cost about a sixth of a round of step 9 (six orders, every
+# step: one such round gave 96.44 / 94.34% for 12-14 ms more a plan); a third round
+# lifted five plans by 0.1-0.5%; windows every step (one round) lifted s1059 by 0.05% at
+# twice the search's cost; every fourth step lost s1033 (98.66 -> 91.57%). At 16 GPUs a
+# light round lifted five tuning plans by 0.04-0.3% for about 5 ms a plan (as much as
+# fast's own time there): not run there. 0: none.
+HOT_HOPS = 2
+HOT_STRIDE = 2
+HOT_MAX_GPUS = 14
 
 
 def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
@@ -295,15 +311,17 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     if one_order:  # the pass of the order that earns most on the starting layout
         judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
                                          tuple(dict.fromkeys(orders))),)
+    hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
-    for step in [hopping_round] * rounds + [evacuation_round] * evac_rounds:
+    for step in [hop] * rounds + [evacuation_round] * evac_rounds:
         moved = None if step in stuck else step(scenario, cells, jobs, judge)
         if moved is None:
             stuck.add(step)  # (evacuations still run after the hops stop)
             continue
         cells = moved
-        grid = place_batch(scenario, cells, None, search, held=held, jobs=jobs,
-                           orders=orders)
+        grid = place_batch(scenario, cells.astype(best.dtype), None, search, held=held,
+                           jobs=jobs, orders=orders)  # the grid's own dtype (the search's
+        # layouts are int64)
         if TOP_UP:
             _filled(scenario, grid, held.realtime_off,
                     "surplus" if _surplus_trade(scenario) else None)
@@ -314,9 +332,9 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
 
 
 def hopping_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-                  orders: tuple[tuple[int, ...], ...]) -> np.ndarray | None:
+                  orders: tuple[tuple[int, ...], ...], stride: int = 1) -> np.ndarray | None:
     """One round of hops on the layout `cells`: the new layout, or None if none pays."""
-    moved, kept = hopping.search(scenario, cells, jobs, orders, 1)
+    moved, kept = hopping.search(scenario, cells, jobs, orders, 1, stride=stride)
     return moved if kept else None
 
 
