@@ -258,10 +258,12 @@ def test_fast_swap_check_agrees_with_the_validator(scenario: Scenario, data: st.
 def test_plan_command_passes_mirror_to_fast(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """`gpuplan plan --mirror` plans with the extra layout: on the fixed case (layout climb
-    off, as above) its objective is the mirrored one's, above the default command's."""
+    and light hops off, as above) its objective is the mirrored one's, above the default
+    command's."""
     import json
 
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
+    monkeypatch.setattr(fastmod, "HOT_HOPS", 0)
 
     from typer.testing import CliRunner
 
