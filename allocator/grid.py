@@ -110,6 +110,28 @@ class Scorer:
         lost = self._short(counts)
         return float((counts[:, self.batch] * self.batch_weight).sum()) - lost, lost
 
+    def split_all(self, grids: list[Grid]) -> tuple[list[np.ndarray], list[tuple[float, float]]]:
+        """`counts` and `split` of every grid, counted in one pass over them all (fast
+        scores about ten candidates a plan; per grid, numpy's call overhead was most of
+        it): the same sums, each over its own grid's cells in the same order."""
+        if self.n == 0 or not grids:
+            return [self.counts(g) for g in grids], [self.split(c) for c in
+                                                     (self.counts(g) for g in grids)]
+        cells = self.T * (self.n + 1)
+        flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
+        flat += np.tile(self.rows, len(grids)) + np.repeat(np.arange(len(grids)) * cells,
+                                                           len(self.rows))
+        counts = np.bincount(flat, minlength=cells * len(grids)).reshape(
+            len(grids), self.T, self.n + 1)
+        batch = (counts[:, :, self.batch] * self.batch_weight).reshape(len(grids), -1)
+        values = batch.sum(axis=1)
+        if len(self.realtime):
+            short = np.maximum(self.demand - counts[:, :, self.realtime], 0).sum(axis=1)
+            lost = [float(row @ self.penalty) for row in short]
+        else:
+            lost = [0.0] * len(grids)
+        return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
+
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""
         return self._short(self.counts(grid)) if self.n else 0.0

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, RealtimeJob, Scenario
@@ -144,6 +145,22 @@ def test_objective_sums_the_contract_terms(policy: str, scenario: Scenario) -> N
                 want -= w.realtime_penalty * job.priority * max(0, job.demand[t] - held)
     assert close(gridlib.objective(scenario, grid), want)
     assert close(objective_of(scenario, grid), want)
+
+
+@given(scenario=scenarios(max_gpus=16, max_steps=24), seed=st.integers(0, 2**32 - 1))
+def test_scoring_many_grids_at_once_is_scoring_each(scenario: Scenario, seed: int) -> None:
+    """`Scorer.split_all` (fast's winner step) gives each grid's counts and (objective,
+    shortfall) exactly as `counts` and `split` give them one grid at a time: equal floats,
+    so no tie between candidates turns."""
+    score = gridlib.Scorer(scenario)
+    rng = np.random.default_rng(seed)
+    ids = np.arange(-1, len(scenario.jobs))
+    grids = [rng.choice(ids, size=(scenario.T, scenario.G)).astype(np.int32)
+             for _ in range(int(rng.integers(1, 5)))]
+    counted, split = score.split_all(grids)
+    for grid, counts, pair in zip(grids, counted, split, strict=True):
+        assert np.array_equal(counts, score.counts(grid))
+        assert pair == score.split(score.counts(grid))
 
 
 @settings(max_examples=examples(0.5))

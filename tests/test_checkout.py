@@ -43,7 +43,8 @@ def test_without_the_checkout_each_command_exits_2_with_one_line(monkeypatch, tm
     assert len(lines) == 1 and "ships with the source checkout" in lines[0], result.output
 
 
-SCRIPTS = ("full_mode", "quality", "optima", "estimator_tables", "fast_latency", "plan_wall",
+SCRIPTS = ("full_mode", "quality", "optima", "estimator_tables", "fast_latency",
+           "fast_instructions", "plan_wall",
            "speed_targets", "real_runs")
 
 

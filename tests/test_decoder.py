@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -151,3 +153,57 @@ def test_layer_intervals_are_the_maximal_runs_of_every_layer(curve: list[int]) -
                 and (b == len(curve) or not held[b])]
         levels.extend(mine)
     assert runs == levels
+
+
+def _placed(scenario: Scenario, compiled: bool, mode: dict[str, bool], blocked: np.ndarray
+            ) -> tuple[np.ndarray, list[tuple[list[int], list[int]]]]:
+    """Every realtime layer placed in two phases around `blocked` cells (batch work's
+    stand-in), then finished: the grid, and each swap ledger's charges and unused GPUs."""
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    with mock.patch.object(realtime, "_packc", decoder._packc if compiled else None):
+        placer = realtime.RealtimePlacer(scenario, grid).copy(**mode)
+        placer.place(grid, "first")
+        grid[(grid == gridlib.FREE) & blocked] = -2  # busy for the later layers
+        placer.place(grid, "later")
+        placer.finish(grid)
+        whole = realtime.RealtimePlacer(scenario, gridlib.empty(scenario)).copy(**mode)
+        alone = gridlib.empty(scenario)
+        whole.place(alone)  # and in one go
+    ledgers = [(s.changes.tolist(), sorted(s.unused_current))
+               for _, s in sorted({**placer.jobs, **{-1 - i: s for i, s in whole.jobs.items()}
+                                   }.items())]
+    return np.concatenate([grid, alone]), ledgers
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63), seed=st.integers(0, 2**32 - 1),
+       density=st.floats(0, 0.5),
+       mode=st.sampled_from([{}, {"tail_first": True}, {"stack": True},
+                             {"stack": True, "mirror": True},
+                             {"stack": True, "static_rank": True}]))
+def test_compiled_realtime_placement_matches_python(scenario: Scenario, seed: int,
+                                                     density: float, mode: dict[str, bool]
+                                                     ) -> None:
+    """`RealtimePlacer.place` in C (`_packc.rt_place`) takes the same queue order, GPUs,
+    heads and swap charges as the Python loop: one grid, one ledger, in every layout."""
+    blocked = np.random.default_rng(seed).random((scenario.T, scenario.G)) < density
+    c_grid, c_ledgers = _placed(scenario, True, mode, blocked)
+    py_grid, py_ledgers = _placed(scenario, False, mode, blocked)
+    assert np.array_equal(c_grid, py_grid)
+    assert c_ledgers == py_ledgers
+
+
+@needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
+def test_compiled_write_draws_the_python_grid(scenario: Scenario) -> None:
+    """`_packc.write` puts every placed job on its block for its run, cut at the horizon,
+    as `Decoder.write` does job by job."""
+    grid = _start(scenario)
+    queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
+    c = Decoder.new(scenario, grid >= 0, None, Jobs.of(scenario), compiled=True)
+    c.pack(queued)
+    compiled, reference = grid.copy(), grid.copy()
+    c.write(scenario, compiled)
+    Decoder.write(c, scenario, reference)
+    assert np.array_equal(compiled, reference)

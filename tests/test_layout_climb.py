@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
@@ -19,7 +20,7 @@ from allocator.policies.layout_climb import best_order, climb, movable_runs
 from allocator.policies.realtime import place_realtime
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples
+from tests.strategies import contended_scenarios, examples, scenarios
 
 LIFTS = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins.json"
 
@@ -91,3 +92,32 @@ def test_the_climb_lifts_fast_where_its_layouts_leave_a_large_job_out(
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
     plain = gridlib.objective(scenario, fast(scenario, hot_hops=0))
     assert climbed > 1.04 * plain, (climbed, plain)
+
+
+def _runs_one_service_at_a_time(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+    """movable_runs as first written: each service's runs found on their own."""
+    parts = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        mine = np.zeros((layout.shape[0] + 2, layout.shape[1]), dtype=np.int8)
+        mine[1:-1] = layout == i
+        edges = np.diff(mine, axis=0)
+        starts, ends = np.argwhere(edges.T == 1), np.argwhere(edges.T == -1)
+        rows = np.column_stack([starts[:, 1], ends[:, 1], starts[:, 0],
+                                np.full(len(starts), i)])
+        if job.current_gpus is not None:
+            rows = rows[rows[:, 0] > 0]
+        parts.append(rows)
+    runs = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+    return runs[np.lexsort((runs[:, 0], runs[:, 2], runs[:, 0] - runs[:, 1]))]
+
+
+@given(scenario=scenarios(max_gpus=16, max_steps=24), seed=st.integers(0, 2**32 - 1))
+def test_movable_runs_are_every_services_runs_in_order(scenario: Scenario, seed: int) -> None:
+    """The runs of all services found at once are those found service by service, in the
+    same order (the climb tries them in it)."""
+    ids = np.array([-1] + [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)])
+    layout = np.random.default_rng(seed).choice(ids, size=(scenario.T, scenario.G))
+    assert np.array_equal(movable_runs(scenario, layout),
+                          _runs_one_service_at_a_time(scenario, layout))

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator.model import Cluster, RealtimeJob, Scenario, Weights
 from allocator.policies import fast as fast_module
+from allocator.policies import topup as topup_module
 from allocator.policies.decoder import _packc
 from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
@@ -297,3 +298,27 @@ def test_a_surplus_trade_keeps_every_giver_at_its_demand_and_its_bound(
     if exchange(scenario, grid, surplus_only=True):
         top_up(scenario, grid)
     assert score(grid) - value <= bound + 1e-9 * max(1.0, abs(value))
+
+
+@settings(max_examples=examples(1))
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), held=st.floats(0.2, 0.9),
+       off=st.floats(0, 0.3), surplus_only=st.booleans())
+def test_the_exchange_prefilter_never_hides_a_move(scenario: Scenario, seed: int,
+                                                    held: float, off: float,
+                                                    surplus_only: bool) -> None:
+    """`exchange` skips its scans when `_may_move` says no pair can gain: wherever the full
+    search (`_best_move`) finds a hand-over, the prefilter lets it through. Realtime cells
+    are scattered at random (the search reads any grid), so services are often short
+    beside another's surplus and moves are common."""
+    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    assume(len(realtime) >= 2)
+    rng = np.random.default_rng(seed)
+    grid = gridlib.empty(scenario)
+    taken = rng.random(grid.shape) < held
+    grid[taken] = rng.choice([i for i, _ in realtime], size=int(taken.sum()))
+    keep_off = rng.random(grid.shape) < off
+    price = scenario.weights.realtime_penalty
+    for kept in (None, keep_off):
+        move = topup_module._best_move(realtime, grid, price, kept, surplus_only)
+        if move is not None:
+            assert topup_module._may_move(realtime, grid, price, kept, surplus_only)

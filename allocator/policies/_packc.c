@@ -1027,43 +1027,22 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
  * integer tenths), ties the highest rank; with tail_first, when that still costs
  * something, a costless GPU free from a later step instead; failing all, the GPU whose
  * free tail starts earliest. */
-static PyObject *choose(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *of, *om, *orank;
-    int a, b, largest, tail_first;
-    if (!PyArg_ParseTuple(args, "OOOiiip:choose", &of, &om, &orank, &a, &b, &largest,
-                          &tail_first))
-        return NULL;
-    Py_buffer bf, bm, br;
-    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
-    const int G = (int)bm.len;
-    const unsigned char *fr = bf.buf, *mine = bm.buf;
-    const double *rank = br.buf;
+static int choose_core(const unsigned char *fr, const unsigned char *mine, const double *rank,
+                       int G, int a, int b, int largest, int tail_first, int *out_gpu,
+                       int *out_start) {
     const int steps = b - a;
     int64_t *free_steps = calloc((size_t)G + 1, sizeof(int64_t));
     int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* relative start of free tail */
+    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
     int gpu = -1, start = -1, any_whole = 0;
-    if (!free_steps || !tail) {
+    if (!free_steps || !tail || !cum || free_tails(fr, mine, G, a, b, tail, free_steps) != 0) {
         free(free_steps);
         free(tail);
-        release_window(&bf, &bm, &br);
-        return PyErr_NoMemory();
-    }
-    if (free_tails(fr, mine, G, a, b, tail, free_steps) != 0) {
-        free(free_steps);
-        free(tail);
-        release_window(&bf, &bm, &br);
-        return PyErr_NoMemory();
+        free(cum);
+        return -1;
     }
     for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
     /* prefix sums of free steps, so a block's total is one subtraction */
-    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
-    if (!cum) {
-        free(free_steps);
-        free(tail);
-        release_window(&bf, &bm, &br);
-        return PyErr_NoMemory();
-    }
     for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
     if (any_whole) {
         /* cost in tenths, per candidate; the cheapest, then the highest rank */
@@ -1121,7 +1100,25 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     free(cum);
     free(free_steps);
     free(tail);
+    *out_gpu = gpu;
+    *out_start = start;
+    return 0;
+}
+
+static PyObject *choose(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *of, *om, *orank;
+    int a, b, largest, tail_first;
+    if (!PyArg_ParseTuple(args, "OOOiiip:choose", &of, &om, &orank, &a, &b, &largest,
+                          &tail_first))
+        return NULL;
+    Py_buffer bf, bm, br;
+    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
+    int gpu, start;
+    const int failed = choose_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, largest,
+                                   tail_first, &gpu, &start);
     release_window(&bf, &bm, &br);
+    if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
     return Py_BuildValue("(ii)", gpu, start);
 }
@@ -1129,26 +1126,13 @@ static PyObject *choose(PyObject *self, PyObject *args) {
 /* stack_pick(free (T, G) bool, mine (G,) bool, rank (G,) float64, a, b, lag)
  * -> (gpu, m) | None: realtime.py's _stack_pick. The highest-ranked allowed GPU whose
  * free tail within [a, b) starts at most lag steps after a. */
-static PyObject *stack_pick(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *of, *om, *orank;
-    int a, b, lag;
-    if (!PyArg_ParseTuple(args, "OOOiii:stack_pick", &of, &om, &orank, &a, &b, &lag))
-        return NULL;
-    Py_buffer bf, bm, br;
-    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
-    const int G = (int)bm.len;
-    const unsigned char *fr = bf.buf, *mine = bm.buf;
-    const double *rank = br.buf;
+static int stack_pick_core(const unsigned char *fr, const unsigned char *mine,
+                           const double *rank, int G, int a, int b, int lag, int *out_gpu,
+                           int *out_m) {
     int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* free tails' starts */
-    if (!tail) {
-        release_window(&bf, &bm, &br);
-        return PyErr_NoMemory();
-    }
-    if (free_tails(fr, mine, G, a, b, tail, NULL) != 0) {
+    if (!tail || free_tails(fr, mine, G, a, b, tail, NULL) != 0) {
         free(tail);
-        release_window(&bf, &bm, &br);
-        return PyErr_NoMemory();
+        return -1;
     }
     int gpu = -1, m = 0;
     for (int g = 0; g < G; g++)
@@ -1157,12 +1141,282 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
             m = (int)tail[g];
         }
     free(tail);
+    *out_gpu = gpu;
+    *out_m = m;
+    return 0;
+}
+
+static PyObject *stack_pick(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *of, *om, *orank;
+    int a, b, lag;
+    if (!PyArg_ParseTuple(args, "OOOiii:stack_pick", &of, &om, &orank, &a, &b, &lag))
+        return NULL;
+    Py_buffer bf, bm, br;
+    if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
+    int gpu, m;
+    const int failed = stack_pick_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, lag, &gpu,
+                                       &m);
     release_window(&bf, &bm, &br);
+    if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
     return Py_BuildValue("(ii)", gpu, m);
 }
 
-/* Recompute the busy words of GPU g's ancestors from their children (after g's changed). */
+/* write(grid (T, G) int32, start, first, length, gpus (n,) int64) -> None: every placed
+ * job (start >= 0) written on its block for its run, to the horizon's end at most. */
+static PyObject *write_grid(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "OOOOO:write", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    Py_buffer b[5];
+    if (!take_buffers(o, b, 5, 1u)) return NULL;
+    const Py_ssize_t n = b[1].len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *start = b[1].buf, *first = b[2].buf, *length = b[3].buf, *gpus = b[4].buf;
+    int32_t *grid = b[0].buf;
+    const Py_ssize_t cells = b[0].len / (Py_ssize_t)sizeof(int32_t);
+    const int G = b[0].ndim == 2 ? (int)b[0].shape[1] : 0;
+    int bad = G <= 0 || b[2].len != b[1].len || b[3].len < b[1].len || b[4].len < b[1].len;
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        if (start[i] < 0) continue;
+        const int64_t T = cells / G;
+        const int64_t end = start[i] + length[i] < T ? start[i] + length[i] : T;
+        if (first[i] < 0 || first[i] + gpus[i] > G) {
+            bad = 1;
+            break;
+        }
+        for (int64_t t = start[i]; t < end; t++)
+            for (int64_t g = first[i]; g < first[i] + gpus[i]; g++)
+                grid[t * G + g] = (int32_t)i;
+    }
+    release_all(b, 5);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "write: a spot outside the grid");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* One realtime layer interval [a, b) of a job waiting in rt_place's queue. */
+typedef struct {
+    int a, b, slot;
+    int64_t job;
+    double prio;
+} Interval;
+
+/* realtime.py's queue order: the longest first, then the highest priority, then the
+ * earliest start, the lowest job index, the earliest end (heapq over its tuples). */
+static int interval_before(const Interval *x, const Interval *y) {
+    const int lx = x->b - x->a, ly = y->b - y->a;
+    if (lx != ly) return lx > ly;
+    if (x->prio != y->prio) return x->prio > y->prio;
+    if (x->a != y->a) return x->a < y->a;
+    if (x->job != y->job) return x->job < y->job;
+    return x->b < y->b;
+}
+
+typedef struct {
+    Interval *items;
+    Py_ssize_t n, cap;
+} Queue;
+
+static int queue_push(Queue *q, Interval iv) {
+    if (q->n == q->cap) {
+        const Py_ssize_t cap = q->cap ? 2 * q->cap : 16;
+        Interval *grown = realloc(q->items, (size_t)cap * sizeof(Interval));
+        if (!grown) return -1;
+        q->items = grown, q->cap = cap;
+    }
+    Py_ssize_t k = q->n++;
+    while (k > 0) {
+        const Py_ssize_t up = (k - 1) / 2;
+        if (!interval_before(&iv, &q->items[up])) break;
+        q->items[k] = q->items[up];
+        k = up;
+    }
+    q->items[k] = iv;
+    return 0;
+}
+
+static Interval queue_pop(Queue *q) {
+    const Interval top = q->items[0], last = q->items[--q->n];
+    Py_ssize_t k = 0;
+    for (;;) {
+        Py_ssize_t c = 2 * k + 1;
+        if (c >= q->n) break;
+        if (c + 1 < q->n && interval_before(&q->items[c + 1], &q->items[c])) c++;
+        if (!interval_before(&q->items[c], &last)) break;
+        q->items[k] = q->items[c];
+        k = c;
+    }
+    if (q->n > 0) q->items[k] = last;
+    return top;
+}
+
+/* One realtime job's swap ledger as rt_place reads it (a row of each per-job array). */
+typedef struct {
+    const unsigned char *allowed, *current;
+    unsigned char *unused;
+    int64_t *changes; /* T + 1 entries */
+    int has_current;
+    int64_t limit;
+} Ledger;
+
+/* realtime.py's _own_best (no holding through a keep-off): at step 0, the preferred of
+ * the job's unused current GPUs free for all of [a, b); -1 for none. */
+static int own_best(const Ledger *l, const unsigned char *fr, const double *rank, int G,
+                    int a, int b) {
+    if (a != 0) return -1;
+    int best = -1;
+    for (int g = 0; g < G; g++) {
+        if (!l->unused[g] || !l->allowed[g]) continue;
+        int whole = 1;
+        for (int t = a; t < b && whole; t++) whole = fr[(size_t)t * G + g] != 0;
+        if (whole && (best < 0 || rank[g] > rank[best])) best = g;
+    }
+    return best;
+}
+
+/* realtime.py's _handover: where the head of a split interval may end if the move at m
+ * fits the swap budget (m, or m + 1 for one change a step); -1 if it does not. */
+static int handover(const Ledger *l, int T, int m, int b) {
+    if (b < T && l->changes[b] + 1 > l->limit) return -1;
+    if (l->changes[m] + 2 <= l->limit) return m;
+    if (l->changes[m] + 1 <= l->limit && l->changes[m + 1] + 1 <= l->limit) return m + 1;
+    return -1;
+}
+
+/* realtime.py's _charge: the acquire at a and the release at b, if both fit. */
+static int charge(Ledger *l, int T, int gpu, int a, int b) {
+    const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
+    const int release = b < T;
+    if (acquire && release && a == b) {
+        if (l->changes[a] + 2 > l->limit) return 0;
+    } else if ((acquire && l->changes[a] + 1 > l->limit) ||
+               (release && l->changes[b] + 1 > l->limit)) {
+        return 0;
+    }
+    if (acquire) l->changes[a] += 1;
+    if (release) l->changes[b] += 1;
+    return 1;
+}
+
+/* rt_place(grid (T, G) int32, intervals (n, 3) int64 [a, slot, b], job (R,) int64,
+ * prio (R,) float64, allowed (R, G) bool, current (R, G) bool, unused (R, G) bool,
+ * has_current (R,) bool, limit (R,) int64, changes (R, T + 1) int64, rank (G,) float64,
+ * largest, tail_first, stack, lag) -> None: RealtimePlacer.place without holding through
+ * a keep-off, the same loop over the same queue order; writes grid, unused and changes. */
+static PyObject *rt_place(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[11];
+    int largest, tail_first, stack, lag;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOippi:rt_place", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &largest,
+                          &tail_first, &stack, &lag))
+        return NULL;
+    Py_buffer bu[11];
+    /* writable: grid, unused, changes */
+    if (!take_buffers(o, bu, 11, (1u << 0) | (1u << 6) | (1u << 9))) return NULL;
+    const int R = (int)(bu[2].len / (Py_ssize_t)sizeof(int64_t));
+    const int G = (int)(bu[10].len / (Py_ssize_t)sizeof(double));
+    const int T = R ? (int)(bu[9].len / (Py_ssize_t)sizeof(int64_t) / R) - 1 : 0;
+    if (R == 0 || G == 0 || bu[0].len != (Py_ssize_t)T * G * (Py_ssize_t)sizeof(int32_t)) {
+        release_all(bu, 11);
+        Py_RETURN_NONE;
+    }
+    int32_t *grid = bu[0].buf;
+    const int64_t *iv = bu[1].buf;
+    const Py_ssize_t n = bu[1].len / (Py_ssize_t)(3 * sizeof(int64_t));
+    const int64_t *job = bu[2].buf;
+    const double *prio = bu[3].buf, *rank = bu[10].buf;
+    Ledger *ledger = calloc((size_t)R, sizeof(Ledger));
+    unsigned char *fr = malloc((size_t)T * G + 1);
+    Queue q = {NULL, 0, 0};
+    int failed = !ledger || !fr;
+    for (int r = 0; r < R && !failed; r++) {
+        ledger[r].allowed = (const unsigned char *)bu[4].buf + (size_t)r * G;
+        ledger[r].current = (const unsigned char *)bu[5].buf + (size_t)r * G;
+        ledger[r].unused = (unsigned char *)bu[6].buf + (size_t)r * G;
+        ledger[r].has_current = ((const unsigned char *)bu[7].buf)[r] != 0;
+        ledger[r].limit = ((const int64_t *)bu[8].buf)[r];
+        ledger[r].changes = (int64_t *)bu[9].buf + (size_t)r * (T + 1);
+    }
+    if (!failed)
+        for (size_t c = 0; c < (size_t)T * G; c++) fr[c] = grid[c] == -1;
+    for (Py_ssize_t k = 0; k < n && !failed; k++) {
+        const int slot = (int)iv[3 * k + 1];
+        Interval one = {(int)iv[3 * k], (int)iv[3 * k + 2], slot, job[slot], prio[slot]};
+        failed = queue_push(&q, one) != 0;
+    }
+    while (!failed && q.n > 0) {
+        const Interval cur = queue_pop(&q);
+        const int a = cur.a, b = cur.b;
+        Ledger *l = &ledger[cur.slot];
+        int gpu = -1, start = a, head_end = a;
+        if (stack) {
+            const int own = own_best(l, fr, rank, G, a, b);
+            const int window_lag = b - a > lag ? lag : 0;
+            int pick = -1, m = 0, chosen = 0;
+            if (stack_pick_core(fr, l->allowed, rank, G, a, b, window_lag, &pick, &m) != 0) {
+                failed = 1;
+                break;
+            }
+            if (pick >= 0 && m > 0) {
+                const int end = handover(l, T, a + m, b);
+                if (end < 0) {
+                    if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m) != 0) {
+                        failed = 1;
+                        break;
+                    }
+                } else if (own < 0 || rank[pick] > rank[own]) {
+                    gpu = pick, start = a + m, head_end = end, chosen = 1;
+                }
+            }
+            if (!chosen && pick >= 0 && (own < 0 || rank[pick] > rank[own])) {
+                gpu = pick, start = a, head_end = a, chosen = 1;
+            }
+            if (!chosen && own >= 0) gpu = own, start = a, head_end = a, chosen = 1;
+            if (!chosen) {
+                if (choose_core(fr, l->allowed, rank, G, a, b, largest, 0, &gpu, &start) != 0) {
+                    failed = 1;
+                    break;
+                }
+                if (gpu < 0) continue;
+                head_end = start;
+            }
+        } else {
+            const int own = own_best(l, fr, rank, G, a, b);
+            if (own >= 0) {
+                gpu = own, start = 0;
+            } else {
+                if (choose_core(fr, l->allowed, rank, G, a, b, largest, tail_first, &gpu,
+                                &start) != 0) {
+                    failed = 1;
+                    break;
+                }
+                if (gpu < 0) continue; /* left out: a shortfall the objective prices */
+            }
+            head_end = start;
+        }
+        if (!charge(l, T, gpu, start, b)) continue;
+        for (int t = start; t < b; t++) {
+            fr[(size_t)t * G + gpu] = 0;
+            grid[(size_t)t * G + gpu] = (int32_t)cur.job;
+        }
+        if (start == 0) l->unused[gpu] = 0;
+        if (start > a) { /* the head of the interval waits for another GPU */
+            Interval head = {a, head_end, cur.slot, cur.job, cur.prio};
+            failed = queue_push(&q, head) != 0;
+        }
+    }
+    free(q.items);
+    free(fr);
+    free(ledger);
+    release_all(bu, 11);
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static void refresh_up(uint64_t *words, const int64_t *offset, const int64_t *count,
                        int levels, int64_t g) {
     for (int l = 1; l < levels; l++) {
@@ -1382,6 +1636,8 @@ static PyMethodDef methods[] = {
     {"index", index_words, METH_VARARGS, "the decoder's busy block words from a busy grid."},
     {"best_of", best_of, METH_VARARGS, "the greedy pass of each order; the best one."},
     {"hops", hops, METH_VARARGS, "realtime blocks hopped over a window while batch gains."},
+    {"write", write_grid, METH_VARARGS, "placed jobs written onto a grid."},
+    {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1390,7 +1646,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 10
+#define PACKC_ABI 13
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

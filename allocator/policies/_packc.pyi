@@ -54,3 +54,10 @@ def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: 
          offset: Array, count: Array, order: Array, gpus: Array, length: Array,
          arrival: Array, weight: Array, decay: Array, largest: int, rounds: int,
          stride: int = 1, /) -> tuple[float, int]: ...
+
+def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Array,
+             current: Array, unused: Array, has_current: Array, limit: Array,
+             changes: Array, rank: Array, largest: int, tail_first: bool, stack: bool,
+             lag: int, /) -> None: ...
+
+def write(grid: Array, start: Array, first: Array, length: Array, gpus: Array, /) -> None: ...

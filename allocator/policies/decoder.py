@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 10  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 13  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -48,10 +48,14 @@ class Jobs:
     arrival: np.ndarray  # at most T
     weight: np.ndarray  # priority x gpus
     decay: np.ndarray  # decay[t] = sum of decay**u for u < t: a run's reward is a subtraction
+    # The compiled decoder's block words: count[l] aligned blocks of 2**l GPUs, from
+    # words[offset[l]] on (one layout per cluster; fast builds a dozen decoders a plan).
+    count: np.ndarray
+    offset: np.ndarray
 
     @staticmethod
     def of(scenario: Scenario) -> Jobs:
-        n, T = len(scenario.jobs), scenario.T
+        n, T, G = len(scenario.jobs), scenario.T, scenario.G
         gpus, length, arrival = (np.zeros(n, dtype=np.int64) for _ in range(3))
         weight = np.zeros(n)
         for i, job in enumerate(scenario.jobs):
@@ -59,7 +63,10 @@ class Jobs:
                 gpus[i], weight[i] = job.gpus, job.priority * job.gpus
                 length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
         decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
-        return Jobs(gpus, length, arrival, weight, decay)
+        count = np.array([G >> level for level in range(G.bit_length())], dtype=np.int64)
+        offset = np.zeros(len(count), dtype=np.int64)
+        np.cumsum(count[:-1], out=offset[1:])
+        return Jobs(gpus, length, arrival, weight, decay, count, offset)
 
 
 class Decoder:
@@ -111,14 +118,16 @@ class Decoder:
 
     def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
         """The greedy pass of each order from this state: the one earning most (the first
-        on a tie) and its index; (None, -1) for no order."""
+        on a tie) and its index; (None, -1) for no order. Passes are compared by what they
+        gain from this state, as the compiled `best_of` does: adding the state's own value
+        first can round a one-ulp lead away, and the two then chose different orders."""
         best: Decoder | None = None
-        won = -1
+        won, most = -1, -np.inf
         for k, order in enumerate(orders):
             trial = self.copy()
-            trial.pack(order)
-            if best is None or trial.value > best.value:
-                best, won = trial, k
+            gained = trial.pack(order)
+            if best is None or gained > most:
+                best, won, most = trial, k, gained
         return best, won
 
     def spots(self) -> dict[int, tuple[int, int]]:
@@ -144,11 +153,8 @@ class _CDecoder(Decoder):
     def of_busy(busy: np.ndarray, jobs: Jobs, start: np.ndarray, first: np.ndarray,
                 spare: np.ndarray | None) -> _CDecoder:
         """The busy words of every aligned block size (BlockIndex's), built in C."""
-        G = busy.shape[1]
-        count = np.array([G >> level for level in range(G.bit_length())], dtype=np.int64)
-        offset = np.zeros(len(count), dtype=np.int64)
-        np.cumsum(count[:-1], out=offset[1:])
-        words = np.empty(int(count.sum()), dtype=np.uint64)
+        count, offset = jobs.count, jobs.offset
+        words = np.empty(int(offset[-1] + count[-1]) if len(count) else 0, dtype=np.uint64)
         _packc.index(np.ascontiguousarray(busy, dtype=np.bool_), words, offset, count)
         return _CDecoder(words, offset, count, jobs, start, first, spare)
 
@@ -174,7 +180,10 @@ class _CDecoder(Decoder):
 
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
         """`Decoder.write` from the job arrays (run lengths already cut at T): fast writes
-        a dozen grids per plan."""
+        a dozen grids per plan, in one C call where the grid is fast's own."""
+        if grid.dtype == np.int32 and grid.flags.c_contiguous and grid.flags.writeable:
+            _packc.write(grid, self.start, self.first, self.jobs.length, self.jobs.gpus)
+            return
         placed = np.flatnonzero(self.start >= 0)
         rows = zip(placed.tolist(), self.start[placed].tolist(), self.first[placed].tolist(),
                    self.jobs.length[placed].tolist(), self.jobs.gpus[placed].tolist(),

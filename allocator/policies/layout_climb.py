@@ -23,21 +23,18 @@ from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
 def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
     """(R, 4) int64 rows (start, end, gpu, job) of the realtime runs the climb may move,
     the longest first (then by GPU and start): long runs shape the free blocks most."""
-    parts = []
-    for i, job in enumerate(scenario.jobs):
-        if not isinstance(job, RealtimeJob):
-            continue
-        mine = np.zeros((layout.shape[0] + 2, layout.shape[1]), dtype=np.int8)
-        mine[1:-1] = layout == i
-        edges = np.diff(mine, axis=0)
-        starts = np.argwhere(edges.T == 1)  # (gpu, step), by GPU then step
-        ends = np.argwhere(edges.T == -1)
-        rows = np.column_stack([starts[:, 1], ends[:, 1], starts[:, 0],
-                                np.full(len(starts), i)])
-        if job.current_gpus is not None:
-            rows = rows[rows[:, 0] > 0]  # held at step 0: moving it is a swap there
-        parts.append(rows)
-    runs = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+    services = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
+    ids = np.array([i for i, _ in services], dtype=np.int64)
+    held = np.zeros((len(ids), layout.shape[1], layout.shape[0] + 2), dtype=np.int8)
+    held[:, :, 1:-1] = layout.T[None, :, :] == ids[:, None, None]  # (service, gpu, step)
+    edges = np.diff(held, axis=2)  # every service at once: numpy's overhead paid once
+    starts = np.argwhere(edges == 1)  # (service, gpu, step): by service, GPU, then step
+    ends = np.argwhere(edges == -1)
+    runs = np.column_stack([starts[:, 2], ends[:, 2], starts[:, 1], ids[starts[:, 0]]])
+    pinned = np.array([job.current_gpus is not None for _, job in services], dtype=bool)
+    if pinned.any():  # held at step 0 by a service with current GPUs: moving it is a swap
+        runs = runs[~(pinned[starts[:, 0]] & (runs[:, 0] == 0))]
+    runs = runs.reshape(-1, 4).astype(np.int64)
     keep = np.lexsort((runs[:, 0], runs[:, 2], runs[:, 0] - runs[:, 1]))
     out: np.ndarray = np.ascontiguousarray(runs[keep], dtype=np.int64)
     return out
