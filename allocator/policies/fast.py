@@ -276,7 +276,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
-# none lowered, about +25% of plan-day's fast time; a second round changed nothing. 0: none.
+# none lowered, 2-4% more of plan-day's fast time; a second round changed nothing. 0: none.
 EVAC_ROUNDS = 1
 # The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
 # greedy pass (the order earning most on the starting layout), windows whose inner edge
