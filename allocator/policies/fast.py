@@ -230,6 +230,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             _filled(scenario, grid, held.realtime_off, "any")
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
+    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
+    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and scenario.G <= HOT_MAX_GPUS:
+        light = hopped(scenario, best, held, score, jobs, orders, search,
+                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
+                       one_order=True)
+    if anchors or not (hops or pin_trials or defer_trials):
+        best = light  # (with anchors, what the stable candidate is judged against; the
+        # cheap trials start from it)
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
@@ -237,13 +245,6 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0),
                                  cheap_trials)
-    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
-    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and scenario.G <= HOT_MAX_GPUS:
-        light = hopped(scenario, best, held, score, jobs, orders, search,
-                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
-                       one_order=True)
-    if anchors or not (hops or pin_trials or defer_trials):
-        best = light  # (with anchors, what the stable candidate is judged against)
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
                            lambda grid, kept: place_batch(scenario, grid, None, search,
