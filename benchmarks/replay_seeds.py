@@ -20,7 +20,8 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service
 holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed
 between services, `fast.EXCHANGE = True`; off by default), `norelayout` (no second look
-at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = False`).
+at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = False`), `hot` (light rounds of
+realtime hops on the hot path, `fast.HOT_HOPS = 2`; off by default).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Variant:
     exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
     surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
     relayout: bool = True  # False: no second look at the first layout (fast.RELAYOUT)
+    hot_hops: int = 0  # light rounds of hops on the hot path (fast.HOT_HOPS)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -60,7 +62,7 @@ VARIANTS: dict[str, Variant] = {
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
     "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
-    "norelayout": Variant(relayout=False),
+    "norelayout": Variant(relayout=False), "hot": Variant(hot_hops=2),
 }
 
 
@@ -82,9 +84,10 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
              fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-             fastmod.SURPLUS_TRADE, fastmod.RELAYOUT)
+             fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS)
     fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
     fastmod.SURPLUS_TRADE, fastmod.RELAYOUT = variant.surplus, variant.relayout
+    fastmod.HOT_HOPS = variant.hot_hops
     if not variant.climb:
         fastmod.CLIMB_FROM = None
     realtime.BROKEN_FIRST = variant.broken_first
@@ -103,7 +106,7 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
          fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-         fastmod.SURPLUS_TRADE, fastmod.RELAYOUT) = saved
+         fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

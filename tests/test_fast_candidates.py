@@ -148,8 +148,10 @@ def test_fast_with_mirror_keeps_the_mirrored_layout_where_it_alone_is_best(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Tuning seed 1047 (8 GPUs): realtime stacked at the bottom beats every default layout
     by 2%; without the layout climb (which reaches past it there: off here, so the mirror
-    is what is tested) fast finds it only when asked (`mirror=True`)."""
+    is what is tested, and so is the light round of hops) fast finds it only when asked
+    (`mirror=True`)."""
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
+    monkeypatch.setattr(fastmod, "HOT_HOPS", 0)
     scenario = load_scenario(MIRROR_WINS)
     values = {name: gridlib.objective(scenario, g) for name, g in layouts(scenario).items()}
     mirrored = gridlib.objective(scenario, mirrored_layout(scenario))
@@ -256,10 +258,12 @@ def test_fast_swap_check_agrees_with_the_validator(scenario: Scenario, data: st.
 def test_plan_command_passes_mirror_to_fast(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """`gpuplan plan --mirror` plans with the extra layout: on the fixed case (layout climb
-    off, as above) its objective is the mirrored one's, above the default command's."""
+    and light hops off, as above) its objective is the mirrored one's, above the default
+    command's."""
     import json
 
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
+    monkeypatch.setattr(fastmod, "HOT_HOPS", 0)
 
     from typer.testing import CliRunner
 

@@ -464,22 +464,88 @@ static double layout_value(State *st, const Jobs *j, const int64_t *grid, int64_
     return out;
 }
 
+/* The layouts a round has judged, by their busy words per GPU: two hops that leave the
+ * same cells busy (a window past the end of the service's run moves what a shorter one
+ * does) get the same greedy passes, so the second is not judged again. Open addressing;
+ * the table doubles when half full. */
+typedef struct {
+    uint64_t *keys;  /* cap * G */
+    uint64_t *hash;  /* cap; 0: empty */
+    Py_ssize_t cap, used;
+    int64_t G;
+} Seen;
+
+static uint64_t seen_hash(const uint64_t *key, int64_t G) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t g = 0; g < G; g++) {
+        h ^= key[g] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+        h *= 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+/* 1 if `key` was seen already (added: 0, or -1 when out of memory). */
+static int seen_add(Seen *s, const uint64_t *key, int add) {
+    const uint64_t h = seen_hash(key, s->G);
+    if (s->cap) {
+        Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
+        while (s->hash[k]) {
+            if (s->hash[k] == h && !memcmp(s->keys + k * s->G, key, (size_t)s->G * 8))
+                return 1;
+            k = (k + 1) & (s->cap - 1);
+        }
+    }
+    if (!add) return 0;
+    if (2 * (s->used + 1) > s->cap) {
+        Py_ssize_t cap = s->cap ? 2 * s->cap : 1024;
+        uint64_t *keys = malloc((size_t)(cap * s->G > 0 ? cap * s->G : 1) * 8);
+        uint64_t *hash = calloc((size_t)cap, 8);
+        if (!keys || !hash) {
+            free(keys), free(hash);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < s->cap; i++) {
+            if (!s->hash[i]) continue;
+            Py_ssize_t k = (Py_ssize_t)(s->hash[i] & (uint64_t)(cap - 1));
+            while (hash[k]) k = (k + 1) & (cap - 1);
+            hash[k] = s->hash[i];
+            memcpy(keys + k * s->G, s->keys + i * s->G, (size_t)s->G * 8);
+        }
+        free(s->keys), free(s->hash);
+        s->keys = keys, s->hash = hash, s->cap = cap;
+    }
+    Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
+    while (s->hash[k]) k = (k + 1) & (s->cap - 1);
+    s->hash[k] = h;
+    memcpy(s->keys + k * s->G, key, (size_t)s->G * 8);
+    s->used++;
+    return 0;
+}
+
 /* hops(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
- *      (O, n) int64, gpus, length, arrival, weight, decay, largest, rounds) -> (value,
- * kept): hops.py's search. `cells` (running and realtime placed, no batch work) is
- * updated to the best layout found: per round, of every hop of blocks of 1 .. largest
- * GPUs, prefix and suffix windows, the one whose best greedy pass over the orders earns
- * most (the first on a tie) and that keeps every swap limit is kept, until a round keeps
- * nothing. */
+ *      (O, n) int64, gpus, length, arrival, weight, decay, largest, rounds[, stride])
+ *      -> (value, kept): hops.py's search. `cells` (running and realtime placed, no batch
+ * work) is updated to the best layout found: per round, of every hop of blocks of 1 ..
+ * largest GPUs, prefix and suffix windows whose inner edge is 1, 1 + stride, ..., the one
+ * whose best greedy pass over the orders earns most (the first on a tie) and that keeps
+ * every swap limit is kept, until a round keeps nothing. */
 static PyObject *hops(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[13];
-    long long largest, rounds;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLL:hops", &o[0], &o[1], &o[2], &o[3], &o[4],
+    long long largest, rounds, stride = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLL|L:hops", &o[0], &o[1], &o[2], &o[3], &o[4],
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &largest,
-                          &rounds))
+                          &rounds, &stride))
         return NULL;
     Py_buffer b[13];
+    if (stride < 1) {
+        PyErr_SetString(PyExc_ValueError, "hops: stride must be at least 1");
+        return NULL;
+    }
+    if (stride < 1) {
+        PyErr_SetString(PyExc_ValueError, "hops: stride must be at least 1");
+        return NULL;
+    }
     if (!take_buffers(o, b, 13, 1u)) return NULL;
     int64_t *cells = b[0].buf;
     const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
@@ -521,27 +587,53 @@ static PyObject *hops(PyObject *self, PyObject *args) {
     double value = layout_value(&st, &j, cells, T, G, base, W, order, O, len, rem, -INFINITY,
                                 ts, tf);
     long long kept = 0;
-    for (long long round = 0; round < rounds; round++) {
+    Seen seen = {NULL, NULL, 0, 0, G};
+    /* with one order a pass costs about what the look-up does: judged again instead */
+    const int dedupe = levels && O > 1;
+    int oom = 0;
+    for (long long round = 0; round < rounds && !oom; round++) {
         double top = value;
         int found = 0;
+        seen.used = 0;
+        if (seen.hash) memset(seen.hash, 0, (size_t)seen.cap * 8);
+        if (dedupe) { /* the layout itself */
+            words_of(cells, T, G, base, offset, count, 1);
+            if (seen_add(&seen, base + offset[0], 1) < 0) {
+                oom = 1;
+                break;
+            }
+        }
         for (int64_t k = 1; k <= largest && 2 * k <= G; k *= 2)
             for (int64_t y = 0; y + k <= G; y += k)
                 for (int64_t x = 0; x + k <= G; x += k) {
                     if (x == y) continue;
-                    for (int64_t m = 1; m < T; m++)
+                    for (int64_t m = 1; m < T; m += stride)
                         for (int side = 0; side < 2; side++) {
                             const int64_t a = side ? m : 0, e = side ? T : m;
                             if (!hop_apply(cells, trial, T, G, is_rt, J, k, y, x, a, e))
                                 continue;
+                            if (dedupe) {
+                                words_of(trial, T, G, base, offset, count, 1);
+                                if (seen_add(&seen, base + offset[0], 0))
+                                    continue; /* judged already: no better than top */
+                            }
                             /* only a pass above top + 1e-9 can be kept: the rest stop early */
                             const double v = layout_value(&st, &j, trial, T, G, base, W, order,
                                                           O, len, rem, top + 1e-9, ts, tf);
-                            if (v > top + 1e-9 &&
-                                swaps_ok(trial, T, G, is_rt, has_current, limit, current, J,
-                                         flips)) {
+                            const int better = v > top + 1e-9;
+                            const int legal = better && swaps_ok(trial, T, G, is_rt,
+                                                                 has_current, limit, current,
+                                                                 J, flips);
+                            if (legal) {
                                 top = v;
                                 found = 1;
                                 memcpy(best, trial, cells_n * 8);
+                            }
+                            /* seen, unless it paid but broke a swap limit: another hop
+                             * leaving the same cells busy may keep the limits */
+                            if (dedupe && (!better || legal)) {
+                                words_of(trial, T, G, base, offset, count, 1);
+                                if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
                             }
                         }
                 }
@@ -550,9 +642,11 @@ static PyObject *hops(PyObject *self, PyObject *args) {
         value = top;
         kept++;
     }
+    free(seen.keys), free(seen.hash);
     free(rem), free(base);
     free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
     release_all(b, 13);
+    if (oom) return PyErr_NoMemory();
     return Py_BuildValue("(dL)", value, kept);
 }
 
@@ -1552,7 +1646,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 12
+#define PACKC_ABI 13
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -53,7 +53,7 @@ def best_of(words: Array, offset: Array, count: Array, spare: Array | None,
 def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
          offset: Array, count: Array, order: Array, gpus: Array, length: Array,
          arrival: Array, weight: Array, decay: Array, largest: int, rounds: int,
-         /) -> tuple[float, int]: ...
+         stride: int = 1, /) -> tuple[float, int]: ...
 
 def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Array,
              current: Array, unused: Array, has_current: Array, limit: Array,

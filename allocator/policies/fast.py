@@ -69,8 +69,14 @@
    service off the block a large job needs later. On the plan of steps 1-7 (a candidate
    beside the trials' plan) and on what step 8's trials found, which start from the
    plan without hops, so hops never lower what the trials alone give. Up to 16 GPUs
-   and 63 steps; off on the hot path (tens of milliseconds a plan), on in `gpuplan
-   plan-day`.
+   and 63 steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
+   (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
+   off it from a step on (or up to one), which needs several services or runs to leave
+   together and so no single hop makes; judged the same way.
+   Only with `hot_hops=N` (off by default, `HOT_HOPS`: it costs the hot path a third
+   more time): a light version without `hops` or trials: up to 14 GPUs, N rounds judged
+   by one greedy pass, windows every other step, no evacuation; with anchors, before the
+   stable candidate is judged. Its plan is a candidate beside the trials' and hops' too.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -89,7 +95,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, layout_climb, rtmove, topup
+from allocator.policies import baselines, evac, layout_climb, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import Decoder, Jobs, _CDecoder
@@ -192,7 +198,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
-         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0) -> np.ndarray:
+         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
+         hot_hops: int | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -209,6 +216,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
     `hops`: step 9's rounds of realtime hops (0: none).
+    `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`).
     """
     if search is None:
         search = default_search(scenario)
@@ -242,12 +250,20 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             _filled(scenario, grid, held.realtime_off, "any")
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
+    light = best  # step 9's light rounds: the plan, or beside what trials and hops give
+    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and scenario.G <= HOT_MAX_GPUS:
+        light = hopped(scenario, best, held, score, jobs, orders, search,
+                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
+                       one_order=True)
+    if anchors or not (hops or pin_trials or defer_trials):
+        best = light  # (with anchors, what the stable candidate is judged against; the
+        # cheap trials start from it)
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          only=tags[won], cheap_trials=0,
-                                                         exchange=exchange),
+                                                         exchange=exchange, hot_hops=0),
                                  cheap_trials)
     if (RELAYOUT and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
             and scenario.realtime_jobs and tags[won] != "held"):
@@ -269,40 +285,78 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         exchange=exchange),
+                                                         exchange=exchange, hot_hops=0),
                                  pin_trials)
     if defer_trials > 0 and not anchors:
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                           exchange=exchange),
+                                                           exchange=exchange, hot_hops=0),
                                    defer_trials)
     if hops > 0 and not anchors:
         if pin_trials > 0 or defer_trials > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if score(early) > score(best) + 1e-9:
             best = early
+    if not anchors and score(light) > score(best) + 1e-9:  # the light plan
+        best = light
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
                         partial(place_batch, orders=orders))
 
 
+# After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
+# evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
+# s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
+# none lowered, 2-4% more of plan-day's fast time; a second round changed nothing. 0: none.
+EVAC_ROUNDS = 1
+# The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
+# greedy pass (the order earning most on the starting layout), windows whose inner edge
+# is every HOT_STRIDE-th step, up to HOT_MAX_GPUS. On the tuning seeds (BENCHMARKS.md):
+# minimum 94.80 -> 97.30% (tuning) and 91.57 -> 94.29% (tuning2), none lowered. One
+# order and every other step cost about a sixth of a round of step 9 (six orders, every
+# step: one such round gave 96.44 / 94.34% for 12-14 ms more a plan); a third round
+# lifted five plans by 0.1-0.5%; windows every step (one round) lifted s1059 by 0.05% at
+# twice the search's cost; every fourth step lost s1033 (98.66 -> 91.57%). At 16 GPUs a
+# light round lifted five tuning plans by 0.04-0.3% for about 5 ms a plan (as much as
+# fast's own time there): not run there. Off by default (0) all the same: they cost 36%
+# more instructions at 8 GPUs (9.1 -> 12.4 M) and about twice fast's time at 10-14 GPUs,
+# against latency targets fast already misses, lifted the test seeds' mean by 0.22
+# points without moving their minimum, and in the rolling replay lowered realized value
+# on 14 of 19 seeds (-0.01%, se 0.02). `fast(scenario, hot_hops=2)` runs them.
+HOT_HOPS = 0
+HOT_STRIDE = 2
+HOT_MAX_GPUS = 14
+
+
 def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
            score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
-           search: int, rounds: int) -> np.ndarray:
+           search: int, rounds: int, evac_rounds: int = EVAC_ROUNDS,
+           one_order: bool = False) -> np.ndarray:
     """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
     is worth more once the batch work is placed again and realtime topped up as in step 5.
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
-    hop that pleases it can leave the full placement worse than the first."""
+    hop that pleases it can leave the full placement worse than the first. Then
+    `evac_rounds` block evacuations, judged the same way. `one_order`: the hops judged by
+    one greedy pass (the hot path's light round) instead of the best over the orders."""
     if (scenario.reservations or not scenario.realtime_jobs
             or scenario.G > hopping.MAX_GPUS or not hopping.compiled(scenario)):
         return best  # (the Python search is a test reference: seconds a round)
     cells, value = hopping.layout(scenario, best), score(best)
-    for _ in range(rounds):
-        cells, kept = hopping.search(scenario, cells, jobs, orders, 1)
-        if not kept:
-            break
-        grid = place_batch(scenario, cells, None, search, held=held, jobs=jobs,
-                           orders=orders)
+    judge = orders
+    if one_order:  # the pass of the order that earns most on the starting layout
+        judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
+                                         tuple(dict.fromkeys(orders))),)
+    hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
+    stuck: set[object] = set()  # a kind of round that found nothing: not run again
+    for step in [hop] * rounds + [evacuation_round] * evac_rounds:
+        moved = None if step in stuck else step(scenario, cells, jobs, judge)
+        if moved is None:
+            stuck.add(step)  # (evacuations still run after the hops stop)
+            continue
+        cells = moved
+        grid = place_batch(scenario, cells.astype(best.dtype), None, search, held=held,
+                           jobs=jobs, orders=orders)  # the grid's own dtype (the search's
+        # layouts are int64)
         if TOP_UP:
             _filled(scenario, grid, held.realtime_off,
                     "surplus" if _surplus_trade(scenario) else None)
@@ -310,6 +364,19 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
         if got > value + 1e-9:
             best, value = grid, got
     return best
+
+
+def hopping_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
+                  orders: tuple[tuple[int, ...], ...], stride: int = 1) -> np.ndarray | None:
+    """One round of hops on the layout `cells`: the new layout, or None if none pays."""
+    moved, kept = hopping.search(scenario, cells, jobs, orders, 1, stride=stride)
+    return moved if kept else None
+
+
+def evacuation_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
+                     orders: tuple[tuple[int, ...], ...]) -> np.ndarray | None:
+    """One block evacuation on the layout `cells` (allocator/policies/evac.py), or None."""
+    return evac.search(scenario, cells, jobs, orders)
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,

@@ -51,12 +51,13 @@ def layout(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
 
 
 def search(scenario: Scenario, start: np.ndarray, jobs: Jobs,
-           orders: tuple[tuple[int, ...], ...], rounds: int, compiled: bool | None = None
-           ) -> tuple[np.ndarray, int]:
+           orders: tuple[tuple[int, ...], ...], rounds: int, compiled: bool | None = None,
+           stride: int = 1) -> tuple[np.ndarray, int]:
     """The layout `start` (no batch work) after up to `rounds` hops, and how many were kept.
 
     A layout is worth the best greedy pass of the batch work over `orders` (as
-    place_batch starts)."""
+    place_batch starts). `stride`: windows whose inner edge is 1, 1 + stride, ... only
+    (the hot path's light round)."""
     cells = np.ascontiguousarray(start, dtype=np.int64).copy()
     orders = tuple(dict.fromkeys(orders))
     if rounds <= 0 or not orders or not orders[0] or not scenario.realtime_jobs:
@@ -67,9 +68,9 @@ def search(scenario: Scenario, start: np.ndarray, jobs: Jobs,
         _, kept = _packc.hops(cells, *rt, empty.offset, empty.count,
                               np.array(orders, dtype=np.int64).reshape(len(orders), -1),
                               jobs.gpus, jobs.length, jobs.arrival, jobs.weight, jobs.decay,
-                              LARGEST_BLOCK, rounds)
+                              LARGEST_BLOCK, rounds, stride)
         return cells, int(kept)
-    return _search_py(scenario, cells, jobs, orders, rounds)
+    return _search_py(scenario, cells, jobs, orders, rounds, stride)
 
 
 def _realtime(scenario: Scenario) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -85,8 +86,9 @@ def _realtime(scenario: Scenario) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return is_rt, has_current, limit, owners(scenario)
 
 
-def moves(G: int, T: int) -> list[tuple[int, int, int, int, int]]:
-    """Every hop (k, y, x, a, b) in the order the search tries them."""
+def moves(G: int, T: int, stride: int = 1) -> list[tuple[int, int, int, int, int]]:
+    """Every hop (k, y, x, a, b) in the order the search tries them (windows whose inner
+    edge is 1, 1 + stride, ...)."""
     out = []
     k = 1
     while k <= LARGEST_BLOCK and 2 * k <= G:
@@ -94,7 +96,7 @@ def moves(G: int, T: int) -> list[tuple[int, int, int, int, int]]:
             for x in range(0, G - k + 1, k):
                 if x == y:
                     continue
-                for m in range(1, T):
+                for m in range(1, T, stride):
                     out += [(k, y, x, 0, m), (k, y, x, m, T)]
         k *= 2
     return out
@@ -126,7 +128,8 @@ def hop(cells: np.ndarray, is_rt: np.ndarray, move: tuple[int, int, int, int, in
 
 
 def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-               orders: tuple[tuple[int, ...], ...], rounds: int) -> tuple[np.ndarray, int]:
+               orders: tuple[tuple[int, ...], ...], rounds: int, stride: int = 1
+               ) -> tuple[np.ndarray, int]:
     """`search`'s loop over the Python decoder: the reference for the compiled one."""
     is_rt = _realtime(scenario)[0]
 
@@ -136,7 +139,7 @@ def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
 
     current, kept = cells, 0
     now = value(current)
-    all_moves = moves(scenario.G, scenario.T)
+    all_moves = moves(scenario.G, scenario.T, stride)
     for _ in range(rounds):
         top, best = now, None
         for move in all_moves:

@@ -1,0 +1,115 @@
+"""Block evacuation (allocator/policies/evac.py) and the hot path's light hop round:
+legal, never below the plan without them, and the hand-over one GPU at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+
+from allocator import grid as gridlib
+from allocator.model import Scenario
+from allocator.policies import evac
+from allocator.policies import fast as fastlib
+from allocator.policies.decoder import Jobs, _packc
+from allocator.policies.fast import fast
+from allocator.scenario_io import scenario_from_dict
+from allocator.validator import violations
+from tests.strategies import contended_scenarios, examples
+from tests.test_hops import FAMILY
+
+needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
+DAY: dict[str, Any] = {"pin_trials": 3, "defer_trials": 3, "hops": 1}
+
+
+@needs_c
+@settings(max_examples=examples(0.2), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16, max_steps=16))
+def test_evacuation_is_legal_and_never_lowers_the_plan(scenario: Scenario) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "EVAC_ROUNDS", 0)
+        without = gridlib.objective(scenario, fast(scenario, **DAY))
+    grid = fast(scenario, **DAY)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event("evacuation lifted the plan" if got > without + 1e-6 else "plan unchanged")
+    assert got >= without - 1e-6
+
+
+@needs_c
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16))
+def test_the_light_hop_round_is_legal_and_never_lowers_the_hot_path(scenario: Scenario
+                                                                     ) -> None:
+    plain = gridlib.objective(scenario, fast(scenario, hot_hops=0))
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event("light hops lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    assert got >= plain - 1e-6
+    # and plan-day's setting is never below the hot path's plan
+    assert gridlib.objective(scenario, fast(scenario, **DAY)) >= got - 1e-6
+
+
+def _one_service(limit: int) -> Scenario:
+    return scenario_from_dict({"cluster": {"gpus": 8, "horizon_steps": 6},
+                               "jobs": [{"id": "s", "kind": "realtime", "priority": 1,
+                                         "demand": [2] * 6, "swap_limit": limit}]})
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_suffix_evacuation_hands_over_one_gpu_at_a_time(limit: int) -> None:
+    # a service on GPUs 2-3 all day; block [0, 4) cleared from step 4 on: each GPU hands
+    # over with a step on both, the second earlier (two steps earlier at limit 1)
+    scenario = _one_service(limit)
+    cells = gridlib.empty(scenario).astype(np.int64)
+    cells[:, 2:4] = 0
+    out = evac.Evacuation(scenario, Jobs.of(scenario)).apply(cells, (4, 0, 4, True), "low")
+    assert out is not None
+    assert not (out[4:, :4] == 0).any()  # the block is clear from step 4
+    assert violations(scenario, gridlib.to_ids(scenario, out)) == []
+    assert ((out == 0).sum(axis=1) >= 2).all()  # the service keeps its two GPUs
+
+
+def test_a_prefix_evacuation_returns_the_service_after_the_window() -> None:
+    scenario = _one_service(1)
+    cells = gridlib.empty(scenario).astype(np.int64)
+    cells[:, 6:8] = 0
+    out = evac.Evacuation(scenario, Jobs.of(scenario)).apply(cells, (4, 4, 2, False), "low")
+    assert out is not None
+    assert not (out[:2, 4:] == 0).any()  # the top block is clear before step 2
+    assert (out[-1, 6:8] == 0).all()  # and the service is back on it at the end
+    assert violations(scenario, gridlib.to_ids(scenario, out)) == []
+
+
+def test_an_evacuation_needs_realtime_in_the_block() -> None:
+    scenario = _one_service(1)
+    cells = gridlib.empty(scenario).astype(np.int64)
+    cells[:, 6:8] = 0
+    assert evac.Evacuation(scenario, Jobs.of(scenario)).apply(cells, (4, 0, 3, True),
+                                                              "low") is None
+
+
+@needs_c
+def test_a_mutant_that_skips_the_swap_check_breaks_a_limit(monkeypatch) -> None:
+    # the search keeps a move only within every swap limit: without that check, the
+    # service (swap limit 0) is moved off block 0-3 for the 4-GPU job: an illegal layout
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 8, "horizon_steps": 8},
+        "jobs": [{"id": "s", "kind": "realtime", "priority": 1, "demand": [1] * 8,
+                  "swap_limit": 0, "current_gpus": [1]},
+                 {"id": "w", "kind": "training", "priority": 9, "gpus": 4,
+                  "duration_steps": 8, "arrival_step": 0},
+                 {"id": "r", "kind": "training", "priority": 1, "gpus": 1,
+                  "duration_steps": 8, "running": {"first_gpu": 4, "remaining_steps": 8}}]})
+    cells = gridlib.empty(scenario).astype(np.int64)
+    cells[:, 1] = 0
+    cells[:, 4] = 2
+    jobs, orders = Jobs.of(scenario), fastlib.value_orders(scenario)
+    assert evac.search(scenario, cells, jobs, orders) is None
+    monkeypatch.setattr(evac, "swaps_hold", lambda scenario, grid: True)
+    moved = evac.search(scenario, cells, jobs, orders)
+    assert moved is not None
+    assert violations(scenario, gridlib.to_ids(scenario, moved)) != []
