@@ -19,9 +19,9 @@ mirrored layout, `fast.MIRROR`, in the tail-first layout's place: at fast's own 
 `realtime.BROKEN_FIRST = False`), `notopup` (no top-up of realtime from the cells a
 plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a service
 holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed
-between services, `fast.EXCHANGE = True`; off by default), `norelayout` (no second look
-at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = False`), `hot` (light rounds of
-realtime hops on the hot path, `fast.HOT_HOPS = 2`; off by default).
+between services, `fast.EXCHANGE = True`; off by default), `relayout` (the second look
+at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = True`; off by default), `hot`
+(light rounds of realtime hops on the hot path, `fast.HOT_HOPS = 2`; off by default).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Variant:
     top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
     exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
     surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
-    relayout: bool = True  # False: no second look at the first layout (fast.RELAYOUT)
+    relayout: bool = False  # True: the second look at the first layout (fast.RELAYOUT)
     hot_hops: int = 0  # light rounds of hops on the hot path (fast.HOT_HOPS)
 
 
@@ -62,7 +62,7 @@ VARIANTS: dict[str, Variant] = {
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
     "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
-    "norelayout": Variant(relayout=False), "hot": Variant(hot_hops=2),
+    "relayout": Variant(relayout=True), "hot": Variant(hot_hops=2),
 }
 
 

@@ -65,6 +65,11 @@ def plan(
                                   help="fast: services hand GPU runs to each other where "
                                        "the objective rises (better one-shot plans; off: "
                                        "it lowers realized value in the rolling replay)."),
+    relayout: bool = typer.Option(False, "--relayout",
+                                  help="fast: from 17 to 64 GPUs, lay the first realtime "
+                                       "layout out twice more with the plan in view "
+                                       "(better one-shot plans; off: it lowered realized "
+                                       "value in the Philly replay)."),
     bound: bool | None = typer.Option(None, "--bound/--no-bound",
                                       help="Prove an upper bound on the objective (default: "
                                            "where it is cheap; --bound: always)."),
@@ -79,7 +84,7 @@ def plan(
                     solver=solver, lp_bound=lp_bound, search=search,
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound, mirror=mirror, exchange=exchange,
-                    defer_trials=defer_trials, hops=hops)
+                    defer_trials=defer_trials, hops=hops, relayout=relayout)
     with input_errors():
         result = plan_file(args)
     m = result.metrics

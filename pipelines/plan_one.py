@@ -45,6 +45,7 @@ class PlanArgs:
     exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
     defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
     hops: int = 0  # fast: step 9, rounds of realtime hops
+    relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)
 
 
 def picture(scenario: Scenario) -> dict:
@@ -86,7 +87,7 @@ def plan_file(a: PlanArgs) -> Plan:
     elif a.policy == "fast":
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
                    "defer_trials": a.defer_trials, "hops": a.hops, "mirror": a.mirror,
-                   "exchange": a.exchange}
+                   "exchange": a.exchange, "relayout": a.relayout}
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

@@ -18,7 +18,6 @@ from allocator import reservations
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.policies import decoder, realtime
-from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Jobs
 from allocator.policies.fast import consolidated, default_search, fast, relaid, value_orders
 from allocator.policies.realtime import RealtimePlacer
@@ -32,12 +31,13 @@ CHEAP = CASES / "cheap_trial_wins.json"
 
 
 def without_relayout(scenario: Scenario, **options: object) -> np.ndarray:
-    """fast's grid as it was before the second look (the module switch off)."""
-    fastmod.RELAYOUT = False
-    try:
-        return fast(scenario, **options)  # type: ignore[arg-type]
-    finally:
-        fastmod.RELAYOUT = True
+    """fast's grid without the second look (its default: off)."""
+    return fast(scenario, relayout=False, **options)  # type: ignore[arg-type]
+
+
+def with_relayout(scenario: Scenario, **options: object) -> np.ndarray:
+    """fast's grid with the second look (`gpuplan plan --relayout`)."""
+    return fast(scenario, relayout=True, **options)  # type: ignore[arg-type]
 
 
 def test_services_consolidate_onto_the_blocks_small_jobs_break() -> None:
@@ -46,7 +46,7 @@ def test_services_consolidate_onto_the_blocks_small_jobs_break() -> None:
     layout (services where the plan's small and running jobs break blocks) lifts the plan
     by more than 2.5%."""
     scenario = load_scenario(RELAYOUT_WINS)
-    grid = fast(scenario)
+    grid = with_relayout(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     before = gridlib.objective(scenario, without_relayout(scenario))
     assert gridlib.objective(scenario, grid) > 1.025 * before
@@ -57,7 +57,7 @@ def test_the_second_look_finds_what_the_cheap_trial_found() -> None:
     pinned 1-GPU job breaks, tests/test_pin_trials.py) comes from the second look alone."""
     scenario = load_scenario(CHEAP)
     plain = gridlib.objective(scenario, without_relayout(scenario, cheap_trials=0))
-    assert gridlib.objective(scenario, fast(scenario, cheap_trials=0)) > 1.03 * plain
+    assert gridlib.objective(scenario, with_relayout(scenario, cheap_trials=0)) > 1.03 * plain
 
 
 def test_the_consolidated_rank_prefers_blocks_small_jobs_break() -> None:
@@ -85,7 +85,7 @@ def test_the_consolidated_rank_prefers_blocks_small_jobs_break() -> None:
 @given(scenario=contended_scenarios(min_gpus=17, max_gpus=64, max_steps=12, max_batch=10,
                                     max_running=3, max_realtime=3))
 def test_relayout_is_legal_and_never_lowers_the_plan(scenario: Scenario) -> None:
-    grid = fast(scenario)
+    grid = with_relayout(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     before = gridlib.objective(scenario, without_relayout(scenario))
     assert gridlib.objective(scenario, grid) >= before - 1e-6
@@ -118,14 +118,37 @@ def test_relayout_keeps_a_held_reservation(scenario: Scenario) -> None:
                None)
     if got is None:
         return
-    plan = make_plan(replace(scenario, reservations=(got,)), "fast")
+    plan = make_plan(replace(scenario, reservations=(got,)), "fast", relayout=True)
     assert plan.starts().get(got.id) is None or plan.starts()[got.id]["start"] == got.start
 
 
 @settings(max_examples=examples(0.3))
 @given(scenario=contended_scenarios(max_gpus=16, max_realtime=3))
 def test_plans_up_to_16_gpus_are_untouched(scenario: Scenario) -> None:
+    assert np.array_equal(with_relayout(scenario), without_relayout(scenario))
+
+
+def test_relayout_is_off_by_default_and_the_plan_command_turns_it_on(tmp_path: Path) -> None:
+    """The default plan is the plan without the second look (it lowered realized value in
+    the Philly replay); `gpuplan plan --relayout` plans with it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    scenario = load_scenario(RELAYOUT_WINS)
     assert np.array_equal(fast(scenario), without_relayout(scenario))
+    values = {}
+    for flag in ([], ["--relayout"]):
+        out = tmp_path / f"plan{len(flag)}.json"
+        result = CliRunner().invoke(build_app(), ["plan", str(RELAYOUT_WINS), "--out",
+                                                  str(out), *flag])
+        assert result.exit_code == 0, result.output
+        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    assert values[True] == pytest.approx(gridlib.objective(scenario, with_relayout(scenario)))
+    assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario)))
+    assert values[True] > 1.025 * values[False]
 
 
 @pytest.mark.skipif(decoder._packc is None, reason="the C decoder was not built")

@@ -39,7 +39,8 @@
    is never below fifo or priority on the same scenario. From 17 to 64 GPUs, after
    step 8's cheap trial, the first layout is made twice more with the winner in view
    (`relaid`): its ties broken towards the blocks the winner's small and running jobs
-   break, and bottom-first; either replaces the winner only if it is worth more.
+   break, and bottom-first; either replaces the winner only if it is worth more. Only
+   with `relayout=True` (`RELAYOUT`, off: it lowered realized value in the Philly replay).
    With reservations, candidates that break a swap limit are dropped first; if none is
    left (services could not pay their way off a reserved block), steps 1-5 run again
    with services holding their GPUs there while their curves fall
@@ -156,8 +157,12 @@ CHEAP_MIN_GPUS = 17
 # on the new winner found nothing; half the order search for the two kept +0.18% of the
 # 0.21 on tuning2, a quarter +0.14%. Past 64 GPUs it cost a quarter more of fast's time
 # for +0.07% (256 GPUs), so it stops there; up to 16 GPUs the plans stay as they are
-# (BENCHMARKS.md).
-RELAYOUT = True
+# (BENCHMARKS.md). Off by default all the same (`gpuplan plan --relayout`, `fast(...,
+# relayout=True)`): in the rolling replay of the real Philly week (32 GPUs,
+# docs/simulate.md) it lowered fast's realized value by 5.1% (12,882 -> 12,227) and
+# started 28 of the 157 8-GPU jobs instead of 41, though the seeded suite's replays rose
+# 0.2-1.0% (seeds 7-9) and benchmarks/replay_seeds.py's seeds 20-39 did not move.
+RELAYOUT = False
 RELAYOUT_MIN_GPUS = 17
 RELAYOUT_MAX_GPUS = 64
 # Up to 16 GPUs, the stacked layout (or the layout it equals) is climbed before its batch
@@ -199,7 +204,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
          exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
-         hot_hops: int | None = None) -> np.ndarray:
+         hot_hops: int | None = None, relayout: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -217,6 +222,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
     `hops`: step 9's rounds of realtime hops (0: none).
     `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`).
+    `relayout`: step 6's second look at the first layout from 17 to 64 GPUs (None:
+    `RELAYOUT`); better one-shot plans, worse realized value in the Philly replay.
     """
     if search is None:
         search = default_search(scenario)
@@ -265,7 +272,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0),
                                  cheap_trials)
-    if (RELAYOUT and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
+    if ((RELAYOUT if relayout is None else relayout)
+            and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
             and scenario.realtime_jobs and tags[won] != "held"):
         more = relaid(scenario, best, base, held, jobs, orders, search, placer)
         if scenario.reservations:
