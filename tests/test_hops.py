@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -50,12 +51,19 @@ def test_hops_on_the_generated_family_are_legal_and_never_worse(scenario: Scenar
 
 
 def _legal_and_never_worse(scenario: Scenario) -> None:
+    legal_and_never_worse(scenario, "hops", hops=2)
+
+
+def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
+    """fast with `options` plans legally and never below fast's default plan; its value
+    (`what` names the step in hypothesis' statistics)."""
     plain = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario, hops=2)
+    grid = fast(scenario, **options)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     got = gridlib.objective(scenario, grid)
-    event("hops lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    event(f"{what} lifted the plan" if got > plain + 1e-6 else "plan unchanged")
     assert got >= plain - 1e-6
+    return got
 
 
 
