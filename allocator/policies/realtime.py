@@ -17,7 +17,7 @@ out (a shortfall, priced by the objective, never an illegal plan).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -189,9 +189,6 @@ class RealtimePlacer:
             clone.rank = self.static_rank
         if mirror:
             clone.rank = clone.rank.max() - clone.rank
-        if (static_rank or mirror) and self._compiled is not None:  # with the other rank
-            clone._compiled = replace(self._compiled,
-                                      rank=np.ascontiguousarray(clone.rank, dtype=np.float64))
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
         return clone
@@ -201,9 +198,6 @@ class RealtimePlacer:
         """`copy` in the mode asked, with `rank` as its GPU preference."""
         clone = self.copy(tail_first, stack)
         clone.rank = rank
-        if clone._compiled is not None:
-            clone._compiled = replace(clone._compiled,
-                                      rank=np.ascontiguousarray(rank, dtype=np.float64))
         return clone
 
     def later_demand(self, later_only: bool = True) -> np.ndarray:
@@ -221,8 +215,7 @@ class RealtimePlacer:
             self._place_compiled(grid, phase)
             return
         T = self.T
-        queue = [iv for iv in self.intervals
-                 if phase == "all" or (iv[2] == 0) == (phase == "first")]
+        queue = [iv for iv in self.intervals if _in_phase(iv[2], phase)]
         heapq.heapify(queue)
         free = grid == gridlib.FREE
         # own_free is None: a job's current GPUs are free where any GPU is
@@ -270,7 +263,8 @@ class RealtimePlacer:
         changes = np.array([state.changes for state in ledgers], dtype=np.int64)
         _packc.rt_place(grid, fixed.intervals[phase], fixed.job, fixed.prio, fixed.allowed,
                         fixed.current, unused, fixed.has_current, fixed.limit, changes,
-                        fixed.rank, self.largest, self.tail_first, self.stack, STACK_LAG)
+                        np.ascontiguousarray(self.rank, dtype=np.float64), self.largest,
+                        self.tail_first, self.stack, STACK_LAG)
         for state, row in zip(ledgers, changes, strict=True):
             state.changes[:] = row
         for r in holders:  # a current GPU taken at step 0 is used now
@@ -280,11 +274,18 @@ class RealtimePlacer:
         _keep_current_at_step_zero(grid, self.jobs)
 
 
+def _in_phase(start: int, phase: str) -> bool:
+    """Whether a layer interval starting at `start` is placed in `phase` ("all"; "first":
+    held at step 0; "later": the rest)."""
+    return phase == "all" or (start == 0) == (phase == "first")
+
+
 @dataclass(frozen=True)
 class _CompiledJobs:
-    """What `_packc.rt_place` reads that no placement changes: per realtime job (a slot,
-    by job index) its index, priority, allowed and current GPUs, swap limit; the queue of
-    each phase as (a, slot, b) rows; the GPU rank."""
+    """What `_packc.rt_place` reads that no placement or copy changes: per realtime job (a
+    slot, by job index) its index, priority, allowed and current GPUs, swap limit; the
+    queue of each phase as (a, slot, b) rows. (The GPU rank is the placer's own: copies
+    and `ranked` change it.)"""
 
     slots: list[int]
     job: np.ndarray
@@ -293,7 +294,6 @@ class _CompiledJobs:
     current: np.ndarray
     has_current: np.ndarray
     limit: np.ndarray
-    rank: np.ndarray
     intervals: dict[str, np.ndarray]
 
     @staticmethod
@@ -306,7 +306,7 @@ class _CompiledJobs:
         for r, state in enumerate(ledgers):
             current[r, list(state.current)] = True
         rows = {phase: [(a, at[i], b) for _, _, a, i, b in placer.intervals
-                        if phase == "all" or (a == 0) == (phase == "first")]
+                        if _in_phase(a, phase)]
                 for phase in ("all", "first", "later")}
         return _CompiledJobs(
             slots, np.array(slots, dtype=np.int64),
@@ -314,7 +314,6 @@ class _CompiledJobs:
             np.array([placer.allowed[i] for i in slots], dtype=bool).reshape(len(slots), G),
             current, np.array([s.job.current_gpus is not None for s in ledgers], dtype=bool),
             np.array([s.job.swap_limit for s in ledgers], dtype=np.int64),
-            np.ascontiguousarray(placer.rank, dtype=np.float64),
             {phase: np.array(r, dtype=np.int64).reshape(len(r), 3)
              for phase, r in rows.items()})
 
