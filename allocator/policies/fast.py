@@ -258,10 +258,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
-    if (HOT_HOPS if hot_hops is None else hot_hops) > 0 and scenario.G <= HOT_MAX_GPUS:
-        light = hopped(scenario, best, held, score, jobs, orders, search,
-                       HOT_HOPS if hot_hops is None else hot_hops, evac_rounds=0,
-                       one_order=True)
+    light_rounds = HOT_HOPS if hot_hops is None else hot_hops
+    if light_rounds > 0 and scenario.G <= HOT_MAX_GPUS:
+        light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
+                       evac_rounds=0, one_order=True)
     if anchors or not (hops or pin_trials or defer_trials):
         best = light  # (with anchors, what the stable candidate is judged against; the
         # cheap trials start from it)
@@ -356,7 +356,7 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
                                          tuple(dict.fromkeys(orders))),)
     hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
-    for step in [hop] * rounds + [evacuation_round] * evac_rounds:
+    for step in [hop] * rounds + [evac.search] * evac_rounds:
         moved = None if step in stuck else step(scenario, cells, jobs, judge)
         if moved is None:
             stuck.add(step)  # (evacuations still run after the hops stop)
@@ -379,12 +379,6 @@ def hopping_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
     """One round of hops on the layout `cells`: the new layout, or None if none pays."""
     moved, kept = hopping.search(scenario, cells, jobs, orders, 1, stride=stride)
     return moved if kept else None
-
-
-def evacuation_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-                     orders: tuple[tuple[int, ...], ...]) -> np.ndarray | None:
-    """One block evacuation on the layout `cells` (allocator/policies/evac.py), or None."""
-    return evac.search(scenario, cells, jobs, orders)
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
