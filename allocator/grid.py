@@ -115,8 +115,8 @@ class Scorer:
         scores about ten candidates a plan; per grid, numpy's call overhead was most of
         it): the same sums, each over its own grid's cells in the same order."""
         if self.n == 0 or not grids:
-            return [self.counts(g) for g in grids], [self.split(c) for c in
-                                                     (self.counts(g) for g in grids)]
+            counted = [self.counts(g) for g in grids]
+            return counted, [self.split(c) for c in counted]
         cells = self.T * (self.n + 1)
         flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
         flat += np.tile(self.rows, len(grids)) + np.repeat(np.arange(len(grids)) * cells,

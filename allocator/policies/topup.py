@@ -161,21 +161,28 @@ def _may_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price: 
     A hand-over earns the sum of that difference over its steps, so without such a step
     none earns more than 0; checked for every pair at once (on most plans no pair
     passes, and the per-pair scans were most of fast's top-up time at 64 GPUs)."""
-    ids = np.array([i for i, _ in realtime])
-    held = grid[None, :, :] == ids[:, None, None]  # (services, T, G)
-    count = held.sum(axis=2)  # (services, T)
+    held, gain, loss = _hand_over_terms(realtime, grid, price)
     mine = held if keep_off is None else held & ~keep_off[None, :, :]
-    demand = np.array([j.demand for _, j in realtime], dtype=np.float64)
-    weight = price * np.array([j.priority for _, j in realtime], dtype=np.float64)[:, None]
-    gain = weight * np.clip(demand - count, 0, 1)
-    loss = weight * np.clip(demand - count + 1, 0, 1)
-    movable = mine.any(axis=2)  # (services, T): the giver holds a cell it may hand over
+    movable = np.asarray(mine.any(axis=2))  # (services, T): a cell the giver may hand over
     if surplus_only:
         movable &= loss == 0
     worth = gain[:, None, :] - loss[None, :, :]  # (receiver, giver, T)
     passes = (worth > 0) & movable[None, :, :]
-    passes[np.arange(len(ids)), np.arange(len(ids))] = False  # no hand-over to oneself
+    passes[np.arange(len(realtime)), np.arange(len(realtime))] = False  # not to oneself
     return bool(passes.any())
+
+
+def _hand_over_terms(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price: float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per service (in `realtime`'s order): the cells it holds (services, T, G), and per
+    step what one more GPU gains it and what one fewer loses it (services, T)."""
+    ids = np.array([i for i, _ in realtime])
+    held: np.ndarray = grid[None, :, :] == ids[:, None, None]
+    count = held.sum(axis=2)
+    demand = np.array([j.demand for _, j in realtime], dtype=np.float64)
+    weight = price * np.array([j.priority for _, j in realtime], dtype=np.float64)[:, None]
+    return held, weight * np.clip(demand - count, 0, 1), weight * np.clip(demand - count + 1,
+                                                                          0, 1)
 
 
 def _current(job: RealtimeJob, gpus: int) -> np.ndarray:
@@ -213,14 +220,8 @@ def _best_move(realtime: list[tuple[int, RealtimeJob]], grid: np.ndarray, price:
     """(receiver, gpu, a, b): the hand-over of one GPU's cells [a, b) from the service
     holding them to another that raises the objective most, within both swap limits."""
     T, _ = grid.shape
-    state = {}
-    for i, job in realtime:
-        mine = grid == i
-        count = mine.sum(axis=1)
-        demand = np.asarray(job.demand, dtype=np.float64)
-        gain = price * job.priority * np.clip(demand - count, 0, 1)  # one more GPU
-        loss = price * job.priority * np.clip(demand - count + 1, 0, 1)  # one fewer
-        state[i] = (job, mine, gain, loss)
+    held, gains, losses = _hand_over_terms(realtime, grid, price)
+    state = {i: (job, held[r], gains[r], losses[r]) for r, (i, job) in enumerate(realtime)}
     flipped: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # holding(), for pairs scanned
     best: tuple[float, int, int, int, int] | None = None
     for r, _ in realtime:
