@@ -4,6 +4,7 @@ they find the joint moves the candidate layouts miss."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +14,14 @@ from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator import reservations as R
+from allocator.core.errors import InputError
 from allocator.model import BatchJob, Scenario
 from allocator.plan import make_plan
 from allocator.policies import fast as fastmod
+from allocator.policies import pin_trials as trial_rounds
 from allocator.policies.fast import fast
-from allocator.policies.pin_trials import deferred, defers, free_until, spots
+from allocator.policies.pin_trials import deferred, defers, first_steps, free_until, spots
+from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, scenarios
@@ -237,3 +241,91 @@ def test_free_until_is_each_blocks_next_busy_step(steps: int, gpus: int, k_exp: 
             assert free[t, b] == (held[0] if held else steps)
     for t in range(steps):
         assert longest[t] == (free[t].max() if blocks else -1)
+
+
+@given(steps=st.integers(1, 30), gpus=st.integers(1, 20), jobs=st.integers(1, 12),
+       seed=st.integers(0, 2**32 - 1))
+def test_first_steps_is_each_jobs_first_step(steps: int, gpus: int, jobs: int,
+                                             seed: int) -> None:
+    """Per job, the first step any of its cells sits in (T where it has none); free and
+    off-limits cells (negative codes) belong to no job."""
+    rng = np.random.default_rng(seed)
+    grid = rng.integers(-2, jobs, size=(steps, gpus)).astype(np.int32)
+    grid[rng.random(grid.shape) < 0.5] = gridlib.FREE
+    got = first_steps(grid, jobs)
+    for i in range(jobs):
+        rows = np.flatnonzero((grid == i).any(axis=1))
+        assert got[i] == (rows[0] if len(rows) else steps)
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios(), cheap=st.booleans(), also_held=st.booleans())
+def test_a_trials_replan_with_the_plans_parts_prepared_is_the_replan(
+        scenario: Scenario, cheap: bool, also_held: bool) -> None:
+    """Every replan a pin trial makes with the first plan's parts (`prepared`: scores, job
+    arrays, value orders, the realtime layers where `rebased` keeps them) is the grid the
+    replan makes from scratch, or fails alike; with a promise already held, too."""
+    if also_held:
+        queued = sorted((j for j in scenario.batch_jobs if not j.running),
+                        key=lambda j: (-j.gpus, j.id))
+        current = {g for j in scenario.realtime_jobs for g in (j.current_gpus or ())}
+        got = next((r for j in queued if (r := R.earliest(scenario, j, forbidden=current))),
+                   None)
+        if got is not None:
+            scenario = replace(scenario, reservations=(got,))
+    real = trial_rounds.pin_trials
+    replans = []
+
+    def checked(first: Scenario, grid: np.ndarray, plan: partial[np.ndarray],
+                count: int) -> np.ndarray:
+        assert plan.keywords.get("prepared") is not None
+
+        def both(moved: Scenario) -> np.ndarray:
+            fresh = partial(plan.func, **{k: v for k, v in plan.keywords.items()
+                                          if k != "prepared"})
+            try:
+                want = fresh(moved)
+            except InputError:
+                with pytest.raises(InputError):
+                    plan(moved)
+                raise
+            got = plan(moved)
+            assert np.array_equal(got, want)
+            replans.append(moved)
+            return got
+
+        return real(first, grid, both, count)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trial_rounds, "pin_trials", checked)
+        fast(scenario, **({"cheap_trials": 3} if cheap else {"pin_trials": 3}))
+
+
+@settings(max_examples=examples(0.5))
+@given(scenario=contended_scenarios())
+def test_a_rebased_placer_is_the_placer_built_anew(scenario: Scenario) -> None:
+    """Over a base with one more block reserved, `rebased` gives the curves, layers and GPU
+    preference a new placer computes there, or None; and it is not None where nothing
+    changed."""
+    base = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, base)
+    placer = RealtimePlacer(scenario, base)
+    same = placer.rebased(base)
+    assert same is not None and same.intervals == placer.intervals
+    grid = fast(scenario, cheap_trials=0)
+    for spot in spots(scenario, grid)[:3]:
+        moved = replace(scenario, reservations=(spot,))
+        if R.problems(scenario, moved.reservations):
+            continue
+        there = gridlib.empty(moved)
+        gridlib.pin_running(moved, there)
+        held = R.holds(moved)
+        held.pin(there)
+        held.keep_realtime_off(there)
+        got, anew = placer.rebased(there), RealtimePlacer(moved, there)
+        if got is None:
+            continue
+        assert got.intervals == anew.intervals
+        assert np.array_equal(got.rank, anew.rank)
+        for i in anew.curves:
+            assert np.array_equal(got.curves[i], anew.curves[i])

@@ -88,6 +88,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -199,12 +200,41 @@ REALTIME_LAST = True
 LAST_SHARE = 4
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What fast lays out once per scenario, for the pin trials' replans to reuse: a
+    trial's scenario is the same jobs with one more reservation, which changes neither the
+    scores, the job arrays nor the value orders (less the reserved jobs), and the
+    realtime layers only where `RealtimePlacer.rebased` finds a curve could change. At
+    64 GPUs laying these out again was half of a cheap trial's Python."""
+
+    scenario: Scenario
+    score: gridlib.Scorer
+    jobs: Jobs
+    orders: tuple[tuple[int, ...], ...]
+    placer: RealtimePlacer
+
+    def serves(self, other: Scenario) -> bool:
+        """`other` differs from this scenario at most in its reservations."""
+        mine = self.scenario
+        return (other.jobs is mine.jobs or other.jobs == mine.jobs) and \
+            other.cluster == mine.cluster and other.weights == mine.weights
+
+    def orders_without(self, reserved: frozenset[int]) -> tuple[tuple[int, ...], ...]:
+        """`value_orders` with the jobs `reserved` taken out (the keys order the rest
+        alike)."""
+        if not reserved:
+            return self.orders
+        return tuple(tuple(i for i in order if i not in reserved) for order in self.orders)
+
+
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int = 0, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
          exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
-         hot_hops: int | None = None, relayout: bool | None = None) -> np.ndarray:
+         hot_hops: int | None = None, relayout: bool | None = None,
+         prepared: Prepared | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -224,6 +254,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`).
     `relayout`: step 6's second look at the first layout from 17 to 64 GPUs (None:
     `RELAYOUT`); better one-shot plans, worse realized value in the Philly replay.
+    `prepared`: the laid-out parts of a scenario this one differs from only in its
+    reservations (a pin trial's replan); the same grid as without, in less time.
     """
     if search is None:
         search = default_search(scenario)
@@ -232,10 +264,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
     held.pin(base)
     held.keep_realtime_off(base)
-    score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
-    jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
-    orders = value_orders(scenario, held)  # and the same value orders
-    placer = RealtimePlacer(scenario, base)
+    if prepared is not None and prepared.serves(scenario):
+        score, jobs = prepared.score, prepared.jobs
+        orders = prepared.orders_without(held.reserved)
+        placer = prepared.placer.rebased(base) or RealtimePlacer(scenario, base)
+    else:
+        score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
+        jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
+        orders = value_orders(scenario, held)  # and the same value orders
+        placer = RealtimePlacer(scenario, base)
+    ready = Prepared(scenario, score, jobs, orders, placer)  # for step 8's replans
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
@@ -270,7 +308,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          only=tags[won], cheap_trials=0,
-                                                         exchange=exchange, hot_hops=0),
+                                                         exchange=exchange, hot_hops=0,
+                                                         prepared=ready),
                                  cheap_trials)
     if ((RELAYOUT if relayout is None else relayout)
             and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
@@ -293,7 +332,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         exchange=exchange, hot_hops=0),
+                                                         exchange=exchange, hot_hops=0,
+                                                         prepared=ready),
                                  pin_trials)
     if defer_trials > 0 and not anchors:
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,

@@ -145,6 +145,9 @@ class RealtimePlacer:
             holdable = np.logical_and.accumulate(free | (grid == OFF), axis=0) & self.holding
         self.intervals: list[tuple[int, float, int, int, int]] = []  # (-length, -prio, a, i, b)
         self.jobs: dict[int, SwapLedger] = {}
+        # per job, the GPUs per step its curve was capped at, and the curve (`rebased`)
+        self.available: dict[int, np.ndarray] = {}
+        self.curves: dict[int, np.ndarray] = {}
         # the GPUs each job may take: nobody's current ones, and its own
         self.allowed = {i: (self.owner == -1) | (self.owner == i) for i, _ in realtime}
         for i, job in realtime:
@@ -157,6 +160,7 @@ class RealtimePlacer:
                 available = np.minimum(most, np.maximum(available, slowest))
             curve = target_curve(np.asarray(job.demand), job.swap_limit,
                                  None if current is None else len(current), available)
+            self.available[i], self.curves[i] = available, curve
             self.jobs[i] = SwapLedger(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
                                 set(current or ()))
             for a, b in layer_intervals(curve):
@@ -191,6 +195,26 @@ class RealtimePlacer:
             clone.rank = clone.rank.max() - clone.rank
         clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
                               set(j.unused_current)) for i, j in self.jobs.items()}
+        return clone
+
+    def rebased(self, grid: np.ndarray) -> RealtimePlacer | None:
+        """A new placer over `grid`, the same jobs' base with fewer free cells (a pin
+        trial's: one more block reserved), built from this one where every curve is the
+        one a new placer would compute: each job's available GPUs nowhere above this
+        placer's and its curve still under them (an envelope capped at A that fits under
+        a lower cap B <= A is the envelope capped at B). Then the layers, ledgers and
+        compiled arrays carry over and only the GPU preference is taken anew; None where
+        a curve could change (the caller builds a new placer)."""
+        if self.holding is not None:
+            return None
+        free = grid == gridlib.FREE
+        for i, curve in self.curves.items():
+            available = (free & self.allowed[i]).sum(axis=1)
+            if (available > self.available[i]).any() or (curve > available).any():
+                return None
+        clone = self.copy()
+        clone.rank = preference(grid.shape[1], self.largest, grid >= 0) if BROKEN_FIRST \
+            else self.static_rank
         return clone
 
     def ranked(self, rank: np.ndarray, tail_first: bool | None = None,
