@@ -107,8 +107,9 @@ def first_steps(grid: np.ndarray, jobs: int) -> np.ndarray:
     runs = np.zeros((T, jobs + 1), dtype=bool)  # the last column: free cells
     runs[np.arange(T)[:, None], np.where(grid >= 0, grid, jobs)] = True
     runs[:, jobs] = False
-    seen = runs.any(axis=0)[:jobs]
-    return np.where(seen, runs.argmax(axis=0)[:jobs], T).astype(np.int64)
+    seen: np.ndarray = np.asarray(runs.any(axis=0))
+    first: np.ndarray = np.where(seen, runs.argmax(axis=0), T).astype(np.int64)
+    return first[:jobs]
 
 
 # Trials per round: each round tries up to this many pins (`spots` of the best grid so far,
