@@ -7,6 +7,7 @@ has been checked; code past that boundary trusts them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
 REALTIME = "realtime"
@@ -81,11 +82,13 @@ class Scenario:
     name: str = ""
     reservations: tuple[Reservation, ...] = ()
 
-    @property
+    # Cached on first use (the jobs never change; `replace` makes a new scenario): fast
+    # asks for them a dozen times a plan, and each scan was a tuple of every job.
+    @cached_property
     def batch_jobs(self) -> tuple[BatchJob, ...]:
         return tuple(j for j in self.jobs if isinstance(j, BatchJob))
 
-    @property
+    @cached_property
     def realtime_jobs(self) -> tuple[RealtimeJob, ...]:
         return tuple(j for j in self.jobs if isinstance(j, RealtimeJob))
 

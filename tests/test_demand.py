@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from allocator.core.envelope import swap_envelope, target_curve
 from allocator.core.errors import InputError
 from benchmarks.profile_eval import synthetic_hourly
 from forecasting.demand import demand_for_services, gpus_needed, shape_demand
@@ -102,3 +103,28 @@ def test_demand_for_services_is_shaped_and_ready_for_a_scenario():
     assert all(len(v) == 48 for v in half.values())
     with pytest.raises(InputError, match="no traffic history"):
         demand_for_services(model, [cfg(service="other")], start, 4)
+
+
+def _capped_by_max_min(raw: list[int], limit: int, start: int | None,
+                       cap: list[int]) -> list[int]:
+    """`swap_envelope` under a capacity as first written (max/min calls): the reference
+    the comparison loops must match."""
+    out = [min(x, c) for x, c in zip(raw, cap, strict=True)]
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = max(out[t], out[t + 1] - limit)
+    previous = start
+    for t in range(len(out)):
+        if previous is not None:
+            out[t] = max(out[t], previous - limit)
+        out[t] = min(out[t], cap[t])
+        previous = out[t]
+    return out
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=48), limits,
+       st.none() | st.integers(0, 40))
+def test_envelope_under_a_capacity_is_the_max_min_recurrence(pairs, limit, start):
+    raw, cap = [r for r, _ in pairs], [c for _, c in pairs]
+    assert swap_envelope(raw, limit, start, cap) == _capped_by_max_min(raw, limit, start, cap)
+    assert target_curve(tuple(raw), limit, start, np.array(cap, dtype=np.int64)).tolist() \
+        == _capped_by_max_min(raw, limit, start, cap)

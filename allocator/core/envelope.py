@@ -27,21 +27,25 @@ def swap_envelope(raw: Sequence[int], swap_limit: int, start: int | None = None,
     out = [int(x) for x in raw]
     cap = None if capacity is None else [int(c) for c in capacity]
     if cap is not None:
-        out = [min(x, c) for x, c in zip(out, cap, strict=True)]
-    for t in range(len(out) - 2, -1, -1):
-        out[t] = max(out[t], out[t + 1] - swap_limit)
+        out = [x if x <= c else c for x, c in zip(out, cap, strict=True)]
+    for t in range(len(out) - 2, -1, -1):  # comparisons, not max(): a third of the time
+        lower = out[t + 1] - swap_limit
+        if lower > out[t]:
+            out[t] = lower
     previous = start
     for t in range(len(out)):
-        if previous is not None:
-            out[t] = max(out[t], previous - swap_limit)
-        if cap is not None:
-            out[t] = min(out[t], cap[t])
-        previous = out[t]
+        now = out[t]
+        if previous is not None and previous - swap_limit > now:
+            now = previous - swap_limit
+        if cap is not None and cap[t] < now:
+            now = cap[t]
+        out[t] = previous = now
     return out
 
 
-def target_curve(demand: np.ndarray, swap_limit: int, start: int | None,
+def target_curve(demand: np.ndarray | tuple[int, ...], swap_limit: int, start: int | None,
                  capacity: np.ndarray) -> np.ndarray:
     """The allocator's held-GPU curve: `swap_envelope` under the GPUs free each step."""
-    return np.array(swap_envelope(np.asarray(demand).astype(np.int64).tolist(), swap_limit,
-                                  start, np.asarray(capacity).tolist()), dtype=np.int64)
+    raw = demand if isinstance(demand, tuple) else np.asarray(demand).astype(np.int64).tolist()
+    return np.array(swap_envelope(raw, swap_limit, start, np.asarray(capacity).tolist()),
+                    dtype=np.int64)

@@ -158,7 +158,7 @@ class RealtimePlacer:
                 slowest = len(current) - job.swap_limit * np.arange(1, T + 1)
                 most = (free & allowed | holdable & (self.owner == i)).sum(axis=1)
                 available = np.minimum(most, np.maximum(available, slowest))
-            curve = target_curve(np.asarray(job.demand), job.swap_limit,
+            curve = target_curve(job.demand, job.swap_limit,
                                  None if current is None else len(current), available)
             self.available[i], self.curves[i] = available, curve
             self.jobs[i] = SwapLedger(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
