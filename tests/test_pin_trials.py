@@ -277,7 +277,7 @@ def test_a_trials_replan_with_the_plans_parts_prepared_is_the_replan(
     replans = []
 
     def checked(first: Scenario, grid: np.ndarray, plan: partial[np.ndarray],
-                count: int) -> np.ndarray:
+                count: int, score: gridlib.Scorer | None = None) -> np.ndarray:
         assert plan.keywords.get("prepared") is not None
 
         def both(moved: Scenario) -> np.ndarray:
@@ -294,7 +294,7 @@ def test_a_trials_replan_with_the_plans_parts_prepared_is_the_replan(
             replans.append(moved)
             return got
 
-        return real(first, grid, both, count)
+        return real(first, grid, both, count, score)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(trial_rounds, "pin_trials", checked)

@@ -223,9 +223,11 @@ class Prepared:
     def orders_without(self, reserved: frozenset[int]) -> tuple[tuple[int, ...], ...]:
         """`value_orders` with the jobs `reserved` taken out (the keys order the rest
         alike)."""
-        if not reserved:
-            return self.orders
-        return tuple(tuple(i for i in order if i not in reserved) for order in self.orders)
+        orders = self.orders
+        for job in reserved:  # a trial reserves one job or a few: tuple slices, no rescan
+            orders = tuple(o[:o.index(job)] + o[o.index(job) + 1:] if job in o else o
+                           for o in orders)
+        return orders
 
 
 def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = False,
@@ -310,7 +312,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0,
                                                          prepared=ready),
-                                 cheap_trials)
+                                 cheap_trials, score)
     if ((RELAYOUT if relayout is None else relayout)
             and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
             and scenario.realtime_jobs and tags[won] != "held"):
@@ -334,7 +336,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          exchange=exchange, hot_hops=0,
                                                          prepared=ready),
-                                 pin_trials)
+                                 pin_trials, score)
     if defer_trials > 0 and not anchors:
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                            exchange=exchange, hot_hops=0),

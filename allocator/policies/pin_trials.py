@@ -120,28 +120,29 @@ ROUND = 12
 
 
 def pin_trials(scenario: Scenario, grid: np.ndarray,
-               plan: Callable[[Scenario], np.ndarray], trials: int) -> np.ndarray:
+               plan: Callable[[Scenario], np.ndarray], trials: int,
+               score: gridlib.Scorer | None = None) -> np.ndarray:
     """The best of `grid` and up to `trials` replans, each with one more job pinned
     (`spots`, in order, where the pin is a sound reservation: `reservations.problems`),
     in rounds of `ROUND`, each round's best pin kept for the next; `plan` is the policy
-    without trials."""
+    without trials, `score` the scenario's scorer where the caller has one."""
     def pins(here: Scenario, best: np.ndarray) -> Iterator[Scenario]:
         for spot in spots(here, best):
             pinned = (*here.reservations, spot)
             if not reservations.problems(scenario, pinned):  # e.g. realtime cannot move
                 yield replace(here, reservations=pinned)  # off the block's GPUs by then
 
-    return _in_rounds(scenario, grid, plan, trials, pins)
+    return _in_rounds(scenario, grid, plan, trials, pins, score)
 
 
 def _in_rounds(scenario: Scenario, grid: np.ndarray, plan: Callable[[Scenario], np.ndarray],
-               trials: int, moves: Callable[[Scenario, np.ndarray], Iterator[Scenario]]
-               ) -> np.ndarray:
+               trials: int, moves: Callable[[Scenario, np.ndarray], Iterator[Scenario]],
+               score: gridlib.Scorer | None = None) -> np.ndarray:
     """The best of `grid` and up to `trials` replans of the scenarios `moves` makes from
     the kept scenario and the best grid so far, up to `ROUND` per round; each round's best
     scenario is kept for the next, and the rounds stop when one lifts nothing. A move is
     fetched only when the round has room for it (making one can cost a check)."""
-    score = gridlib.Scorer(scenario)
+    score = gridlib.Scorer(scenario) if score is None else score
     best, value = grid, score(grid)
     here = scenario  # grows by the best move of each round that lifted the plan
     tried = 0
