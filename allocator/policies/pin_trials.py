@@ -19,6 +19,7 @@ it, and plans again. A later arrival only adds constraints too.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -38,45 +39,50 @@ def spots(scenario: Scenario, grid: np.ndarray) -> list[Reservation]:
     (inside the horizon); ranked by priority times the steps gained. One spot per job
     (on the tuning seeds more blocks per job spent the trials on one job, for less), and
     blocks of a held reservation skipped (its promise forbids other work there past its
-    start). The jobs of one size are looked up together, a (jobs x steps) table each: a
-    cheap trial uses only the first spot, and a loop of small numpy calls per job cost
-    as much as the trial's replan at 64 GPUs.
+    start). Every job is looked up in one (jobs x steps) table over every size's blocks
+    at once: a cheap trial uses only the first spot, and small numpy calls per job, then
+    per size, cost as much as the trial's replan at 64 GPUs.
     """
     T, G = scenario.T, scenario.G
     reserved = {r.id for r in scenario.reservations}
     batch = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, BatchJob)]
+    first = first_steps(grid, len(scenario.jobs))
+    delayed = [(i, job) for i, job in batch  # queued jobs not at their earliest start
+               if not (job.running or job.id in reserved) and first[i] > job.arrival_step]
+    if not delayed:
+        return []
     is_fixed = np.zeros(len(scenario.jobs) + 1, dtype=bool)  # the last entry: no job
     is_fixed[[i for i, job in batch if job.running or job.id in reserved]] = True
-    first = first_steps(grid, len(scenario.jobs))
-    by_size: dict[int, list[tuple[int, BatchJob]]] = {}
-    for i, job in batch:  # delayed queued jobs: not at their earliest start
-        if not (job.running or job.id in reserved) and first[i] > job.arrival_step:
-            by_size.setdefault(job.gpus, []).append((i, job))
-    if not by_size:
-        return []
     fixed = is_fixed[np.where(grid >= 0, grid, len(scenario.jobs))]
     kept = np.zeros(G, dtype=bool)
     for r in scenario.reservations:
         kept[r.first_gpu:r.first_gpu + r.gpus] = True
+    sizes = sorted({job.gpus for _, job in delayed})
+    free, offsets = _free_from(fixed, kept, sizes)
+    longest = np.full((len(sizes), T), -1, dtype=np.int64)  # per size and step
+    for s, (lo, hi) in enumerate(itertools.pairwise(offsets)):
+        if hi > lo:
+            longest[s] = free[:T, lo:hi].max(axis=1)
+    size = np.array([sizes.index(job.gpus) for _, job in delayed])
     steps = np.arange(T)
+    ends = np.minimum(steps[None, :] + np.array([job.duration_steps for _, job in delayed]
+                                                )[:, None], T)
+    fits = ((steps >= np.array([job.arrival_step for _, job in delayed])[:, None])
+            & (steps < first[[i for i, _ in delayed]][:, None])
+            & (longest[size] >= ends))  # some block of its size free for the run from there
+    found = np.flatnonzero(fits.any(axis=1))
+    begin = fits[found].argmax(axis=1)  # the earliest start, then its lowest block
+    end = ends[found, begin]
+    column = np.arange(offsets[-1])
+    own = ((column >= np.array(offsets[:-1])[size[found], None])
+           & (column < np.array(offsets[1:])[size[found], None]))  # its size's blocks
+    block = ((free[begin] >= end[:, None]) & own).argmax(axis=1) \
+        - np.array(offsets[:-1])[size[found]]
     ranked: list[tuple[float, int, Reservation]] = []
-    for k, group in by_size.items():
-        # per block, the step it stays free until from each step; per step the longest
-        free, longest = free_until(fixed, kept, k)
-        index = np.array([i for i, _ in group])
-        arrival = np.array([job.arrival_step for _, job in group])[:, None]
-        ends = np.minimum(steps[None, :] + np.array([job.duration_steps for _, job in group]
-                                                    )[:, None], T)
-        fits = ((steps >= arrival) & (steps < first[index][:, None])
-                & (longest[None, :] >= ends))  # some block free for the run from that step
-        found = np.flatnonzero(fits.any(axis=1))
-        begin = fits[found].argmax(axis=1)  # the earliest start, then its lowest block
-        end = ends[found, begin]
-        block = (free[begin] >= end[:, None]).argmax(axis=1)
-        for row, s, b in zip(found.tolist(), begin.tolist(), block.tolist(), strict=True):
-            i, job = group[row]
-            ranked.append((job.priority * (int(first[i]) - s), -i,
-                           Reservation(job.id, s, b * k, k)))
+    for row, s, b in zip(found.tolist(), begin.tolist(), block.tolist(), strict=True):
+        i, job = delayed[row]
+        ranked.append((job.priority * (int(first[i]) - s), -i,
+                       Reservation(job.id, s, b * job.gpus, job.gpus)))
     ranked.sort(key=lambda x: (-x[0], -x[1], x[2].start, x[2].first_gpu))
     return [r for _, _, r in ranked]
 
@@ -87,16 +93,27 @@ def free_until(fixed: np.ndarray, kept: np.ndarray, k: int) -> tuple[np.ndarray,
     (promised) GPU; and per step (T rows) the longest of them. A run of steps [a, b) fits
     a block iff its entry at `a` is >= b: one lookup per start, where window sums cost a
     row of blocks each."""
+    free, _ = _free_from(fixed, kept, [k])
+    return free, free[:-1].max(axis=1, initial=-1)
+
+
+def _free_from(fixed: np.ndarray, kept: np.ndarray, sizes: list[int]
+               ) -> tuple[np.ndarray, list[int]]:
+    """`free_until`'s table for every size in `sizes` at once: the blocks of size
+    sizes[s] are columns offsets[s] to offsets[s + 1]."""
     T, G = fixed.shape
-    blocks = G // k
-    promised: np.ndarray = np.asarray(kept[:blocks * k].reshape(blocks, k).any(axis=1))
-    busy = fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2) | promised[None, :]
-    free = np.full((T + 1, blocks), T, dtype=np.int64)
+    busy, offsets = [], [0]
+    for k in sizes:
+        blocks = G // k
+        promised = kept[:blocks * k].reshape(blocks, k).any(axis=1)
+        busy.append(fixed[:, :blocks * k].reshape(T, blocks, k).any(axis=2) | promised)
+        offsets.append(offsets[-1] + blocks)
+    free = np.full((T + 1, offsets[-1]), T, dtype=np.int64)
     # the first busy step at or after each step: a running minimum from the end (one
     # numpy pass; a loop over the steps was a tenth of fast's time at 64 GPUs)
-    busy_at = np.where(busy, np.arange(T)[:, None], T)
+    busy_at = np.where(np.hstack(busy), np.arange(T)[:, None], T)
     free[:T] = np.minimum.accumulate(busy_at[::-1], axis=0)[::-1]
-    return free, free[:-1].max(axis=1, initial=-1)
+    return free, offsets
 
 
 def first_steps(grid: np.ndarray, jobs: int) -> np.ndarray:
