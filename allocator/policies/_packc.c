@@ -23,9 +23,21 @@ typedef struct {
     double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
 } State;
 
-static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 static inline uint64_t span(int start, int end) {
     return end > start ? (((uint64_t)1 << (end - start)) - 1) << start : 0;
+}
+
+/* Bits set in x. The build targets baseline x86-64 (no POPCNT instruction), where
+ * __builtin_popcountll is a call into libgcc: this inline form costs a dozen operations. */
+static inline int popcount64(uint64_t x) {
+#ifdef __POPCNT__
+    return __builtin_popcountll(x);
+#else
+    x -= (x >> 1) & 0x5555555555555555ULL;
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+#endif
 }
 
 /* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
@@ -40,7 +52,11 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int window = length < T ? length : T;
     const uint64_t horizon = span(0, T);
     const int first = earliest > 0 ? earliest : 0;
-    const uint64_t valid = horizon & ~span(0, first);
+    /* A start s fits when the block is free over [s, min(s + window, T)) (a run passing
+     * the horizon's end needs only its steps inside it; a zero length still needs step s
+     * free, as the run search this replaces did): the bits of that window are
+     * (run_bits << s) & horizon, bits at or past T falling off or masked away. */
+    const uint64_t run_bits = span(0, window > 0 ? window : 1);
     int best_start = T;
     int64_t best = -1;
     int best_busy = -1;
@@ -50,31 +66,24 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int cover_end = first + window < T ? first + window : T;
     uint64_t must_free = 0;
     for (int64_t i = 0; i < n; i++) {
-        uint64_t word = w[i] | also_busy;
+        const uint64_t word = w[i] | also_busy;
         if (word & must_free) continue;
-        int start;
-        if (!(word & valid)) {
-            start = first;
-        } else {
-            uint64_t runs = ~word & horizon;
-            int have = 1;
-            while (have < window) {
-                int step = have < window - have ? have : window - have;
-                runs &= runs >> step;
-                have += step;
-            }
-            int tail_from = bit_length(word);
-            if (tail_from < T - window) tail_from = T - window;
-            runs = (runs | (horizon & ~span(0, tail_from))) & valid;
-            if (!runs) continue;
-            start = __builtin_ctzll(runs);
+        /* The earliest fitting start, by hops: a start whose window is busy cannot fit
+         * before the step after the window's last busy step, so the search jumps there
+         * (one hop per busy stretch crossed, where a run search over all starts cost
+         * log2(window) shifts per block). A start past best_start cannot win: given up. */
+        int start = first;
+        uint64_t clash;
+        while ((clash = word & (run_bits << start) & horizon) != 0) {
+            start = 64 - __builtin_clzll(clash);
+            if (start > best_start) break;
         }
-        if (start > best_start) continue;
+        if (start > best_start || start >= T) continue;
         int busy = 0;
         if (best_fit) {
             int end = start + length < T ? start + length : T;
             int64_t buddy = i ^ 1;
-            busy = buddy < n ? __builtin_popcountll((w[buddy] | also_busy) & span(start, end))
+            busy = buddy < n ? popcount64((w[buddy] | also_busy) & span(start, end))
                              : end - start;
         }
         if (start < best_start || busy > best_busy) {
