@@ -125,11 +125,13 @@ typedef struct {
     const double *weight, *decay;
 } Jobs;
 
-/* The greedy pass: each job of order[0..n) at its earliest feasible start. */
-static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
-                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+/* The greedy pass: each job of order[0..n) at its earliest feasible start; what they earn
+ * is added to `value` one job at a time (a pass resumed from a saved prefix with that
+ * prefix's sum adds in the order a whole pass would: the same double, bit for bit). */
+static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                      int best_fit, int *bound, int64_t *out_start, int64_t *out_first,
+                      double value) {
     const int T = s->T;
-    double value = 0.0;
     for (Py_ssize_t p = 0; p < n; p++) {
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
@@ -178,6 +180,11 @@ static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t
         if (*bound >= 0) *bound = start;
     }
     return value;
+}
+
+static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0);
 }
 
 /* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
@@ -772,10 +779,14 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     double *pv = malloc(NS * sizeof(double));
     int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
     int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
+    /* the running prefix of a front position's trials (below) */
+    uint64_t *rw = malloc(WS * 8);
+    int64_t *rsp = malloc(TS * 8), *rstart = malloc(JS * 8), *rfirst = malloc(JS * 8);
     if (!trial || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst || !sstart ||
-        !sfirst) {
+        !sfirst || !rw || !rsp || !rstart || !rfirst) {
         free(trial), free(pw), free(tw), free(ps), free(tsp);
         free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        free(rw), free(rsp), free(rstart), free(rfirst);
         return -1.0;
     }
     const Jobs j = q->j;
@@ -800,8 +811,24 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
         const Py_ssize_t fronts = last < n - 2 ? last : n - 2;
         int improved = 0;
         for (Py_ssize_t a = 0; a < fronts && !improved; a++) {
+            /* Pair (a, c)'s trial from position a is cur[a+1 .. c), then the rest: pair
+             * (a, c + 1)'s starts with the same jobs and one more. So the state after that
+             * common head is kept (placed from the prefix state at a, its earnings summed
+             * as a whole pass sums them) and each trial replays only what follows it,
+             * about half the placements of a scan; budget and results are the full
+             * replays'. */
+            State run = {rw, q->offset, q->count, q->levels, has_spare ? rsp : NULL, T,
+                         q->spill};
+            memcpy(rw, pw + a * WS, W * 8);
+            if (has_spare) memcpy(rsp, ps + a * TS, T * 8);
+            memcpy(rstart, start, J * 8);
+            memcpy(rfirst, first, J * 8);
+            double head = 0.0;
             for (Py_ssize_t c = a + 1; c < n; c++) {
                 if (budget <= 0) break;
+                if (c > a + 1) /* the head grows by the job the last trial sent back */
+                    head = pack_on(&run, &j, cur + c - 1, 1, 1, &no_bound, rstart, rfirst,
+                                   head);
                 Py_ssize_t k = 0;
                 for (Py_ssize_t p = 0; p < n; p++)
                     if (p != a && p != c) trial[k++] = cur[p];
@@ -810,11 +837,13 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 budget -= n - a;
                 State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
                            q->spill};
-                memcpy(tw, pw + a * WS, W * 8);
-                if (has_spare) memcpy(tsp, ps + a * TS, T * 8);
-                memcpy(tstart, start, J * 8);
-                memcpy(tfirst, first, J * 8);
-                double tail = pack_run(&t, &j, trial + a, n - a, 1, &no_bound, tstart, tfirst);
+                memcpy(tw, rw, W * 8);
+                if (has_spare) memcpy(tsp, rsp, T * 8);
+                memcpy(tstart, rstart, J * 8);
+                memcpy(tfirst, rfirst, J * 8);
+                const Py_ssize_t skip = c - a - 1; /* trial[a, a + skip) is the head */
+                double tail = pack_on(&t, &j, trial + a + skip, n - a - skip, 1, &no_bound,
+                                      tstart, tfirst, head);
                 if (pv[a] + tail > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
@@ -832,6 +861,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     }
     free(trial), free(pw), free(tw), free(ps), free(tsp);
     free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    free(rw), free(rsp), free(rstart), free(rfirst);
     return value;
 }
 
