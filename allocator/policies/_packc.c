@@ -1077,6 +1077,24 @@ static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
     PyBuffer_Release(br);
 }
 
+/* Per-GPU scratch of choose_core and stack_pick_core: rt_place calls them a few hundred
+ * times a plan at 64 GPUs, and four callocs and frees a call were a fifth of their cost. */
+typedef struct {
+    int64_t *free_steps, *tail, *cum; /* G + 1 each */
+    uint16_t *t16;                    /* 2 * (G + 1) */
+} Scratch;
+
+/* One block for all of a Scratch (free(sc->free_steps) frees it); 0 with no memory. */
+static int scratch_new(Scratch *sc, int G) {
+    const size_t g1 = (size_t)G + 1;
+    sc->free_steps = malloc(3 * g1 * sizeof(int64_t) + 2 * g1 * sizeof(uint16_t));
+    if (!sc->free_steps) return 0;
+    sc->tail = sc->free_steps + g1;
+    sc->cum = sc->tail + g1;
+    sc->t16 = (uint16_t *)(sc->cum + g1);
+    return 1;
+}
+
 /* realtime.py's _free_tail_starts: per GPU, the step (relative to a) from which it is free
  * and allowed up to b (0: all of [a, b); b - a: busy at b - 1). With free_steps, also each
  * GPU's free steps in [a, b). Counted in 16 bits (a horizon is at most 672 steps; longer
@@ -1086,7 +1104,7 @@ static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
 __attribute__((optimize("tree-vectorize")))
 #endif
 static int free_tails(const unsigned char *fr, const unsigned char *mine, int G, int a,
-                      int b, int64_t *tail, int64_t *free_steps) {
+                      int b, int64_t *tail, int64_t *free_steps, uint16_t *t16) {
     if (b - a >= 65535) {
         for (int g = 0; g < G; g++) tail[g] = 0;
         for (int t = a; t < b; t++) {
@@ -1098,8 +1116,7 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
         }
         return 0;
     }
-    uint16_t *t16 = calloc((size_t)G + 1, 2 * sizeof(uint16_t));
-    if (!t16) return -1;
+    memset(t16, 0, ((size_t)G + 1) * 2 * sizeof(uint16_t));
     uint16_t *n16 = t16 + G;
     for (int t = a; t < b; t++) {
         const unsigned char *row = fr + (size_t)t * G;
@@ -1113,7 +1130,6 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
     for (int g = 0; g < G; g++) tail[g] = t16[g];
     if (free_steps)
         for (int g = 0; g < G; g++) free_steps[g] += n16[g];
-    free(t16);
     return 0;
 }
 
@@ -1125,18 +1141,14 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
  * free tail starts earliest. */
 static int choose_core(const unsigned char *fr, const unsigned char *mine, const double *rank,
                        int G, int a, int b, int largest, int tail_first, int *out_gpu,
-                       int *out_start) {
+                       int *out_start, Scratch *sc) {
     const int steps = b - a;
-    int64_t *free_steps = calloc((size_t)G + 1, sizeof(int64_t));
-    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* relative start of free tail */
-    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
+    int64_t *free_steps = sc->free_steps, *cum = sc->cum;
+    int64_t *tail = sc->tail; /* relative start of free tail */
     int gpu = -1, start = -1, any_whole = 0;
-    if (!free_steps || !tail || !cum || free_tails(fr, mine, G, a, b, tail, free_steps) != 0) {
-        free(free_steps);
-        free(tail);
-        free(cum);
-        return -1;
-    }
+    memset(free_steps, 0, ((size_t)G + 1) * sizeof(int64_t));
+    cum[0] = 0;
+    if (free_tails(fr, mine, G, a, b, tail, free_steps, sc->t16) != 0) return -1;
     for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
     /* prefix sums of free steps, so a block's total is one subtraction */
     for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
@@ -1193,9 +1205,6 @@ static int choose_core(const unsigned char *fr, const unsigned char *mine, const
         if (earliest >= steps) gpu = -1;
         start = a + (int)earliest;
     }
-    free(cum);
-    free(free_steps);
-    free(tail);
     *out_gpu = gpu;
     *out_start = start;
     return 0;
@@ -1211,8 +1220,11 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     Py_buffer bf, bm, br;
     if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     int gpu, start;
-    const int failed = choose_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, largest,
-                                   tail_first, &gpu, &start);
+    Scratch sc;
+    const int failed = !scratch_new(&sc, (int)bm.len) ||
+                       choose_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, largest,
+                                   tail_first, &gpu, &start, &sc);
+    free(sc.free_steps);
     release_window(&bf, &bm, &br);
     if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
@@ -1224,19 +1236,15 @@ static PyObject *choose(PyObject *self, PyObject *args) {
  * free tail within [a, b) starts at most lag steps after a. */
 static int stack_pick_core(const unsigned char *fr, const unsigned char *mine,
                            const double *rank, int G, int a, int b, int lag, int *out_gpu,
-                           int *out_m) {
-    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* free tails' starts */
-    if (!tail || free_tails(fr, mine, G, a, b, tail, NULL) != 0) {
-        free(tail);
-        return -1;
-    }
+                           int *out_m, Scratch *sc) {
+    int64_t *tail = sc->tail; /* free tails' starts */
+    if (free_tails(fr, mine, G, a, b, tail, NULL, sc->t16) != 0) return -1;
     int gpu = -1, m = 0;
     for (int g = 0; g < G; g++)
         if (tail[g] <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
             gpu = g;
             m = (int)tail[g];
         }
-    free(tail);
     *out_gpu = gpu;
     *out_m = m;
     return 0;
@@ -1251,8 +1259,11 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
     Py_buffer bf, bm, br;
     if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     int gpu, m;
-    const int failed = stack_pick_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, lag, &gpu,
-                                       &m);
+    Scratch sc;
+    const int failed = !scratch_new(&sc, (int)bm.len) ||
+                       stack_pick_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, lag, &gpu,
+                                       &m, &sc);
+    free(sc.free_steps);
     release_window(&bf, &bm, &br);
     if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
@@ -1428,7 +1439,8 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
     Ledger *ledger = calloc((size_t)R, sizeof(Ledger));
     unsigned char *fr = malloc((size_t)T * G + 1);
     Queue q = {NULL, 0, 0};
-    int failed = !ledger || !fr;
+    Scratch sc = {NULL, NULL, NULL, NULL}; /* the choices' scratch, once for the loop */
+    int failed = !ledger || !fr || !scratch_new(&sc, G);
     for (int r = 0; r < R && !failed; r++) {
         ledger[r].allowed = (const unsigned char *)bu[4].buf + (size_t)r * G;
         ledger[r].current = (const unsigned char *)bu[5].buf + (size_t)r * G;
@@ -1453,14 +1465,14 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
             const int own = own_best(l, fr, rank, G, a, b);
             const int window_lag = b - a > lag ? lag : 0;
             int pick = -1, m = 0, chosen = 0;
-            if (stack_pick_core(fr, l->allowed, rank, G, a, b, window_lag, &pick, &m) != 0) {
+            if (stack_pick_core(fr, l->allowed, rank, G, a, b, window_lag, &pick, &m, &sc) != 0) {
                 failed = 1;
                 break;
             }
             if (pick >= 0 && m > 0) {
                 const int end = handover(l, T, a + m, b);
                 if (end < 0) {
-                    if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m) != 0) {
+                    if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m, &sc) != 0) {
                         failed = 1;
                         break;
                     }
@@ -1473,7 +1485,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
             }
             if (!chosen && own >= 0) gpu = own, start = a, head_end = a, chosen = 1;
             if (!chosen) {
-                if (choose_core(fr, l->allowed, rank, G, a, b, largest, 0, &gpu, &start) != 0) {
+                if (choose_core(fr, l->allowed, rank, G, a, b, largest, 0, &gpu, &start, &sc) != 0) {
                     failed = 1;
                     break;
                 }
@@ -1486,7 +1498,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
                 gpu = own, start = 0;
             } else {
                 if (choose_core(fr, l->allowed, rank, G, a, b, largest, tail_first, &gpu,
-                                &start) != 0) {
+                                &start, &sc) != 0) {
                     failed = 1;
                     break;
                 }
@@ -1508,6 +1520,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
     free(q.items);
     free(fr);
     free(ledger);
+    free(sc.free_steps);
     release_all(bu, 11);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
