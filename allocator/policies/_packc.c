@@ -252,10 +252,12 @@ static void release(Py_buffer *b, int got) {
 /* pack's and best_of's arguments: the twelve buffers, best_fit, bound and spill; 0 with
  * the error set and nothing held. */
 static int pack_args(PyObject *args, const char *format, Py_buffer *b, int *got,
-                     int *best_fit, int *bound, double *spill) {
+                     int *best_fit, int *bound, double *spill, PyObject **extra) {
     PyObject *o[12];
+    /* `extra`: two more objects for a format that takes them (best_of's), else unread */
     if (!PyArg_ParseTuple(args, format, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill))
+                          &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill,
+                          &extra[0], &extra[1]))
         return 0;
     if (!get_buffers(o, b, got)) {
         release(b, *got);
@@ -269,7 +271,8 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     int best_fit, bound, got;
     double spill;
     Py_buffer b[12];
-    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill))
+    PyObject *unused[2];
+    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill, unused))
         return NULL;
     State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
                (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
@@ -335,15 +338,19 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
 }
 
 /* best_of(words, offset, count, spare|None, orders (O, n) int64, gpus, length, arrival,
- *         weight, decay, start, first, best_fit, -1, spill) -> (value, k): a greedy pass of
- * each order from the state given (left unchanged); the first order earning most is k,
- * its spots written to start/first. Returns (-inf, -1) for no order. */
+ *         weight, decay, start, first, best_fit, -1, spill[, words_out, spare_out])
+ * -> (value, k): a greedy pass of each order from the state given (left unchanged); the
+ * first order earning most is k, its spots written to start/first and, where given
+ * (not None), the state it leaves to words_out and spare_out (the caller's fork need not
+ * replay it). Returns (-inf, -1) for no order. */
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
     int best_fit, bound, got;
     double spill;
     Py_buffer b[12];
-    if (!pack_args(args, "OOOOOOOOOOOOpid:best_of", b, &got, &best_fit, &bound, &spill))
+    PyObject *out[2] = {Py_None, Py_None};
+    if (!pack_args(args, "OOOOOOOOOOOOpid|OO:best_of", b, &got, &best_fit, &bound, &spill,
+                   out))
         return NULL;
     if (bound >= 0) {  /* fifo's order bound carries from job to job: not for a fork */
         release(b, got);
@@ -361,12 +368,37 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
         O = 1;
         n = total;
     }
+    Py_buffer ob[2];
+    int outs = 0;
+    for (; outs < 2; outs++) {
+        if (out[outs] == Py_None) {
+            ob[outs].obj = NULL;
+            continue;
+        }
+        const Py_ssize_t want = outs == 0 ? W * 8 : (has_spare ? (Py_ssize_t)T * 8 : -1);
+        if (!GET(ob[outs], out[outs], 1)) break;
+        if (ob[outs].len != want) {
+            PyBuffer_Release(&ob[outs]);
+            PyErr_SetString(PyExc_ValueError, "best_of: words_out or spare_out mis-sized");
+            break;
+        }
+    }
+    if (outs < 2) {
+        for (int k = 0; k < outs; k++)
+            if (ob[k].obj) PyBuffer_Release(&ob[k]);
+        release(b, got);
+        return NULL;
+    }
     const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
     const size_t JS = (size_t)(J > 0 ? J : 1);
-    uint64_t *tw = malloc(WS * 8);
-    int64_t *tsp = malloc(TS * 8), *ts = malloc(JS * 8), *tf = malloc(JS * 8);
-    if (!tw || !tsp || !ts || !tf) {
-        free(tw), free(tsp), free(ts), free(tf);
+    /* two states: the pass under way and the best so far (swapped, never copied) */
+    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
+            *tf = malloc(JS * 8);
+    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
+        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+        for (int k = 0; k < 2; k++)
+            if (ob[k].obj) PyBuffer_Release(&ob[k]);
         release(b, got);
         return PyErr_NoMemory();
     }
@@ -392,9 +424,19 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
                 start[i] = ts[i];
                 first[i] = tf[i];
             }
+            uint64_t *w = tw;
+            int64_t *sp = tsp;
+            tw = bw, bw = w;
+            tsp = bsp, bsp = sp;
         }
     }
-    free(tw), free(tsp), free(ts), free(tf);
+    if (won >= 0) {
+        if (ob[0].obj) memcpy(ob[0].buf, bw, W * 8);
+        if (ob[1].obj) memcpy(ob[1].buf, bsp, T * 8);
+    }
+    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    for (int k = 0; k < 2; k++)
+        if (ob[k].obj) PyBuffer_Release(&ob[k]);
     release(b, got);
     return Py_BuildValue("(dn)", best, won);
 }
@@ -1755,7 +1797,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 13
+#define PACKC_ABI 14
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);
