@@ -23,9 +23,32 @@ typedef struct {
     double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
 } State;
 
-static inline int bit_length(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 static inline uint64_t span(int start, int end) {
     return end > start ? (((uint64_t)1 << (end - start)) - 1) << start : 0;
+}
+
+/* Bits set in x. The build targets baseline x86-64 (no POPCNT instruction), where
+ * __builtin_popcountll is a call into libgcc: this inline form costs a dozen operations. */
+static inline int popcount64(uint64_t x) {
+#ifdef __POPCNT__
+    return __builtin_popcountll(x);
+#else
+    x -= (x >> 1) & 0x5555555555555555ULL;
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
+/* The first block from i on whose word has none of `busy`'s bits (n if none): four
+ * blocks a test, the scan find spends most of its time in at 64 GPUs. */
+static inline int64_t next_free(const uint64_t *w, int64_t n, int64_t i, uint64_t busy) {
+    for (; i + 4 <= n; i += 4)
+        if (!((w[i] & busy) && (w[i + 1] & busy) && (w[i + 2] & busy) && (w[i + 3] & busy)))
+            break;
+    for (; i < n; i++)
+        if (!(w[i] & busy)) return i;
+    return n;
 }
 
 /* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
@@ -40,41 +63,64 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int window = length < T ? length : T;
     const uint64_t horizon = span(0, T);
     const int first = earliest > 0 ? earliest : 0;
-    const uint64_t valid = horizon & ~span(0, first);
-    int best_start = T;
+    /* A start s fits when the block is free over [s, min(s + window, T)) (a run passing
+     * the horizon's end needs only its steps inside it; a zero length still needs step s
+     * free, as the run search this replaces did): the bits of that window are
+     * (run_bits << s) & horizon, bits at or past T falling off or masked away. */
+    const uint64_t run_bits = span(0, window > 0 ? window : 1);
     int64_t best = -1;
     int best_busy = -1;
+    /* Most answers start at `first` (over half at 64 GPUs). Blocks free from there are
+     * found first, by one test each: no hops spent on blocks that start later and lose.
+     * Steps busy for every block (also_busy) there rule the start out for all at once. */
+    const uint64_t at_first = (run_bits << first) & horizon;
+    if (!(also_busy & at_first)) {
+        const int end = first + length < T ? first + length : T;
+        const uint64_t run = span(first, end);
+        for (int64_t i = 0; (i = next_free(w, n, i, at_first)) < n; i++) {
+            if (!best_fit) {
+                *block = i;
+                return first;
+            }
+            const int64_t buddy = i ^ 1;
+            const int busy = buddy < n ? popcount64((w[buddy] | also_busy) & run) : end - first;
+            if (busy > best_busy) {
+                best = i;
+                best_busy = busy;
+                if (busy == end - first) break; /* busy throughout: none beats it */
+            }
+        }
+        if (best >= 0) {
+            *block = best;
+            return first;
+        }
+    }
+    /* Here no block fits at `first`: each block's earliest start is searched by hops. */
+    int best_start = T;
     /* Once a start is found, a block can only match or beat it with a run from some
      * s in [first, best_start], and every such run covers [best_start, first + window):
      * a block busy there is skipped without the run search (the same answer). */
     const int cover_end = first + window < T ? first + window : T;
     uint64_t must_free = 0;
     for (int64_t i = 0; i < n; i++) {
-        uint64_t word = w[i] | also_busy;
+        const uint64_t word = w[i] | also_busy;
         if (word & must_free) continue;
-        int start;
-        if (!(word & valid)) {
-            start = first;
-        } else {
-            uint64_t runs = ~word & horizon;
-            int have = 1;
-            while (have < window) {
-                int step = have < window - have ? have : window - have;
-                runs &= runs >> step;
-                have += step;
-            }
-            int tail_from = bit_length(word);
-            if (tail_from < T - window) tail_from = T - window;
-            runs = (runs | (horizon & ~span(0, tail_from))) & valid;
-            if (!runs) continue;
-            start = __builtin_ctzll(runs);
+        /* The earliest fitting start, by hops: a start whose window is busy cannot fit
+         * before the step after the window's last busy step, so the search jumps there
+         * (one hop per busy stretch crossed, where a run search over all starts cost
+         * log2(window) shifts per block). A start past best_start cannot win: given up. */
+        int start = first;
+        uint64_t clash;
+        while ((clash = word & (run_bits << start) & horizon) != 0) {
+            start = 64 - __builtin_clzll(clash);
+            if (start > best_start) break;
         }
-        if (start > best_start) continue;
+        if (start > best_start || start >= T) continue;
         int busy = 0;
         if (best_fit) {
             int end = start + length < T ? start + length : T;
             int64_t buddy = i ^ 1;
-            busy = buddy < n ? __builtin_popcountll((w[buddy] | also_busy) & span(start, end))
+            busy = buddy < n ? popcount64((w[buddy] | also_busy) & span(start, end))
                              : end - start;
         }
         if (start < best_start || busy > best_busy) {
@@ -82,11 +128,6 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             best = i;
             best_busy = busy;
             must_free = span(start, cover_end);
-            /* nothing later can beat the earliest start with (if best_fit) a buddy busy
-             * throughout: a later block only wins by an earlier start or a busier buddy */
-            if (start == first &&
-                (!best_fit || busy == (start + length < T ? start + length : T) - start))
-                break;
         }
     }
     if (best < 0) return -1;
@@ -116,11 +157,13 @@ typedef struct {
     const double *weight, *decay;
 } Jobs;
 
-/* The greedy pass: each job of order[0..n) at its earliest feasible start. */
-static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
-                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+/* The greedy pass: each job of order[0..n) at its earliest feasible start; what they earn
+ * is added to `value` one job at a time (a pass resumed from a saved prefix with that
+ * prefix's sum adds in the order a whole pass would: the same double, bit for bit). */
+static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                      int best_fit, int *bound, int64_t *out_start, int64_t *out_first,
+                      double value) {
     const int T = s->T;
-    double value = 0.0;
     for (Py_ssize_t p = 0; p < n; p++) {
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
@@ -171,6 +214,11 @@ static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t
     return value;
 }
 
+static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
+    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0);
+}
+
 /* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
  * decay, start, first. */
 static const int WRITABLE[12] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1};
@@ -200,10 +248,12 @@ static void release(Py_buffer *b, int got) {
 /* pack's and best_of's arguments: the twelve buffers, best_fit, bound and spill; 0 with
  * the error set and nothing held. */
 static int pack_args(PyObject *args, const char *format, Py_buffer *b, int *got,
-                     int *best_fit, int *bound, double *spill) {
+                     int *best_fit, int *bound, double *spill, PyObject **extra) {
     PyObject *o[12];
+    /* `extra`: two more objects for a format that takes them (best_of's), else unread */
     if (!PyArg_ParseTuple(args, format, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill))
+                          &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill,
+                          &extra[0], &extra[1]))
         return 0;
     if (!get_buffers(o, b, got)) {
         release(b, *got);
@@ -217,7 +267,8 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     int best_fit, bound, got;
     double spill;
     Py_buffer b[12];
-    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill))
+    PyObject *unused[2];
+    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill, unused))
         return NULL;
     State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
                (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
@@ -283,15 +334,19 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
 }
 
 /* best_of(words, offset, count, spare|None, orders (O, n) int64, gpus, length, arrival,
- *         weight, decay, start, first, best_fit, -1, spill) -> (value, k): a greedy pass of
- * each order from the state given (left unchanged); the first order earning most is k,
- * its spots written to start/first. Returns (-inf, -1) for no order. */
+ *         weight, decay, start, first, best_fit, -1, spill[, words_out, spare_out])
+ * -> (value, k): a greedy pass of each order from the state given (left unchanged); the
+ * first order earning most is k, its spots written to start/first and, where given
+ * (not None), the state it leaves to words_out and spare_out (the caller's fork need not
+ * replay it). Returns (-inf, -1) for no order. */
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
     int best_fit, bound, got;
     double spill;
     Py_buffer b[12];
-    if (!pack_args(args, "OOOOOOOOOOOOpid:best_of", b, &got, &best_fit, &bound, &spill))
+    PyObject *out[2] = {Py_None, Py_None};
+    if (!pack_args(args, "OOOOOOOOOOOOpid|OO:best_of", b, &got, &best_fit, &bound, &spill,
+                   out))
         return NULL;
     if (bound >= 0) {  /* fifo's order bound carries from job to job: not for a fork */
         release(b, got);
@@ -309,12 +364,37 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
         O = 1;
         n = total;
     }
+    Py_buffer ob[2];
+    int outs = 0;
+    for (; outs < 2; outs++) {
+        if (out[outs] == Py_None) {
+            ob[outs].obj = NULL;
+            continue;
+        }
+        const Py_ssize_t want = outs == 0 ? W * 8 : (has_spare ? (Py_ssize_t)T * 8 : -1);
+        if (!GET(ob[outs], out[outs], 1)) break;
+        if (ob[outs].len != want) {
+            PyBuffer_Release(&ob[outs]);
+            PyErr_SetString(PyExc_ValueError, "best_of: words_out or spare_out mis-sized");
+            break;
+        }
+    }
+    if (outs < 2) {
+        for (int k = 0; k < outs; k++)
+            if (ob[k].obj) PyBuffer_Release(&ob[k]);
+        release(b, got);
+        return NULL;
+    }
     const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
     const size_t JS = (size_t)(J > 0 ? J : 1);
-    uint64_t *tw = malloc(WS * 8);
-    int64_t *tsp = malloc(TS * 8), *ts = malloc(JS * 8), *tf = malloc(JS * 8);
-    if (!tw || !tsp || !ts || !tf) {
-        free(tw), free(tsp), free(ts), free(tf);
+    /* two states: the pass under way and the best so far (swapped, never copied) */
+    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
+            *tf = malloc(JS * 8);
+    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
+        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+        for (int k = 0; k < 2; k++)
+            if (ob[k].obj) PyBuffer_Release(&ob[k]);
         release(b, got);
         return PyErr_NoMemory();
     }
@@ -340,9 +420,19 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
                 start[i] = ts[i];
                 first[i] = tf[i];
             }
+            uint64_t *w = tw;
+            int64_t *sp = tsp;
+            tw = bw, bw = w;
+            tsp = bsp, bsp = sp;
         }
     }
-    free(tw), free(tsp), free(ts), free(tf);
+    if (won >= 0) {
+        if (ob[0].obj) memcpy(ob[0].buf, bw, W * 8);
+        if (ob[1].obj) memcpy(ob[1].buf, bsp, T * 8);
+    }
+    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    for (int k = 0; k < 2; k++)
+        if (ob[k].obj) PyBuffer_Release(&ob[k]);
     release(b, got);
     return Py_BuildValue("(dn)", best, won);
 }
@@ -672,13 +762,13 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
     int64_t *trial = malloc(NS * 8), *movable = malloc(NS * 8);
     uint64_t *pw = malloc(NS * WS * 8), *tw = malloc(WS * 8);
     int64_t *ps = malloc(NS * TS * 8), *tsp = malloc(TS * 8);
-    double *pv = malloc(NS * sizeof(double));
+    double *pv = malloc(NS * sizeof(double)), *pg = malloc(NS * sizeof(double));
     int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
     int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
-    if (!trial || !movable || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst ||
-        !sstart || !sfirst) {
+    if (!trial || !movable || !pw || !tw || !ps || !tsp || !pv || !pg || !tstart ||
+        !tfirst || !sstart || !sfirst) {
         free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
-        free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        free(pv), free(pg), free(tstart), free(tfirst), free(sstart), free(sfirst);
         return -1.0;
     }
     const Jobs j = q->j;
@@ -694,7 +784,8 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
             memcpy(pw + p * WS, tw, W * 8);
             if (has_spare) memcpy(ps + p * TS, tsp, T * 8);
             pv[p] = v;
-            v += pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
+            pg[p] = pack_run(&work, &j, cur + p, 1, 1, &no_bound, sstart, sfirst);
+            v += pg[p];
         }
         Py_ssize_t nm = 0;
         for (Py_ssize_t a = 1; a < n; a++) {
@@ -725,9 +816,30 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
                     if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
                     memcpy(tstart, start, J * 8);
                     memcpy(tfirst, first, J * 8);
-                    double tail = pack_run(&t, &j, trial + bpos, n - bpos, 1, &no_bound,
+                    /* Past position a the trial places cur's own jobs in cur's order. When
+                     * the moved stretch [b, a] leaves the GPUs busy as cur's pass left them
+                     * before a + 1 (level 0 fixes the other levels and, every placement
+                     * taking free cells, the spare too), the rest is cur's pass: its
+                     * earnings are added one by one as pack_run adds them and its spots
+                     * copied if the trial wins, with no replay (about a fifth of the
+                     * trials at 8 GPUs; almost none at 64, where the test is cheap). */
+                    double tail = pack_run(&t, &j, trial + bpos, a - bpos + 1, 1, &no_bound,
                                            tstart, tfirst);
+                    int same_rest = 0;
+                    if (a + 1 < n) {
+                        same_rest = !memcmp(tw, pw + (a + 1) * WS, (size_t)q->count[0] * 8);
+                        if (same_rest)
+                            for (Py_ssize_t p = a + 1; p < n; p++) tail += pg[p];
+                        else
+                            tail = pack_on(&t, &j, trial + a + 1, n - a - 1, 1, &no_bound,
+                                           tstart, tfirst, tail);
+                    }
                     if (pv[bpos] + tail > value + 1e-9) {
+                        if (same_rest)
+                            for (Py_ssize_t p = a + 1; p < n; p++) {
+                                tstart[cur[p]] = sstart[cur[p]];
+                                tfirst[cur[p]] = sfirst[cur[p]];
+                            }
                         memcpy(cur, trial, n * 8);
                         value = pv[bpos] + tail;
                         memcpy(start, tstart, J * 8);
@@ -742,7 +854,7 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
         if (!improved) break;
     }
     free(trial), free(movable), free(pw), free(tw), free(ps), free(tsp);
-    free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    free(pv), free(pg), free(tstart), free(tfirst), free(sstart), free(sfirst);
     return value;
 }
 
@@ -763,10 +875,14 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     double *pv = malloc(NS * sizeof(double));
     int64_t *tstart = malloc(JS * 8), *tfirst = malloc(JS * 8);
     int64_t *sstart = malloc(JS * 8), *sfirst = malloc(JS * 8);
+    /* the running prefix of a front position's trials (below) */
+    uint64_t *rw = malloc(WS * 8);
+    int64_t *rsp = malloc(TS * 8), *rstart = malloc(JS * 8), *rfirst = malloc(JS * 8);
     if (!trial || !pw || !tw || !ps || !tsp || !pv || !tstart || !tfirst || !sstart ||
-        !sfirst) {
+        !sfirst || !rw || !rsp || !rstart || !rfirst) {
         free(trial), free(pw), free(tw), free(ps), free(tsp);
         free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+        free(rw), free(rsp), free(rstart), free(rfirst);
         return -1.0;
     }
     const Jobs j = q->j;
@@ -791,8 +907,24 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
         const Py_ssize_t fronts = last < n - 2 ? last : n - 2;
         int improved = 0;
         for (Py_ssize_t a = 0; a < fronts && !improved; a++) {
+            /* Pair (a, c)'s trial from position a is cur[a+1 .. c), then the rest: pair
+             * (a, c + 1)'s starts with the same jobs and one more. So the state after that
+             * common head is kept (placed from the prefix state at a, its earnings summed
+             * as a whole pass sums them) and each trial replays only what follows it,
+             * about half the placements of a scan; budget and results are the full
+             * replays'. */
+            State run = {rw, q->offset, q->count, q->levels, has_spare ? rsp : NULL, T,
+                         q->spill};
+            memcpy(rw, pw + a * WS, W * 8);
+            if (has_spare) memcpy(rsp, ps + a * TS, T * 8);
+            memcpy(rstart, start, J * 8);
+            memcpy(rfirst, first, J * 8);
+            double head = 0.0;
             for (Py_ssize_t c = a + 1; c < n; c++) {
                 if (budget <= 0) break;
+                if (c > a + 1) /* the head grows by the job the last trial sent back */
+                    head = pack_on(&run, &j, cur + c - 1, 1, 1, &no_bound, rstart, rfirst,
+                                   head);
                 Py_ssize_t k = 0;
                 for (Py_ssize_t p = 0; p < n; p++)
                     if (p != a && p != c) trial[k++] = cur[p];
@@ -801,11 +933,13 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 budget -= n - a;
                 State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
                            q->spill};
-                memcpy(tw, pw + a * WS, W * 8);
-                if (has_spare) memcpy(tsp, ps + a * TS, T * 8);
-                memcpy(tstart, start, J * 8);
-                memcpy(tfirst, first, J * 8);
-                double tail = pack_run(&t, &j, trial + a, n - a, 1, &no_bound, tstart, tfirst);
+                memcpy(tw, rw, W * 8);
+                if (has_spare) memcpy(tsp, rsp, T * 8);
+                memcpy(tstart, rstart, J * 8);
+                memcpy(tfirst, rfirst, J * 8);
+                const Py_ssize_t skip = c - a - 1; /* trial[a, a + skip) is the head */
+                double tail = pack_on(&t, &j, trial + a + skip, n - a - skip, 1, &no_bound,
+                                      tstart, tfirst, head);
                 if (pv[a] + tail > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
@@ -823,6 +957,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     }
     free(trial), free(pw), free(tw), free(ps), free(tsp);
     free(pv), free(tstart), free(tfirst), free(sstart), free(sfirst);
+    free(rw), free(rsp), free(rstart), free(rfirst);
     return value;
 }
 
@@ -981,6 +1116,24 @@ static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
     PyBuffer_Release(br);
 }
 
+/* Per-GPU scratch of choose_core and stack_pick_core: rt_place calls them a few hundred
+ * times a plan at 64 GPUs, and four callocs and frees a call were a fifth of their cost. */
+typedef struct {
+    int64_t *free_steps, *tail, *cum; /* G + 1 each */
+    uint16_t *t16;                    /* 2 * (G + 1) */
+} Scratch;
+
+/* One block for all of a Scratch (free(sc->free_steps) frees it); 0 with no memory. */
+static int scratch_new(Scratch *sc, int G) {
+    const size_t g1 = (size_t)G + 1;
+    sc->free_steps = malloc(3 * g1 * sizeof(int64_t) + 2 * g1 * sizeof(uint16_t));
+    if (!sc->free_steps) return 0;
+    sc->tail = sc->free_steps + g1;
+    sc->cum = sc->tail + g1;
+    sc->t16 = (uint16_t *)(sc->cum + g1);
+    return 1;
+}
+
 /* realtime.py's _free_tail_starts: per GPU, the step (relative to a) from which it is free
  * and allowed up to b (0: all of [a, b); b - a: busy at b - 1). With free_steps, also each
  * GPU's free steps in [a, b). Counted in 16 bits (a horizon is at most 672 steps; longer
@@ -990,7 +1143,7 @@ static void release_window(Py_buffer *bf, Py_buffer *bm, Py_buffer *br) {
 __attribute__((optimize("tree-vectorize")))
 #endif
 static int free_tails(const unsigned char *fr, const unsigned char *mine, int G, int a,
-                      int b, int64_t *tail, int64_t *free_steps) {
+                      int b, int64_t *tail, int64_t *free_steps, uint16_t *t16) {
     if (b - a >= 65535) {
         for (int g = 0; g < G; g++) tail[g] = 0;
         for (int t = a; t < b; t++) {
@@ -1002,8 +1155,7 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
         }
         return 0;
     }
-    uint16_t *t16 = calloc((size_t)G + 1, 2 * sizeof(uint16_t));
-    if (!t16) return -1;
+    memset(t16, 0, ((size_t)G + 1) * 2 * sizeof(uint16_t));
     uint16_t *n16 = t16 + G;
     for (int t = a; t < b; t++) {
         const unsigned char *row = fr + (size_t)t * G;
@@ -1017,7 +1169,6 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
     for (int g = 0; g < G; g++) tail[g] = t16[g];
     if (free_steps)
         for (int g = 0; g < G; g++) free_steps[g] += n16[g];
-    free(t16);
     return 0;
 }
 
@@ -1029,18 +1180,14 @@ static int free_tails(const unsigned char *fr, const unsigned char *mine, int G,
  * free tail starts earliest. */
 static int choose_core(const unsigned char *fr, const unsigned char *mine, const double *rank,
                        int G, int a, int b, int largest, int tail_first, int *out_gpu,
-                       int *out_start) {
+                       int *out_start, Scratch *sc) {
     const int steps = b - a;
-    int64_t *free_steps = calloc((size_t)G + 1, sizeof(int64_t));
-    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* relative start of free tail */
-    int64_t *cum = calloc((size_t)G + 1, sizeof(int64_t));
+    int64_t *free_steps = sc->free_steps, *cum = sc->cum;
+    int64_t *tail = sc->tail; /* relative start of free tail */
     int gpu = -1, start = -1, any_whole = 0;
-    if (!free_steps || !tail || !cum || free_tails(fr, mine, G, a, b, tail, free_steps) != 0) {
-        free(free_steps);
-        free(tail);
-        free(cum);
-        return -1;
-    }
+    memset(free_steps, 0, ((size_t)G + 1) * sizeof(int64_t));
+    cum[0] = 0;
+    if (free_tails(fr, mine, G, a, b, tail, free_steps, sc->t16) != 0) return -1;
     for (int g = 0; g < G; g++) any_whole |= tail[g] == 0;
     /* prefix sums of free steps, so a block's total is one subtraction */
     for (int g = 0; g < G; g++) cum[g + 1] = cum[g] + free_steps[g];
@@ -1097,9 +1244,6 @@ static int choose_core(const unsigned char *fr, const unsigned char *mine, const
         if (earliest >= steps) gpu = -1;
         start = a + (int)earliest;
     }
-    free(cum);
-    free(free_steps);
-    free(tail);
     *out_gpu = gpu;
     *out_start = start;
     return 0;
@@ -1115,8 +1259,11 @@ static PyObject *choose(PyObject *self, PyObject *args) {
     Py_buffer bf, bm, br;
     if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     int gpu, start;
-    const int failed = choose_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, largest,
-                                   tail_first, &gpu, &start);
+    Scratch sc;
+    const int failed = !scratch_new(&sc, (int)bm.len) ||
+                       choose_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, largest,
+                                   tail_first, &gpu, &start, &sc);
+    free(sc.free_steps);
     release_window(&bf, &bm, &br);
     if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
@@ -1128,19 +1275,15 @@ static PyObject *choose(PyObject *self, PyObject *args) {
  * free tail within [a, b) starts at most lag steps after a. */
 static int stack_pick_core(const unsigned char *fr, const unsigned char *mine,
                            const double *rank, int G, int a, int b, int lag, int *out_gpu,
-                           int *out_m) {
-    int64_t *tail = calloc((size_t)G + 1, sizeof(int64_t)); /* free tails' starts */
-    if (!tail || free_tails(fr, mine, G, a, b, tail, NULL) != 0) {
-        free(tail);
-        return -1;
-    }
+                           int *out_m, Scratch *sc) {
+    int64_t *tail = sc->tail; /* free tails' starts */
+    if (free_tails(fr, mine, G, a, b, tail, NULL, sc->t16) != 0) return -1;
     int gpu = -1, m = 0;
     for (int g = 0; g < G; g++)
         if (tail[g] <= lag && (gpu < 0 || rank[g] > rank[gpu])) {
             gpu = g;
             m = (int)tail[g];
         }
-    free(tail);
     *out_gpu = gpu;
     *out_m = m;
     return 0;
@@ -1155,8 +1298,11 @@ static PyObject *stack_pick(PyObject *self, PyObject *args) {
     Py_buffer bf, bm, br;
     if (window_buffers(of, om, orank, &bf, &bm, &br) != 0) return NULL;
     int gpu, m;
-    const int failed = stack_pick_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, lag, &gpu,
-                                       &m);
+    Scratch sc;
+    const int failed = !scratch_new(&sc, (int)bm.len) ||
+                       stack_pick_core(bf.buf, bm.buf, br.buf, (int)bm.len, a, b, lag, &gpu,
+                                       &m, &sc);
+    free(sc.free_steps);
     release_window(&bf, &bm, &br);
     if (failed) return PyErr_NoMemory();
     if (gpu < 0) Py_RETURN_NONE;
@@ -1332,7 +1478,8 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
     Ledger *ledger = calloc((size_t)R, sizeof(Ledger));
     unsigned char *fr = malloc((size_t)T * G + 1);
     Queue q = {NULL, 0, 0};
-    int failed = !ledger || !fr;
+    Scratch sc = {NULL, NULL, NULL, NULL}; /* the choices' scratch, once for the loop */
+    int failed = !ledger || !fr || !scratch_new(&sc, G);
     for (int r = 0; r < R && !failed; r++) {
         ledger[r].allowed = (const unsigned char *)bu[4].buf + (size_t)r * G;
         ledger[r].current = (const unsigned char *)bu[5].buf + (size_t)r * G;
@@ -1357,14 +1504,14 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
             const int own = own_best(l, fr, rank, G, a, b);
             const int window_lag = b - a > lag ? lag : 0;
             int pick = -1, m = 0, chosen = 0;
-            if (stack_pick_core(fr, l->allowed, rank, G, a, b, window_lag, &pick, &m) != 0) {
+            if (stack_pick_core(fr, l->allowed, rank, G, a, b, window_lag, &pick, &m, &sc) != 0) {
                 failed = 1;
                 break;
             }
             if (pick >= 0 && m > 0) {
                 const int end = handover(l, T, a + m, b);
                 if (end < 0) {
-                    if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m) != 0) {
+                    if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m, &sc) != 0) {
                         failed = 1;
                         break;
                     }
@@ -1377,7 +1524,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
             }
             if (!chosen && own >= 0) gpu = own, start = a, head_end = a, chosen = 1;
             if (!chosen) {
-                if (choose_core(fr, l->allowed, rank, G, a, b, largest, 0, &gpu, &start) != 0) {
+                if (choose_core(fr, l->allowed, rank, G, a, b, largest, 0, &gpu, &start, &sc) != 0) {
                     failed = 1;
                     break;
                 }
@@ -1390,7 +1537,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
                 gpu = own, start = 0;
             } else {
                 if (choose_core(fr, l->allowed, rank, G, a, b, largest, tail_first, &gpu,
-                                &start) != 0) {
+                                &start, &sc) != 0) {
                     failed = 1;
                     break;
                 }
@@ -1412,6 +1559,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
     free(q.items);
     free(fr);
     free(ledger);
+    free(sc.free_steps);
     release_all(bu, 11);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -1646,7 +1794,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 13
+#define PACKC_ABI 14
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

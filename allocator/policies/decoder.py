@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 13  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 14  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -165,17 +165,18 @@ class _CDecoder(Decoder):
         return self._fork(clone)
 
     def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
-        """Decoder.best_of, every pass in one C call; the winner's state replayed once."""
+        """Decoder.best_of, every pass in one C call, which also leaves the winner's state
+        in the fork (its spots, busy words and spare; its gain added as pack adds it)."""
         if not orders or not orders[0] or self.bound >= 0:
             return super().best_of(orders)
         j = self.jobs
-        start, first = self.start.copy(), self.first.copy()
-        _, won = _packc.best_of(
+        best = self.copy()
+        gained, won = _packc.best_of(
             self.words, self.offset, self.count, self.spare,
             np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus, j.length,
-            j.arrival, j.weight, j.decay, start, first, self.best_fit, -1, self.spill)
-        best = self.copy()
-        best.pack(orders[won])
+            j.arrival, j.weight, j.decay, best.start, best.first, self.best_fit, -1,
+            self.spill, best.words, best.spare)
+        best.value += gained
         return best, won
 
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
