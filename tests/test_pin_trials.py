@@ -329,3 +329,24 @@ def test_a_rebased_placer_is_the_placer_built_anew(scenario: Scenario) -> None:
         assert np.array_equal(got.rank, anew.rank)
         for i in anew.curves:
             assert np.array_equal(got.curves[i], anew.curves[i])
+
+
+def test_the_prepared_parts_serve_only_the_same_jobs() -> None:
+    """A pin trial's scenario (one more reservation) reuses the plan's parts; a defer
+    trial's (a job arriving later: other value orders, other job arrays) does not."""
+    scenario = load_scenario(DEFERS)
+    seen: list[fastmod.Prepared] = []
+    real = trial_rounds.pin_trials
+
+    def kept(first: Scenario, grid: np.ndarray, plan: partial[np.ndarray], count: int,
+             score: gridlib.Scorer | None = None) -> np.ndarray:
+        seen.append(plan.keywords["prepared"])
+        return real(first, grid, plan, count, score)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trial_rounds, "pin_trials", kept)
+        grid = fast(scenario, pin_trials=1)
+    ready = seen[0]
+    assert ready.serves(replace(scenario, reservations=(spots(scenario, grid)[0],)))
+    i, at = defers(scenario, grid)[0]
+    assert not ready.serves(deferred(scenario, i, at))
