@@ -6,7 +6,8 @@ two trees compare on a busy machine too. Each size runs in two fresh interpreter
 callgrind, one with no call of fast and one with N: their difference over N is one call
 (imports, scenario building and the warm-up call cancel out). PYTHONHASHSEED is fixed,
 so string hashes repeat; what address layout still moves (objects hashed by identity)
-leaves counts within about 3% of each other run to run, so each is the median of
+leaves counts within about 3% of each other run to run at 64 GPUs and up, and up to
+10% at 8 GPUs, where the Python share is larger, so each is the median of
 `--repeats` runs. Counts are not time (a cache miss costs more than an
 add), so latencies are still measured by benchmarks/fast_latency.py.
 

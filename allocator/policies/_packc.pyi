@@ -48,7 +48,8 @@ def index(busy: Array, words: Array, offset: Array, count: Array, /) -> None: ..
 def best_of(words: Array, offset: Array, count: Array, spare: Array | None,
             orders: Array, gpus: Array, length: Array, arrival: Array, weight: Array,
             decay: Array, start: Array, first: Array, best_fit: bool, bound: int,
-            spill: float, /) -> tuple[float, int]: ...
+            spill: float, words_out: Array | None = None, spare_out: Array | None = None,
+            /) -> tuple[float, int]: ...
 
 def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
          offset: Array, count: Array, order: Array, gpus: Array, length: Array,
