@@ -199,16 +199,25 @@ def lagrangian_bound(scenario: Scenario, lower: float | None = None,
     descent once the bound meets it (the plan is then proven optimal).
     """
     began = time.perf_counter()
-    p = _problem(scenario)
+    best, done, _, _ = _descend(_problem(scenario), lower, iterations)
+    return QuickBound(best, done, time.perf_counter() - began)
+
+
+def _descend(p: _Problem, lower: float | None = None, iterations: int = ITERATIONS
+             ) -> tuple[float, int, NDArray[np.float64], NDArray[np.float64]]:
+    """The descent: its least value, its iterations, and the prices that gave the value
+    (allocator.decomposition starts from them)."""
     lam = _initial_prices(p)
     mu = np.zeros((len(p.sizes), p.T))
     best = np.inf
+    best_lam, best_mu = lam, mu
     theta, stale, done = 1.0, 0, 0
     while done < iterations:
         done += 1
         value, g_lam, g_mu = _evaluate(p, lam, mu)
         if value < best - 1e-12:
             best, stale = value, 0
+            best_lam, best_mu = lam, mu
         else:
             stale += 1
             if stale >= 5:
@@ -226,7 +235,7 @@ def lagrangian_bound(scenario: Scenario, lower: float | None = None,
         step = theta * max(value - target, 1e-3 * abs(value) + 1e-9) / norm
         lam = np.maximum(lam - step * g_lam, 0.0)
         mu = np.maximum(mu - step * g_mu, 0.0)
-    return QuickBound(float(best), done, time.perf_counter() - began)
+    return float(best), done, best_lam, best_mu
 
 
 def ratio_line(objective: float, bound: float) -> str:

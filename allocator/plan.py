@@ -68,7 +68,8 @@ class Plan:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
 
 
-# "auto" bounds a plan when the Lagrangian is cheap: queued jobs x steps up to this many
+# "auto" bounds a plan when the Lagrangian is cheap (the decomposition after it limits its
+# own work: allocator.decomposition.WORK): queued jobs x steps up to this many
 # (256 GPUs / 120 jobs / 24 steps is 2,880 and bounds in ~20-50 ms; 1,000 jobs x 48 steps
 # takes ~0.5 s, more than the plan itself: BENCHMARKS.md, "Every plan carries a bound").
 AUTO_BOUND_WORK = 10_000
@@ -111,18 +112,22 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
                 milp_bound: float | None = None) -> dict[str, Any] | None:
     """The smallest proven upper bound the mode affords, and the plan's distance to it.
 
-    Every candidate is a ceiling on every legal plan (the Lagrangian by weak duality, the
-    block-capacity MILP's dual bound, a MILP's own dual bound), so the least one is too.
+    Every candidate is a ceiling on every legal plan (the Lagrangian and, on small clusters,
+    the step-by-job decomposition by weak duality, the block-capacity MILP's dual bound, a
+    MILP's own dual bound), so the least one is too.
     """
     if mode not in BOUND_MODES:
         raise ValueError(f"bound mode {mode!r}; choose from {', '.join(BOUND_MODES)}")
     if mode == "off" or (mode == "auto" and not bound_is_cheap(scenario)):
         return None
-    from allocator.lagrange import lagrangian_bound, ratio_line
+    from allocator.decomposition import quick_bound
+    from allocator.lagrange import ratio_line
 
     began = time.perf_counter()
-    quick = lagrangian_bound(scenario, lower=objective)
-    found = {"lagrangian": quick.value}
+    quick = quick_bound(scenario, lower=objective)
+    found = {"lagrangian": quick.lagrangian}
+    if quick.method != "lagrangian":  # the decomposition from the Lagrangian's prices
+        found[quick.method] = quick.value
     if milp_bound is not None:  # the MILP's own best bound, when the policy was `full`
         found["milp"] = float(milp_bound)
     if mode == "block":

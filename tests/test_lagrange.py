@@ -80,7 +80,8 @@ def test_plans_carry_the_bound_where_asked(tmp_path) -> None:
     assert "bound" not in make_plan(s, "fast").extras  # the library default: off
     body = make_plan(s, "fifo", bound="auto").to_dict()["bound"]
     assert above(body["value"], body["value"] * (1 - body["gap"]))
-    assert body["summary"].startswith("within ") and body["method"] == "lagrangian"
+    assert body["summary"].startswith("within ")
+    assert body["method"] in ("lagrangian", "decomposition")
     out = tmp_path / "plan.json"
     runner = CliRunner()
     result = runner.invoke(build_app("plan"), ["plan", "data/scenarios/mixed-control.json",

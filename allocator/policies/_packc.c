@@ -1772,6 +1772,161 @@ static PyObject *top_up(PyObject *self, PyObject *args) {
     return PyBool_FromLong(changed);
 }
 
+
+/* allocator/decomposition.py's descend: the Lagrangian decomposition's subgradient descent
+ * (per-step knapsack x per-job start), the same loop and arithmetic as the Python one. */
+static double decomp_value(int J, int T, int G, const double *pi, const double *reward,
+                           const int64_t *ends, const int64_t *gpus, const uint8_t *cover,
+                           const int64_t *caps, const int64_t *freec, const double *rt_best,
+                           double base, double *sub, double *dp, uint8_t *chosen,
+                           int *taken_job, double *before) {
+    double total = base;
+    memset(sub, 0, sizeof(double) * (size_t)J * (size_t)T);
+    int top = 1;
+    while (top * 2 <= G) top *= 2;
+    for (int t = 0; t < T; t++) {
+        dp[0] = 0.0;
+        for (int b = 1; b <= G; b++) dp[b] = -INFINITY;
+        int n = 0;
+        for (int k = top; k >= 1; k /= 2) {
+            for (int j = 0; j < J; j++) {
+                if (gpus[j] != k || !cover[(size_t)j * T + t]) continue;
+                const double value = pi[(size_t)j * T + t];
+                if (!(value > 0.0)) continue;
+                uint8_t *row = chosen + (size_t)n * (G + 1);
+                memset(row, 0, (size_t)G + 1);
+                for (int b = G; b >= k; b--) {
+                    const double cand = dp[b - k] + value;
+                    if (cand > dp[b]) {
+                        dp[b] = cand;
+                        row[b] = 1;
+                    }
+                }
+                taken_job[n++] = j;
+            }
+            if (k >= 2) {
+                int level = 0;
+                while ((2 << level) < k) level++;
+                const int64_t cap = caps[(size_t)level * T + t];
+                for (int64_t b = cap + 1; b <= G; b++) dp[b] = -INFINITY;
+            }
+        }
+        const int64_t fr = freec[t] < G ? freec[t] : G;
+        double best = -INFINITY;
+        int at = 0;
+        for (int b = 0; b <= fr; b++) {
+            const double v = dp[b] + rt_best[(size_t)t * (G + 1) + (freec[t] - b)];
+            if (v > best) {
+                best = v;
+                at = b;
+            }
+        }
+        total += best;
+        for (int i = n - 1; i >= 0; i--) {
+            const int j = taken_job[i];
+            if (chosen[(size_t)i * (G + 1) + at]) {
+                sub[(size_t)j * T + t] += 1.0;
+                at -= (int)gpus[j];
+            }
+        }
+    }
+    for (int j = 0; j < J; j++) {
+        before[0] = 0.0;
+        for (int t = 0; t < T; t++) before[t + 1] = before[t] + pi[(size_t)j * T + t];
+        double best = 0.0;
+        int at = -1;
+        for (int s = 0; s < T; s++) {
+            const double r = reward[(size_t)j * T + s];
+            if (r == -INFINITY) continue;
+            const double gain = r - (before[ends[(size_t)j * T + s]] - before[s]);
+            if (gain > best) {
+                best = gain;
+                at = s;
+            }
+        }
+        total += best;
+        if (at >= 0)
+            for (int64_t t = at; t < ends[(size_t)j * T + at]; t++) sub[(size_t)j * T + t] -= 1.0;
+    }
+    for (size_t c = 0; c < (size_t)J * T; c++) sub[c] *= (double)cover[c];
+    return total;
+}
+
+static PyObject *decomp(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[8];
+    int J, T, G, iterations, stale_limit;
+    double base, lower, aim;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOiiidddii:decomp", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &J, &T, &G, &base, &lower, &aim, &iterations,
+                          &stale_limit))
+        return NULL;
+    Py_buffer b[8];
+    if (!take_buffers(o, b, 8, 0u)) return NULL;
+    int K = 0;
+    while ((2 << K) <= G) K++;
+    const size_t cells = (size_t)J * (size_t)T;
+    int bad = J < 0 || T <= 0 || G <= 0 ||
+              b[0].len != (Py_ssize_t)(cells * sizeof(double)) ||
+              b[1].len != (Py_ssize_t)(cells * sizeof(double)) ||
+              b[2].len != (Py_ssize_t)(cells * sizeof(int64_t)) ||
+              b[3].len != (Py_ssize_t)((size_t)J * sizeof(int64_t)) ||
+              b[4].len != (Py_ssize_t)cells ||
+              b[5].len != (Py_ssize_t)((size_t)K * T * sizeof(int64_t)) ||
+              b[6].len != (Py_ssize_t)((size_t)T * sizeof(int64_t)) ||
+              b[7].len != (Py_ssize_t)((size_t)T * (G + 1) * sizeof(double));
+    const int64_t *ends = b[2].buf, *gpus = b[3].buf, *freec = b[6].buf;
+    for (size_t c = 0; c < cells && !bad; c++) bad = ends[c] < 0 || ends[c] > T;
+    for (int t = 0; t < T && !bad; t++) bad = freec[t] < 0 || freec[t] > G;
+    if (bad) {
+        release_all(b, 8);
+        PyErr_SetString(PyExc_ValueError, "decomp: tables of the wrong shape");
+        return NULL;
+    }
+    double *pi = malloc(sizeof(double) * (cells + 1));
+    double *sub = malloc(sizeof(double) * (cells + 1));
+    double *dp = malloc(sizeof(double) * ((size_t)G + 1));
+    uint8_t *chosen = malloc(((size_t)J + 1) * ((size_t)G + 1));
+    int *taken = malloc(sizeof(int) * ((size_t)J + 1));
+    double *before = malloc(sizeof(double) * ((size_t)T + 1));
+    if (!pi || !sub || !dp || !chosen || !taken || !before) {
+        free(pi); free(sub); free(dp); free(chosen); free(taken); free(before);
+        release_all(b, 8);
+        return PyErr_NoMemory();
+    }
+    memcpy(pi, b[0].buf, sizeof(double) * cells);
+    const int has_lower = !isnan(lower);
+    double best = INFINITY, theta = 1.0;
+    int stale = 0, done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (done < iterations) {
+        done++;
+        const double value = decomp_value(J, T, G, pi, b[1].buf, ends, gpus, b[4].buf,
+                                          b[5].buf, freec, b[7].buf, base, sub, dp, chosen,
+                                          taken, before);
+        if (value < best) {
+            best = value;
+            stale = 0;
+        } else if (++stale >= stale_limit) {
+            theta /= 2;
+            stale = 0;
+            if (theta < 1e-3) break;
+        }
+        if (has_lower && best <= lower + 1e-9 * fmax(1.0, fabs(lower))) break;
+        double norm = 0.0;
+        for (size_t c = 0; c < cells; c++) norm += sub[c] * sub[c];
+        if (norm == 0.0) break;
+        const double known = has_lower ? lower : best;
+        const double target = known - aim * fabs(known);
+        const double step = theta * fmax(value - target, 1e-3 * fabs(value) + 1e-9) / norm;
+        for (size_t c = 0; c < cells; c++) pi[c] -= step * sub[c];
+    }
+    Py_END_ALLOW_THREADS
+    free(pi); free(sub); free(dp); free(chosen); free(taken); free(before);
+    release_all(b, 8);
+    return Py_BuildValue("di", best, done);
+}
+
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
@@ -1786,6 +1941,7 @@ static PyMethodDef methods[] = {
     {"hops", hops, METH_VARARGS, "realtime blocks hopped over a window while batch gains."},
     {"write", write_grid, METH_VARARGS, "placed jobs written onto a grid."},
     {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
+    {"decomp", decomp, METH_VARARGS, "the decomposition bound's subgradient descent."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1794,7 +1950,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 14
+#define PACKC_ABI 15
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);
