@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from allocator.core.markdown import table as markdown_table
-from allocator.lagrange import lagrangian_bound
+from allocator.decomposition import quick_bound
 from allocator.model import Scenario
 from allocator.plan import Plan, make_plan
 
@@ -31,7 +31,7 @@ class ScenarioResult:
     scenario: Scenario
     plans: dict[str, Plan]
     latency_ms: dict[str, float]  # median per policy
-    bound: float | None = None  # the Lagrangian upper bound on the objective
+    bound: float | None = None  # the plan's proven upper bound (allocator.decomposition)
 
 
 def machine() -> str:
@@ -61,7 +61,7 @@ def run(scenarios: list[Scenario], repeats: int = 30,
         plans = {p: make_plan(scenario, p) for p in policies}
         latency = {p: policy_latency(scenario, p, repeats) for p in policies}
         lower = plans["fast"].metrics.objective if "fast" in plans else None
-        bound = lagrangian_bound(scenario, lower=lower).value
+        bound = quick_bound(scenario, lower=lower).value
         results.append(ScenarioResult(scenario, plans, latency, bound))
     return results
 

@@ -28,6 +28,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator.core import atomic
 from allocator.core.markdown import table
+from allocator.decomposition import quick_bound
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
 from allocator.policies.fast import fast
@@ -112,6 +113,7 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         times.append(time.perf_counter() - began)
     obj = gridlib.objective(scenario, grid)
     bound = lagrangian_bound(scenario, lower=obj)
+    carried = quick_bound(scenario, lower=obj)  # the bound `gpuplan plan` reports
     row: dict[str, Any] = {
         "scenario": case.name, "seed": case.seed, "gpus": scenario.G,
         "jobs": len(scenario.jobs), "fast": round(obj, 3),
@@ -119,6 +121,8 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         "trials": round(tried, 3), "trials_ms": round(tried_ms, 1),
         "lagrangian": round(bound.value, 3),
         "lagrangian_ms": round(1000 * bound.seconds, 1),
+        "plan_bound": round(carried.value, 3),
+        "plan_bound_ms": round(1000 * carried.seconds, 1),
     }
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
@@ -149,9 +153,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     day = [s for r in proven if (s := _share(r["trials"], r["full"])) is not None]
     best = [s for r in rows if "full" in r and (s := _share(r["fast"], r["full"])) is not None]
     lag = [s for r in rows if (s := _share(r["fast"], r["lagrangian"])) is not None]
+    carried = [s for r in rows if (s := _share(r["fast"], r.get("plan_bound"))) is not None]
     out: dict[str, Any] = {"scenarios": len(rows), "proven_optimal": len(proven)}
     for key, values in (("fast_over_optimum", opt), ("fast_over_best", best),
-                        ("fast_over_lagrangian", lag), ("day_trials_over_optimum", day)):
+                        ("fast_over_lagrangian", lag), ("fast_over_plan_bound", carried),
+                        ("day_trials_over_optimum", day)):
         if values:
             out[key] = {"mean": round(statistics.fmean(values), 4),
                         "min": round(min(values), 4),
@@ -170,21 +176,23 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
         share = _share(r["fast"], r.get("full"))
         day = _share(r["trials"], r.get("full"))
         lag = _share(r["fast"], r["lagrangian"])
+        carried = _share(r["fast"], r.get("plan_bound"))
         gap = r.get("gap")
         cells.append([r["scenario"], r["gpus"], r["jobs"], f"{r['fast']:.2f}",
                       f"{r.get('full', float('nan')):.2f} ({r.get('status', '-')})",
                       "-" if share is None else f"{100 * share:.1f}%",
                       "-" if day is None else f"{100 * day:.1f}%",
                       "-" if lag is None else f"{100 * lag:.1f}%",
+                      "-" if carried is None else f"{100 * carried:.1f}%",
                       "-" if gap is None else f"{100 * gap:.2f}%",
                       r.get("full_seconds", "-"), f"{r['fast_ms']:.2f}"])
     return f"### {title}\n\n" + table(
         ["scenario", "GPUs", "jobs", "fast", "full (status)", "fast / full",
-         "as plan-day runs it (trials, hops) / full", "fast / Lagrangian", "gap", "full s",
-         "fast ms"],
+         "as plan-day runs it (trials, hops) / full", "fast / Lagrangian",
+         "fast / plan's bound", "gap", "full s", "fast ms"],
         cells,
         ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:",
-         "---:"])
+         "---:", "---:"])
 
 
 def cases_for(set_name: str, gpus: int, count: int | None = None) -> list[Case]:
