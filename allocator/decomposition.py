@@ -36,8 +36,8 @@ from allocator.policies.decoder import _packc  # None without a current compiled
 
 ITERATIONS = 1500
 # The descent's cost is about (queued jobs x steps x (GPUs + 1)) per iteration: up to this
-# many operations in all it stays within ~20 ms at 8-16 GPUs and ~30 ms at 64 / 48 steps.
-WORK = 25_000_000
+# many operations in all it stays within ~25 ms at 8-16 GPUs and at 64 GPUs.
+WORK = 16_000_000
 MIN_ITERATIONS = 100  # below this few the descent barely moves off the Lagrangian
 STALE = 25  # iterations without a new best before the step halves
 AIM = 0.05  # Polyak's step aims this share below the plan's objective
