@@ -35,7 +35,7 @@ from allocator.model import Scenario
 from allocator.policies.decoder import _packc  # None without a current compiled kernel
 
 ITERATIONS = 1500
-# The descent's cost is about (queued jobs x steps x (GPUs + 1)) per iteration: up to this
+# The descent's cost is about queued jobs x steps x (GPUs + 1) per iteration: up to this
 # many operations in all it stays within ~25 ms at 8-16 GPUs and at 64 GPUs.
 WORK = 16_000_000
 MIN_ITERATIONS = 100  # below this few the descent barely moves off the Lagrangian
@@ -208,9 +208,9 @@ def descend(tb: Tables, pi: NDArray[np.float64], lower: float | None, iterations
     return float(best), done
 
 
-def iterations_for(tb: Tables) -> int:
-    per = max(1, tb.J * tb.T * (tb.G + 1))
-    return min(ITERATIONS, WORK // per)
+def iterations_for(jobs: int, steps: int, gpus: int) -> int:
+    """The descent's iterations within WORK: one costs about jobs x steps x (GPUs + 1)."""
+    return min(ITERATIONS, WORK // max(1, jobs * steps * (gpus + 1)))
 
 
 def quick_bound(scenario: Scenario, lower: float | None = None) -> Bound:
@@ -221,13 +221,12 @@ def quick_bound(scenario: Scenario, lower: float | None = None) -> Bound:
     lagrangian, done, lam, mu = _descend(p, lower)
     found = Bound(lagrangian, "lagrangian", done, 0.0, lagrangian)
     proven = lower is not None and lagrangian <= lower + 1e-9 * max(1.0, abs(lower))
-    if _packc is not None and len(p.gpus) and not proven:
-        tb = tables(p, scenario.G)
-        budget = iterations_for(tb)
-        if budget >= MIN_ITERATIONS:
-            value, steps = run_compiled(tb, prices_from(p, lam, mu), lower, budget)
-            if value < lagrangian:
-                found = Bound(value, "decomposition", done + steps, 0.0, lagrangian)
+    budget = iterations_for(len(p.gpus), p.T, scenario.G)
+    if _packc is not None and len(p.gpus) and not proven and budget >= MIN_ITERATIONS:
+        value, steps = run_compiled(tables(p, scenario.G), prices_from(p, lam, mu), lower,
+                                    budget)
+        if value < lagrangian:
+            found = Bound(value, "decomposition", done + steps, 0.0, lagrangian)
     return Bound(found.value, found.method, found.iterations, time.perf_counter() - began,
                  lagrangian)
 
