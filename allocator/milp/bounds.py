@@ -111,15 +111,43 @@ class BlockModel:
         for z, i, s in self.chosen:
             z.upBound = 1 if starts is None or starts.get(i) == s else 0
 
-    def exclude(self, starts: dict[int, int]) -> None:
+    def exclude(self, starts: dict[int, int] | set[tuple[int, int]]) -> None:
         """A no-good cut: the relaxation may no longer pick this set of starts or any subset
         of it (at least one start outside it). Valid where every plan whose starts are a
-        subset is accounted for: placing a start set may drop any of its jobs."""
-        wanted = set(starts.items())
+        subset is accounted for: placing a start set may drop any of its jobs. `starts` is
+        job -> start, or a set of (job, start) pairs where a job may have several."""
+        wanted = set(starts.items()) if isinstance(starts, dict) else set(starts)
         terms = [(z, 1) for z, i, s in self.chosen if (i, s) not in wanted]
         self.cuts += 1
         self.prob += (pulp.LpAffineExpression(terms) >= 1,
                       f"no_good_{self.cuts}")
+
+
+def swap_closure(scenario: Scenario, starts: dict[int, int]) -> set[tuple[int, int]]:
+    """`starts` as (job, start) pairs, plus, for each queued batch job, the starts in
+    `starts` of the other jobs alike in priority, size and duration, no earlier than its
+    own arrival (not for running or reserved jobs).
+
+    Such jobs earn the same from the same start, so the relaxation, whose solutions are
+    full of ties, proposes one start set after another that only trades their starts
+    (tuning seed 1001: two 1-GPU jobs at steps 13 and 21, then at 21 and 13; 1052: two
+    2-GPU jobs alike but for arrival, at 7 and 20, then at 20 and 7). Placing the closure
+    (each job at one of its pairs, or absent) weighs all those trades at once, and the cut
+    that follows removes them all. Any superset of `starts` keeps the cut valid: every
+    plan whose starts lie in it was weighed by the placement.
+    """
+    reserved = {r.id for r in scenario.reservations}
+    kinds: dict[tuple[float, int, int], list[int]] = {}
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, BatchJob) and not job.running and job.id not in reserved:
+            kinds.setdefault((job.priority, job.gpus, job.duration_steps), []).append(i)
+    out = set(starts.items())
+    for group in kinds.values():
+        taken = {starts[i] for i in group if i in starts}
+        for i in group:
+            arrival = scenario.batch_job_at(i).arrival_step
+            out.update((i, s) for s in taken if s >= arrival)
+    return out
 
 
 def block_capacity(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-6) -> Bound:

@@ -57,13 +57,15 @@ class MilpModel:
     start_counts: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
     twins: bool = False  # order_twins rows: a warm start must be `canonical`
 
-    def restrict_starts(self, starts: dict[int, int] | None) -> None:
+    def restrict_starts(self, starts: dict[int, int] | set[tuple[int, int]] | None) -> None:
         """Allow each batch job only the given start (or none); None lifts the restriction.
+        `starts` is job -> start, or a set of (job, start) pairs (a job may have several).
 
         Used to place the block-capacity relaxation's starts: the solver then only picks
         blocks, realtime GPUs and which of those jobs to drop, a far smaller search.
         """
-        wanted = set(starts.items()) if starts is not None else set()
+        wanted = set() if starts is None else \
+            set(starts.items()) if isinstance(starts, dict) else set(starts)
         for key, z in self.start_counts.items():
             z.upBound = 1 if starts is None or key in wanted else 0
 
