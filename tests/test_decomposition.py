@@ -132,30 +132,41 @@ def test_it_closes_most_of_the_lagrangian_gap_at_8_gpus() -> None:
     assert above(bound.value, got) and bound.value <= 1.01 * got
 
 
-def test_a_step_keeps_jobs_to_the_pin_free_blocks() -> None:
-    """Running 1-GPU jobs on GPUs 0 and 8 leave 14 GPUs but only two pin-free 4-GPU blocks:
-    three queued 4-GPU jobs each fit alone, and at most two run at once (the row the
-    Lagrangian only prices). The compiled descent must keep the row too."""
+@pytest.mark.parametrize(
+    ("gpus", "running", "size", "at_once"),
+    [
+        # GPUs 0 and 8 busy leave 14 GPUs but two pin-free 4-GPU blocks
+        (16, (0, 8), 4, 2),
+        # GPUs 1, 3 and 5 busy leave 5 GPUs but one pin-free 2-GPU block, [6, 8)
+        (8, (1, 3, 5), 2, 1),
+    ],
+)
+def test_a_step_keeps_jobs_to_the_pin_free_blocks(
+    gpus: int, running: tuple[int, ...], size: int, at_once: int
+) -> None:
+    """Running 1-GPU jobs leave enough free GPUs for three queued jobs of one size but
+    fewer pin-free aligned blocks: only `at_once` run together (the row the Lagrangian
+    only prices). The compiled descent must keep the row too, at every block size."""
     from allocator.scenario_io import scenario_from_dict
 
     jobs = [{"id": f"r{g}", "kind": "batch_inference", "priority": 1, "gpus": 1,
              "duration_steps": 9, "arrival_step": 0,
              "running": {"first_gpu": g, "remaining_steps": 9}}
-            for g in (0, 8)]
-    jobs += [{"id": f"q{i}", "kind": "training", "priority": 5, "gpus": 4,
+            for g in running]
+    jobs += [{"id": f"q{i}", "kind": "training", "priority": 5, "gpus": size,
               "duration_steps": 2, "arrival_step": 0} for i in range(3)]
     s = scenario_from_dict({"name": "pins", "jobs": jobs,
-                            "cluster": {"gpus": 16, "node_size": 8, "horizon_steps": 2},
+                            "cluster": {"gpus": gpus, "node_size": 8, "horizon_steps": 2},
                             "weights": {"realtime_penalty": 8.0, "decay": 1.0}})
     p = _problem(s)
     tb = dec.tables(p, s.G)
     pi = np.full((tb.J, tb.T), 20.0)
     value, jobs_run = dec.step_value(tb, pi, 0)
-    assert len(jobs_run) == 2 and value == pytest.approx(40.0)
+    assert len(jobs_run) == at_once and value == pytest.approx(20.0 * at_once)
     best = gridlib.objective(s, fast(s))
     bound = dec.quick_bound(s, lower=best)
-    # two 4-GPU jobs over both steps (5 x 4 x 2 each) and the running pair: the optimum
-    assert best == pytest.approx(2 * 40 + 2 * 2) and above(bound.value, best)
-    assert bound.value <= best * 1.001
+    # `at_once` queued jobs over both steps (5 x size x 2 each) and the running ones
+    assert best == pytest.approx(at_once * 5 * size * 2 + len(running) * 2)
+    assert above(bound.value, best) and bound.value <= best * 1.001
     if dec._packc is not None:
         assert dec.run_compiled(tb, pi, None, 30) == dec.descend(tb, pi, None, 30)
