@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import estimator_checks_generator
 
 from allocator.core.errors import InputError
 from forecasting.evaluate import split_index
@@ -16,8 +16,13 @@ from forecasting.synth import noise_floor_mdape
 from forecasting.training import PowerLawBaseline, TrainingCostEstimator
 from tests.forecast_fixtures import features, job, training_history
 
+# A list, not sklearn's generator: pytest deprecates parametrizing over a generator
+SKLEARN_CHECKS = list(estimator_checks_generator(TrainingCostEstimator(n_estimators=40)))
 
-@parametrize_with_checks([TrainingCostEstimator(n_estimators=40)])
+
+@pytest.mark.parametrize(
+    ("estimator", "check"), SKLEARN_CHECKS, ids=[c.func.__name__ for _, c in SKLEARN_CHECKS]
+)
 def test_sklearn_conformance(estimator, check):
     """Numeric arrays take the generic path: the same LightGBM pair on the given columns."""
     check(estimator)

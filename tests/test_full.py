@@ -371,7 +371,7 @@ def test_a_cutoff_above_every_solution_is_infeasible_and_at_the_optimum_finds_it
     import pulp
 
     prob = pulp.LpProblem("cutoff", pulp.LpMaximize)
-    x, y = pulp.LpVariable("x", cat="Binary"), pulp.LpVariable("y", cat="Binary")
+    x, y = prob.add_variable("x", cat="Binary"), prob.add_variable("y", cat="Binary")
     prob += x + 2 * y
     prob += x + y <= 1
     assert solvers.solve_highs(prob, time_limit=5.0, cutoff=2.5).status == "infeasible"
