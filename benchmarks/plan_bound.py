@@ -17,14 +17,15 @@ best plan known (exact where full proves it, else the bound's slack plus full's 
     python benchmarks/plan_bound.py --philly 16 --philly 32 --no-scale
 """
 
-
 from __future__ import annotations
 
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -79,26 +80,7 @@ def main(sets: list[str] = typer.Option([], "--set",
             optimum = run.get("full") if run.get("status") == "optimal" else None
             rows.append(row(case.name, family_scenario(case), optimum))
     if rows:
-        share = {k: [r["fast"] / r[k] for r in rows if r[k] and r[k] > 0 and r["fast"] > 0]
-                 for k in ("lagrangian", "plan_bound", "optimum")}
-        print(f"{', '.join(sets)}: {len(rows)} scenarios of 8-16 GPUs")
-        for k, label in (("lagrangian", "fast / Lagrangian"), ("plan_bound", "fast / plan's bound"),
-                         ("optimum", "fast / proven optimum (a perfect bound)")):
-            v = share[k]
-            if v:
-                print(f"  {label}: mean {100 * statistics.fmean(v):.2f}%, min {100 * min(v):.2f}%, "
-                      f"within 1% on {sum(x >= 0.99 for x in v)} of {len(v)}")
-        proven = [r for r in rows if r["optimum"]]
-        if proven:
-            gap = [r["plan_bound"] / r["optimum"] - 1 for r in proven]
-            old = [r["lagrangian"] / r["optimum"] - 1 for r in proven]
-            print(f"  bound over the optimum ({len(proven)} proven): Lagrangian mean "
-                  f"{100 * statistics.fmean(old):.2f}% (max {100 * max(old):.2f}%), plan's bound "
-                  f"mean {100 * statistics.fmean(gap):.2f}% (max {100 * max(gap):.2f}%)")
-        print(f"  ms (median over scenarios): Lagrangian "
-              f"{statistics.median(r['lagrangian_ms'] for r in rows):.1f}, plan's bound "
-              f"{statistics.median(r['plan_bound_ms'] for r in rows):.1f} "
-              f"(max {max(r['plan_bound_ms'] for r in rows):.1f})")
+        family_summary(sets, rows)
     if philly:
         real(philly, week, every, full_seconds, row)
     if scale:
@@ -112,7 +94,32 @@ def main(sets: list[str] = typer.Option([], "--set",
                   f"({r['plan_bound_ms']:.1f}, {r['method']}) |")
 
 
-def real(sizes: list[int], week: str, every: int, seconds: float, row) -> None:
+def family_summary(sets: list[str], rows: list[dict[str, Any]]) -> None:
+    """fast over each bound on the wider family, the bounds over the stored optima, times."""
+    share = {k: [r["fast"] / r[k] for r in rows if r[k] and r[k] > 0 and r["fast"] > 0]
+             for k in ("lagrangian", "plan_bound", "optimum")}
+    print(f"{', '.join(sets)}: {len(rows)} scenarios of 8-16 GPUs")
+    for k, label in (("lagrangian", "fast / Lagrangian"), ("plan_bound", "fast / plan's bound"),
+                     ("optimum", "fast / proven optimum (a perfect bound)")):
+        v = share[k]
+        if v:
+            print(f"  {label}: mean {100 * statistics.fmean(v):.2f}%, min {100 * min(v):.2f}%, "
+                  f"within 1% on {sum(x >= 0.99 for x in v)} of {len(v)}")
+    proven = [r for r in rows if r["optimum"]]
+    if proven:
+        gap = [r["plan_bound"] / r["optimum"] - 1 for r in proven]
+        old = [r["lagrangian"] / r["optimum"] - 1 for r in proven]
+        print(f"  bound over the optimum ({len(proven)} proven): Lagrangian mean "
+              f"{100 * statistics.fmean(old):.2f}% (max {100 * max(old):.2f}%), plan's bound "
+              f"mean {100 * statistics.fmean(gap):.2f}% (max {100 * max(gap):.2f}%)")
+    print(f"  ms (median over scenarios): Lagrangian "
+          f"{statistics.median(r['lagrangian_ms'] for r in rows):.1f}, plan's bound "
+          f"{statistics.median(r['plan_bound_ms'] for r in rows):.1f} "
+          f"(max {max(r['plan_bound_ms'] for r in rows):.1f})")
+
+
+def real(sizes: list[int], week: str, every: int, seconds: float,
+         row: Callable[[str, Any, float | None], dict[str, Any]]) -> None:
     """The bound on real snapshots, against the best plan full finds in `seconds`."""
     from allocator import grid as gridlib
     from allocator.policies.full import full
