@@ -9,7 +9,7 @@ code, or on another checkout:
     python benchmarks/against_stored.py --set tuning2
     python benchmarks/against_stored.py --set test --tree /tmp/before
 
-Tuning sets (`tuning`, `tuning2`) may be looked at while changing fast; `test` is run
+Tuning sets (`tuning`, `tuning2`, `tuning3`) may be looked at while changing fast; `test` is run
 once, on the final code (BENCHMARKS.md, "Quality on a wider family").
 """
 
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STORED = ROOT / "benchmarks" / "stored"
 
 
-def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
+def main(set_name: str = typer.Option("tuning", "--set",
+                                      help="tuning, tuning2, tuning3 or test"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
@@ -43,15 +44,9 @@ def main(set_name: str = typer.Option("tuning", "--set", help="tuning, tuning2 o
         sys.path.insert(0, str(tree.resolve()))
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
-    from benchmarks.bench_quality import (
-        TEST_SEEDS,
-        TUNING2_SEEDS,
-        TUNING_SEEDS,
-        scenario_for,
-        small_cases,
-    )
+    from benchmarks.bench_quality import SEED_SETS, scenario_for, small_cases
 
-    seeds = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS, "test": TEST_SEEDS}[set_name]
+    seeds = SEED_SETS[set_name]
     stored = json.loads((STORED / f"full30-{set_name}.json").read_text())
     proven: list[tuple[float, str]] = []
     seconds: list[float] = []

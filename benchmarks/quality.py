@@ -16,11 +16,11 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_quality import print_report  # noqa: E402
+from benchmarks.bench_quality import SEED_SETS, print_report  # noqa: E402
 
 
 def main(
-    which: str = typer.Option("tuning", "--set", help="tuning, tuning2 or test"),
+    which: str = typer.Option("tuning", "--set", help="tuning, tuning2, tuning3 or test"),
     gpus: int = typer.Option(16, "--gpus",
                              help="16: the small family (8-16 GPUs); 64 or 256: cluster scale"),
     count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
@@ -31,8 +31,8 @@ def main(
                                            "(benchmarks/stored/full30-SET.json)"),
 ) -> None:
     """fast against full mode on the wider seeded family (the table and its summary)."""
-    if which not in ("tuning", "tuning2", "test"):
-        raise typer.BadParameter("tuning, tuning2 or test", param_hint="--set")
+    if which not in SEED_SETS:
+        raise typer.BadParameter(", ".join(SEED_SETS), param_hint="--set")
     cmd = (f"python benchmarks/quality.py --set {which} --gpus {gpus}"
            + (f" --count {count}" if count else "")
            + f" --time-limit {time_limit:g}" + (" --no-full" if no_full else ""))
