@@ -180,25 +180,33 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
         const int level = __builtin_ctzll((uint64_t)g);
         int start = find(s, level, (int)j->length[i], earliest, short_steps, best_fit, &block);
         if (s->spare && s->spill >= 0 && short_steps && (start < 0 || start > earliest)) {
-            /* Worth the reserved GPUs it takes? Earlier, on GPUs realtime would miss. */
-            int64_t over_block;
-            int over = find(s, level, (int)j->length[i], earliest, 0, best_fit, &over_block);
-            if (over >= 0 && (start < 0 || over < start)) {
+            /* Worth the reserved GPUs it takes? Each earlier start on GPUs realtime would
+             * miss, earliest first, while its run still earns more than the best so far
+             * (a later start earns less): the one whose value net of its deficit is most. */
+            double best = 0;
+            if (start >= 0) {
+                int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+                best = j->weight[i] * (j->decay[end] - j->decay[start]);
+            }
+            const int kept = start;
+            int from = earliest;
+            for (;;) {
+                int64_t over_block;
+                int over = find(s, level, (int)j->length[i], from, 0, best_fit, &over_block);
+                if (over < 0 || (kept >= 0 && over >= kept)) break;
                 int over_end = over + j->length[i] < T ? over + (int)j->length[i] : T;
+                double earned = j->weight[i] * (j->decay[over_end] - j->decay[over]);
+                if (earned <= best) break;
                 double deficit = 0;
                 for (int t = over; t < over_end; t++)
                     if (s->spare[t] < g) deficit += (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0));
-                double keep = 0;
-                if (start >= 0) {
-                    int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
-                    keep = j->weight[i] * (j->decay[end] - j->decay[start]);
-                }
-                double take = j->weight[i] * (j->decay[over_end] - j->decay[over]) -
-                              s->spill * deficit;
-                if (take > keep) {
+                double take = earned - s->spill * deficit;
+                if (take > best) {
+                    best = take;
                     start = over;
                     block = over_block;
                 }
+                from = over + 1;
             }
         }
         if (start < 0) continue;
@@ -1950,7 +1958,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 15
+#define PACKC_ABI 16
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

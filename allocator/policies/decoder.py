@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 15  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 16  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -92,7 +92,8 @@ class Decoder:
         fast uses the best-fit block; the baselines the lowest, and fifo its order bound.
         With `spare` and `spill >= 0`, a job the reserve delays (or keeps out) may start
         earlier on reserved GPUs when its value beats `spill` per reserved GPU-step taken
-        (realtime's cheapest shortfall): the trade the objective makes.
+        (realtime's cheapest shortfall): the trade the objective makes, at the start that
+        earns most net of that price.
         """
         if compiled is None:
             compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
@@ -267,25 +268,34 @@ class _PyDecoder(Decoder):
 
     def _spill(self, job: BatchJob, spot: tuple[int, int] | None,
                cum: np.ndarray) -> tuple[int, int] | None:
-        """An earlier spot on reserved GPUs, if the job's value beats their shortfall price."""
+        """An earlier spot on reserved GPUs, if the job's value beats their shortfall price:
+        of every earlier start, the one earning most net of that price (not only the
+        earliest: one step later may leave a peak's GPUs to realtime)."""
         T, g = self.scenario.T, job.gpus
         earliest = max(min(job.arrival_step, T), self.bound)
         if (self.spare is None or not np.any(self.spare < g)
                 or (spot is not None and spot[0] <= earliest)):
             return spot
-        over = find(self.index, job, max(job.arrival_step, self.bound), self.best_fit)
-        if over is None or (spot is not None and over[0] >= spot[0]):
-            return spot
         length = min(run_length(job), T)
-        over_end = min(over[0] + length, T)
-        window = self.spare[over[0] : over_end]
-        deficit = float(np.where(window < g, g - np.maximum(window, 0), 0).sum())
-        keep = 0.0
+        best, chosen = 0.0, spot
         if spot is not None:
             end = min(spot[0] + length, T)
-            keep = job.priority * job.gpus * (cum[end] - cum[spot[0]])
-        take = job.priority * job.gpus * (cum[over_end] - cum[over[0]]) - self.spill * deficit
-        return over if take > keep else spot
+            best = job.priority * job.gpus * (cum[end] - cum[spot[0]])
+        start_from = max(job.arrival_step, self.bound)
+        while True:
+            over = find(self.index, job, start_from, self.best_fit)
+            if over is None or (spot is not None and over[0] >= spot[0]):
+                return chosen
+            over_end = min(over[0] + length, T)
+            earned = job.priority * job.gpus * (cum[over_end] - cum[over[0]])
+            if earned <= best:  # a later start earns less still
+                return chosen
+            window = self.spare[over[0] : over_end]
+            deficit = float(np.where(window < g, g - np.maximum(window, 0), 0).sum())
+            take = earned - self.spill * deficit
+            if take > best:
+                best, chosen = take, over
+            start_from = over[0] + 1
 
     def _earliest(self, job: BatchJob) -> tuple[int, int] | None:
         """The earliest block-feasible start that also leaves the reserved GPUs spare.
