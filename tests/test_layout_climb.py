@@ -85,13 +85,15 @@ def test_runs_held_at_step_zero_by_a_service_with_current_gpus_stay() -> None:
 
 def test_the_climb_lifts_fast_where_its_layouts_leave_a_large_job_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tuning seed 1048 (14 GPUs, long 1-GPU jobs, an 8-GPU job no layout starts): the climb
-    moves the service's runs so the 8-GPU job fits, lifting fast by more than 4%."""
+    """Tuning seed 1048 (14 GPUs, long 1-GPU jobs, an 8-GPU job): the climb moves the
+    service's runs so that the batch work earns more. (It lifted fast by 5% when no layout
+    started the 8-GPU job; since a split layer pays its head's release up front, the
+    stacked layout starts it itself, and the climb adds 0.6%.)"""
     scenario = load_scenario(LIFTS)
     climbed = gridlib.objective(scenario, fast(scenario, hot_hops=0))  # the climb alone
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
     plain = gridlib.objective(scenario, fast(scenario, hot_hops=0))
-    assert climbed > 1.04 * plain, (climbed, plain)
+    assert climbed > 1.005 * plain, (climbed, plain)
 
 
 def _runs_one_service_at_a_time(scenario: Scenario, layout: np.ndarray) -> np.ndarray:

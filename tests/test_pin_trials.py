@@ -27,6 +27,7 @@ from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, scenarios
 
 WINS = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins.json"
+WINS_16 = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins_16.json"
 CHEAP = Path(__file__).parent / "data" / "quality_cases" / "cheap_trial_wins.json"
 DEFERS = Path(__file__).parent / "data" / "quality_cases" / "defer_trial_wins.json"
 
@@ -71,14 +72,15 @@ def test_pin_trials_keep_a_held_reservation(scenario: Scenario,
 
 def test_a_trial_finds_the_joint_move_the_layouts_miss(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    """A generated tuning scenario (14 GPUs, long 1-GPU jobs, an 8-GPU job fast's layouts
-    never start): three trials raise the plan by more than 1.5%. (The layout climb reaches
-    further there, tests/test_layout_climb.py; off here, so the trials are what is tested.)"""
+    """Tuning seed 1049 (16 GPUs, an 8-GPU job the layouts start late): three trials raise
+    the plan by more than 5% (7.6%). (The layout climb reaches some of it too; off here,
+    so the trials are what is tested. On WINS, the case this was first written on, the
+    layouts now start the 8-GPU job themselves.)"""
     monkeypatch.setattr(fastmod, "CLIMB_FROM", None)
-    scenario = load_scenario(WINS)
+    scenario = load_scenario(WINS_16)
     plain = gridlib.objective(scenario, fast(scenario, hot_hops=0))  # the trials alone
     tried = gridlib.objective(scenario, fast(scenario, pin_trials=3, hot_hops=0))
-    assert tried > 1.015 * plain, (tried, plain)
+    assert tried > 1.05 * plain, (tried, plain)
 
 
 def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_holds() -> None:

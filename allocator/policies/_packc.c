@@ -1356,6 +1356,7 @@ typedef struct {
     int a, b, slot;
     int64_t job;
     double prio;
+    int paid; /* the release at b was charged when the interval was split off */
 } Interval;
 
 /* realtime.py's queue order: the longest first, then the highest priority, then the
@@ -1366,7 +1367,8 @@ static int interval_before(const Interval *x, const Interval *y) {
     if (x->prio != y->prio) return x->prio > y->prio;
     if (x->a != y->a) return x->a < y->a;
     if (x->job != y->job) return x->job < y->job;
-    return x->b < y->b;
+    if (x->b != y->b) return x->b < y->b;
+    return x->paid < y->paid;
 }
 
 typedef struct {
@@ -1431,19 +1433,29 @@ static int own_best(const Ledger *l, const unsigned char *fr, const double *rank
     return best;
 }
 
-/* realtime.py's _handover: where the head of a split interval may end if the move at m
- * fits the swap budget (m, or m + 1 for one change a step); -1 if it does not. */
-static int handover(const Ledger *l, int T, int m, int b) {
+/* realtime.py's _handover: the tail's start (returned) and the head's end (*head_end) of a
+ * split interval whose GPU frees at m, if the move fits the swap budget (at a step, or
+ * with the head held one step longer), from m up to `wait` steps later; -1 if not. */
+static int handover(const Ledger *l, int T, int m, int b, int wait, int *head_end) {
     if (b < T && l->changes[b] + 1 > l->limit) return -1;
-    if (l->changes[m] + 2 <= l->limit) return m;
-    if (l->changes[m] + 1 <= l->limit && l->changes[m + 1] + 1 <= l->limit) return m + 1;
+    const int last = m + wait < b - 1 ? m + wait : b - 1;
+    for (int start = m; start <= last; start++) {
+        if (l->changes[start] + 2 <= l->limit) {
+            *head_end = start;
+            return start;
+        }
+        if (l->changes[start] + 1 <= l->limit && l->changes[start + 1] + 1 <= l->limit) {
+            *head_end = start + 1;
+            return start;
+        }
+    }
     return -1;
 }
 
 /* realtime.py's _charge: the acquire at a and the release at b, if both fit. */
-static int charge(Ledger *l, int T, int gpu, int a, int b) {
+static int charge(Ledger *l, int T, int gpu, int a, int b, int paid) {
     const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
-    const int release = b < T;
+    const int release = b < T && !paid;
     if (acquire && release && a == b) {
         if (l->changes[a] + 2 > l->limit) return 0;
     } else if ((acquire && l->changes[a] + 1 > l->limit) ||
@@ -1458,15 +1470,15 @@ static int charge(Ledger *l, int T, int gpu, int a, int b) {
 /* rt_place(grid (T, G) int32, intervals (n, 3) int64 [a, slot, b], job (R,) int64,
  * prio (R,) float64, allowed (R, G) bool, current (R, G) bool, unused (R, G) bool,
  * has_current (R,) bool, limit (R,) int64, changes (R, T + 1) int64, rank (G,) float64,
- * largest, tail_first, stack, lag) -> None: RealtimePlacer.place without holding through
+ * largest, tail_first, stack, lag, wait) -> None: RealtimePlacer.place without holding through
  * a keep-off, the same loop over the same queue order; writes grid, unused and changes. */
 static PyObject *rt_place(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[11];
-    int largest, tail_first, stack, lag;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOippi:rt_place", &o[0], &o[1], &o[2], &o[3],
+    int largest, tail_first, stack, lag, wait;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOippii:rt_place", &o[0], &o[1], &o[2], &o[3],
                           &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &largest,
-                          &tail_first, &stack, &lag))
+                          &tail_first, &stack, &lag, &wait))
         return NULL;
     Py_buffer bu[11];
     /* writable: grid, unused, changes */
@@ -1500,7 +1512,7 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
         for (size_t c = 0; c < (size_t)T * G; c++) fr[c] = grid[c] == -1;
     for (Py_ssize_t k = 0; k < n && !failed; k++) {
         const int slot = (int)iv[3 * k + 1];
-        Interval one = {(int)iv[3 * k], (int)iv[3 * k + 2], slot, job[slot], prio[slot]};
+        Interval one = {(int)iv[3 * k], (int)iv[3 * k + 2], slot, job[slot], prio[slot], 0};
         failed = queue_push(&q, one) != 0;
     }
     while (!failed && q.n > 0) {
@@ -1517,14 +1529,15 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
                 break;
             }
             if (pick >= 0 && m > 0) {
-                const int end = handover(l, T, a + m, b);
-                if (end < 0) {
+                int end = -1;
+                const int moved = handover(l, T, a + m, b, wait, &end);
+                if (moved < 0) {
                     if (stack_pick_core(fr, l->allowed, rank, G, a, b, 0, &pick, &m, &sc) != 0) {
                         failed = 1;
                         break;
                     }
                 } else if (own < 0 || rank[pick] > rank[own]) {
-                    gpu = pick, start = a + m, head_end = end, chosen = 1;
+                    gpu = pick, start = moved, head_end = end, chosen = 1;
                 }
             }
             if (!chosen && pick >= 0 && (own < 0 || rank[pick] > rank[own])) {
@@ -1553,14 +1566,18 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
             }
             head_end = start;
         }
-        if (!charge(l, T, gpu, start, b)) continue;
+        if (!charge(l, T, gpu, start, b, cur.paid)) continue;
         for (int t = start; t < b; t++) {
             fr[(size_t)t * G + gpu] = 0;
             grid[(size_t)t * G + gpu] = (int32_t)cur.job;
         }
         if (start == 0) l->unused[gpu] = 0;
-        if (start > a) { /* the head of the interval waits for another GPU */
-            Interval head = {a, head_end, cur.slot, cur.job, cur.prio};
+        if (start > a) { /* the head waits for another GPU, its release paid now */
+            if (head_end < T) {
+                if (l->changes[head_end] + 1 > l->limit) continue; /* it would not fit later */
+                l->changes[head_end] += 1;
+            }
+            Interval head = {a, head_end, cur.slot, cur.job, cur.prio, 1};
             failed = queue_push(&q, head) != 0;
         }
     }
@@ -1958,7 +1975,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 16
+#define PACKC_ABI 17
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

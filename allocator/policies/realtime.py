@@ -239,13 +239,14 @@ class RealtimePlacer:
             self._place_compiled(grid, phase)
             return
         T = self.T
-        queue = [iv for iv in self.intervals if _in_phase(iv[2], phase)]
+        # (-length, -priority, a, job, b, the release at b already paid)
+        queue = [(*iv, False) for iv in self.intervals if _in_phase(iv[2], phase)]
         heapq.heapify(queue)
         free = grid == gridlib.FREE
         # own_free is None: a job's current GPUs are free where any GPU is
         own_free = None if self.holding is None else free | ((grid == OFF) & self.holding)
         while queue:
-            _, _, a, i, b = heapq.heappop(queue)
+            _, _, a, i, b, paid = heapq.heappop(queue)
             state = self.jobs[i]
             mine = self.allowed[i]
             if self.stack:
@@ -261,7 +262,7 @@ class RealtimePlacer:
                     continue  # left out: a shortfall the objective prices
                 gpu, start = spot
                 head_end = start
-            if not _charge(state, gpu, start, b, T):
+            if not _charge(state, gpu, start, b, T, paid):
                 continue
             free[start:b, gpu] = False
             if own_free is not None:
@@ -269,8 +270,11 @@ class RealtimePlacer:
             grid[start:b, gpu] = i
             if start == 0:
                 state.unused_current.discard(gpu)
-            if start > a:  # the head of the interval waits for another GPU
-                heapq.heappush(queue, (-(head_end - a), -state.job.priority, a, i, head_end))
+            if start > a and _reserve_release(state, head_end, T):
+                # the head waits for another GPU, its release paid now: a later handover
+                # must not spend the budget it needs
+                heapq.heappush(queue, (-(head_end - a), -state.job.priority, a, i, head_end,
+                                       True))
 
     def _place_compiled(self, grid: np.ndarray, phase: str) -> None:
         """`place`'s loop in C (`_packc.rt_place`: the same queue order, choices and swap
@@ -288,7 +292,7 @@ class RealtimePlacer:
         _packc.rt_place(grid, fixed.intervals[phase], fixed.job, fixed.prio, fixed.allowed,
                         fixed.current, unused, fixed.has_current, fixed.limit, changes,
                         np.ascontiguousarray(self.rank, dtype=np.float64), self.largest,
-                        self.tail_first, self.stack, STACK_LAG)
+                        self.tail_first, self.stack, STACK_LAG, HANDOVER_WAIT)
         for state, row in zip(ledgers, changes, strict=True):
             state.changes[:] = row
         for r in holders:  # a current GPU taken at step 0 is used now
@@ -380,7 +384,9 @@ def _choose(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray, ran
 # How far past an interval's start the stacked layout may wait for a preferred GPU to free
 # up (the head of the interval holds another GPU meanwhile): enough for running jobs that
 # end within the hour or two, not so far that heads pile up (tuning seeds).
-STACK_LAG = 2
+STACK_LAG = 3
+# How many steps past the step its GPU frees a moving layer may wait for swap budget.
+HANDOVER_WAIT = 1
 
 
 def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray,
@@ -398,11 +404,11 @@ def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndar
     lag = STACK_LAG if b - a > STACK_LAG else 0
     pick = _stack_pick(free, mine, rank, a, b, lag)
     if pick is not None and pick[1] > 0:
-        head_end = _handover(state, a + pick[1], b)
-        if head_end is None:
+        move = _handover(state, a + pick[1], b)
+        if move is None:
             pick = _stack_pick(free, mine, rank, a, b, 0)
         elif own_best < 0 or rank[pick[0]] > rank[own_best]:
-            return pick[0], a + pick[1], head_end
+            return pick[0], move[0], move[1]
     if pick is not None and (own_best < 0 or rank[pick[0]] > rank[own_best]):
         return pick[0], a, a
     if own_best >= 0:
@@ -427,18 +433,33 @@ def _own_best(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray,
     return max(own, key=lambda g: rank[g]) if own else None
 
 
-def _handover(state: SwapLedger, m: int, b: int) -> int | None:
-    """Where the head of a split interval may end, if the swap budget allows the move at m:
-    at m (a release and an acquire there), else at m + 1 (one change each step)."""
+def _handover(state: SwapLedger, m: int, b: int) -> tuple[int, int] | None:
+    """(the tail's start, the head's end) of a split interval whose GPU frees at m, if the
+    swap budget allows the move: at m (a release and an acquire there), else with the head
+    held to m + 1 (one change each step); failing both, the same up to HANDOVER_WAIT
+    steps later (another layer's move may have spent step m: a service on two GPUs of a
+    block leaves it one GPU a step)."""
     limit = state.job.swap_limit
     changes = state.changes
     if b < len(changes) - 1 and changes[b] + 1 > limit:
         return None  # the tail's own release does not fit
-    if changes[m] + 2 <= limit:
-        return m
-    if changes[m] + 1 <= limit and changes[m + 1] + 1 <= limit:
-        return m + 1
+    for start in range(m, min(m + HANDOVER_WAIT, b - 1) + 1):
+        if changes[start] + 2 <= limit:
+            return start, start
+        if changes[start] + 1 <= limit and changes[start + 1] + 1 <= limit:
+            return start, start + 1
     return None
+
+
+def _reserve_release(state: SwapLedger, b: int, T: int) -> bool:
+    """Charge a waiting head's release at b now, if it fits (else the head is dropped: its
+    release would not fit later either, the budget only fills)."""
+    if b >= T:
+        return True
+    if state.changes[b] + 1 > state.job.swap_limit:
+        return False
+    state.changes[b] += 1
+    return True
 
 
 def _stack_pick(free: np.ndarray, mine: np.ndarray, rank: np.ndarray, a: int, b: int,
@@ -495,12 +516,13 @@ def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
     return int(candidates[np.argmax(rank[candidates])]), a + best
 
 
-def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int) -> bool:
-    """Charge the acquire at a and the release at b to the swap budget, if both fit."""
+def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int, paid: bool = False) -> bool:
+    """Charge the acquire at a and the release at b to the swap budget, if both fit
+    (`paid`: the release was charged when the interval was split off)."""
     limit = state.job.swap_limit
     changes = state.changes
     acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
-    release = b < T
+    release = b < T and not paid
     if acquire and release and a == b:
         if changes[a] + 2 > limit:
             return False
