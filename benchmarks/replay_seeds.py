@@ -21,7 +21,11 @@ plan leaves free, `fast.TOP_UP = False`), `nosurplus` (no hand-over of GPUs a se
 holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs handed
 between services, `fast.EXCHANGE = True`; off by default), `relayout` (the second look
 at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = True`; off by default), `hot`
-(light rounds of realtime hops on the hot path, `fast.HOT_HOPS = 2`; off by default).
+(two light rounds of realtime hops on the hot path, `fast.HOT_HOPS = 2`, on by default from
+10 to 14 GPUs), `nohot` (none, `fast.HOT_HOPS = 0`), `lag2`
+(the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
+and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
+`realtime.HANDOVER_WAIT = 0`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ class Variant:
     exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
     surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
     relayout: bool = False  # True: the second look at the first layout (fast.RELAYOUT)
-    hot_hops: int = 0  # light rounds of hops on the hot path (fast.HOT_HOPS)
+    hot_hops: int | None = None  # light rounds of hops on the hot path (None: fast.HOT_HOPS)
+    stack_lag: int | None = None  # None: realtime's own STACK_LAG
+    handover_wait: int | None = None  # None: realtime's own HANDOVER_WAIT
 
 
 VARIANTS: dict[str, Variant] = {
@@ -62,7 +68,8 @@ VARIANTS: dict[str, Variant] = {
     "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
     "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
     "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
-    "relayout": Variant(relayout=True), "hot": Variant(hot_hops=2),
+    "relayout": Variant(relayout=True), "hot": Variant(hot_hops=2), "nohot": Variant(hot_hops=0),
+    "lag2": Variant(stack_lag=2, handover_wait=0),
 }
 
 
@@ -84,10 +91,16 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
 
     saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
              fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-             fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS)
+             fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS, realtime.STACK_LAG,
+             realtime.HANDOVER_WAIT)
     fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
+    if variant.stack_lag is not None:
+        realtime.STACK_LAG = variant.stack_lag
+    if variant.handover_wait is not None:
+        realtime.HANDOVER_WAIT = variant.handover_wait
     fastmod.SURPLUS_TRADE, fastmod.RELAYOUT = variant.surplus, variant.relayout
-    fastmod.HOT_HOPS = variant.hot_hops
+    if variant.hot_hops is not None:
+        fastmod.HOT_HOPS = variant.hot_hops
     if not variant.climb:
         fastmod.CLIMB_FROM = None
     realtime.BROKEN_FIRST = variant.broken_first
@@ -106,7 +119,8 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
          fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-         fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS) = saved
+         fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS, realtime.STACK_LAG,
+         realtime.HANDOVER_WAIT) = saved
         policies.register("fast", fastmod.fast)
     return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
 

@@ -74,10 +74,10 @@
    (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
    off it from a step on (or up to one), which needs several services or runs to leave
    together and so no single hop makes; judged the same way.
-   Only with `hot_hops=N` (off by default, `HOT_HOPS`: it costs the hot path a third
-   more time): a light version without `hops` or trials: up to 14 GPUs, N rounds judged
-   by one greedy pass, windows every other step, no evacuation; with anchors, before the
-   stable candidate is judged. Its plan is a candidate beside the trials' and hops' too.
+   Without `hops` or trials, from 10 to 14 GPUs, a light version (`hot_hops`, default
+   `HOT_HOPS` = 2 rounds): each round judged by one greedy pass, windows every other
+   step, no evacuation; with anchors, before the stable candidate is judged. Its plan is
+   a candidate beside the trials' and hops' too.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -301,7 +301,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
     light_rounds = HOT_HOPS if hot_hops is None else hot_hops
-    if light_rounds > 0 and scenario.G <= HOT_MAX_GPUS:
+    if light_rounds > 0 and HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS:
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=0, one_order=True)
     if anchors or not (hops or pin_trials or defer_trials):
@@ -363,20 +363,21 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 EVAC_ROUNDS = 1
 # The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
 # greedy pass (the order earning most on the starting layout), windows whose inner edge
-# is every HOT_STRIDE-th step, up to HOT_MAX_GPUS. On the tuning seeds (BENCHMARKS.md):
-# minimum 94.80 -> 97.30% (tuning) and 91.57 -> 94.29% (tuning2), none lowered. One
-# order and every other step cost about a sixth of a round of step 9 (six orders, every
-# step: one such round gave 96.44 / 94.34% for 12-14 ms more a plan); a third round
-# lifted five plans by 0.1-0.5%; windows every step (one round) lifted s1059 by 0.05% at
-# twice the search's cost; every fourth step lost s1033 (98.66 -> 91.57%). At 16 GPUs a
-# light round lifted five tuning plans by 0.04-0.3% for about 5 ms a plan (as much as
-# fast's own time there): not run there. Off by default (0) all the same: they cost 36%
-# more instructions at 8 GPUs (9.1 -> 12.4 M) and about twice fast's time at 10-14 GPUs,
-# against latency targets fast already misses, lifted the test seeds' mean by 0.22
-# points without moving their minimum, and in the rolling replay lowered realized value
-# on 14 of 19 seeds (-0.01%, se 0.02). `fast(scenario, hot_hops=2)` runs them.
-HOT_HOPS = 0
+# is every HOT_STRIDE-th step, from HOT_MIN_GPUS to HOT_MAX_GPUS. One order and every
+# other step cost about a sixth of a round of step 9 (six orders, every step: one such
+# round gave 96.44 / 94.34% on the first two tuning sets for 12-14 ms more a plan); a
+# third round lifted five plans by 0.1-0.5%; windows every step (one round) lifted s1059
+# by 0.05% at twice the search's cost; every fourth step lost s1033 (98.66 -> 91.57%).
+# On by default from 10 to 14 GPUs: over the three tuning sets (150 seeds, 146 proven
+# optima) they lift 27 of the 89 plans there (+0.36 points on average, up to +7.1),
+# lower none, and move fast's mean from 98.70 to 98.95% (tuning3's, the set where the
+# services most need to move off a block, 98.68 -> 98.95%). Not at 8 GPUs: 2 of 19
+# plans lifted (+0.11 points on average) for 36% more instructions against the 1 ms
+# target there; not at 16: none lifted, about 5 ms a plan. `fast(scenario, hot_hops=0)`
+# turns them off, `hot_hops=N` sets the rounds.
+HOT_HOPS = 2
 HOT_STRIDE = 2
+HOT_MIN_GPUS = 10
 HOT_MAX_GPUS = 14
 
 
