@@ -7,6 +7,11 @@ shortfall. Each variant replays the same worlds in this process, one after anoth
 
     python benchmarks/replay_seeds.py --seeds 20-49
     python benchmarks/replay_seeds.py --seeds 7-9 --variants off,pairs
+    python benchmarks/replay_seeds.py --seeds 20-39 --variants nohot,pairs --sizes 10,12,14
+
+`--sizes` gives the worlds other GPU counts (world k of each level gets the k-th, cycling):
+the suite's 8, 16 and 32 leave out the sizes where some of fast's steps run (the light
+hops run from 10 to 14 GPUs).
 
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
@@ -81,7 +86,8 @@ def seed_range(text: str) -> list[int]:
     return out
 
 
-def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
+def replay(seed: int, variant: Variant, sizes: tuple[int, ...] | None = None
+           ) -> dict[str, tuple[float, float]]:
     """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
     from allocator import policies
     from allocator.policies import fast as fastmod
@@ -115,7 +121,8 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
     policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
                                       pin_trials=variant.pin_trials))
     try:
-        rows = run_many(suite(seed), ["fast"], SimConfig())
+        worlds = suite(seed) if sizes is None else suite(seed, sizes=sizes)
+        rows = run_many(worlds, ["fast"], SimConfig())
     finally:
         (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
          fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
@@ -126,8 +133,13 @@ def replay(seed: int, variant: Variant) -> dict[str, tuple[float, float]]:
 
 
 def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),
-         variants: str = typer.Option("off,pairs,clear,both", "--variants")) -> None:
+         variants: str = typer.Option("off,pairs,clear,both", "--variants"),
+         sizes: str | None = typer.Option(None, "--sizes",
+                                          help="the worlds' GPU counts, e.g. 10,12,14 "
+                                               "(default: the suite's 8, 16 and 32)")
+         ) -> None:
     names = variants.split(",")
+    world_sizes = None if sizes is None else tuple(int(g) for g in sizes.split(","))
     base = names[0]
     table: dict[str, dict[int, dict[str, tuple[float, float]]]] = {n: {} for n in names}
     print("| seed | " + " | ".join(f"{n} value | {n} worst rt %" for n in names) + " |")
@@ -135,7 +147,7 @@ def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9
     for seed in seed_range(seeds):
         cells = []
         for name in names:
-            run = table[name][seed] = replay(seed, VARIANTS[name])
+            run = table[name][seed] = replay(seed, VARIANTS[name], world_sizes)
             cells += [f"{sum(v for v, _ in run.values()):,.0f}",
                       f"{max(r for _, r in run.values()):.2f}"]
         print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)

@@ -159,19 +159,22 @@ def _batch_jobs(rng: np.random.Generator, spec: WorldSpec, G: int, L: int,
     return jobs
 
 
-def suite(seed: int = 7, per_level: int = 7, days: int = 2) -> list[World]:
-    """The seeded suite: `per_level` worlds at each contention level (21 by default)."""
-    return [suite_world(f"{level}-{k:02d}", seed, days)
+def suite(seed: int = 7, per_level: int = 7, days: int = 2,
+          sizes: tuple[int, ...] = SUITE_SIZES) -> list[World]:
+    """The seeded suite: `per_level` worlds at each contention level (21 by default);
+    world k of a level has `sizes[k % len(sizes)]` GPUs."""
+    return [suite_world(f"{level}-{k:02d}", seed, days, sizes)
             for level in LEVELS for k in range(per_level)]
 
 
-def suite_world(name: str, seed: int = 7, days: int = 2) -> World:
+def suite_world(name: str, seed: int = 7, days: int = 2,
+                sizes: tuple[int, ...] = SUITE_SIZES) -> World:
     """One suite world by name (e.g. `high-03`), without building the others."""
     level, _, index = name.partition("-")
     if level not in LEVELS or not index.isdigit():
         raise KeyError(f"unknown world {name!r}; suite worlds are named like "
                        f"{', '.join(f'{lv}-00' for lv in LEVELS)}")
     k = int(index)
-    G = SUITE_SIZES[k % len(SUITE_SIZES)]
+    G = sizes[k % len(sizes)]
     return synthetic(name, WorldSpec(gpus=G, days=days, load=LEVELS[level],
                                      services=1 + k % 3), seed)

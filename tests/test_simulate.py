@@ -140,6 +140,15 @@ def test_suite_is_seeded_and_spans_three_levels() -> None:
     assert 0.3 < np.mean(errors) < 0.95  # forecast error is on
 
 
+def test_suite_worlds_take_the_sizes_asked() -> None:
+    """`sizes` cycles over each level's worlds (replay_seeds --sizes): the same worlds
+    otherwise, so a variant compared on them differs only in their GPU counts."""
+    worlds = suite(7, per_level=4, days=1, sizes=(10, 12))
+    assert [w.gpus for w in worlds] == [10, 12, 10, 12] * len(LEVELS)
+    assert suite_world("low-01", 7, days=1, sizes=(10, 12)).gpus == 12
+    assert suite_world("low-01", 7, days=1).gpus == 16
+
+
 def test_fast_beats_the_online_baselines_on_a_contended_world() -> None:
     w = suite_world("high-06", days=1)
     got = {p: sim.realized(sim.replay(w, p)) for p in POLICIES}
