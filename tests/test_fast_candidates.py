@@ -209,6 +209,39 @@ def test_the_stacked_layout_is_legal(scenario: Scenario) -> None:
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
 
 
+def _two_gpu_service_beside_a_running_pair() -> Scenario:
+    """10 GPUs; a 2-GPU service (swap limit 2) all day; a running job on GPUs 8-9, the two
+    outside every 8-GPU block, for 3 steps; an 8-GPU job queued."""
+    from allocator.scenario_io import scenario_from_dict
+
+    return scenario_from_dict({
+        "name": "handover", "cluster": {"gpus": 10, "horizon_steps": 12, "node_size": 8},
+        "jobs": [
+            {"id": "serve", "kind": "realtime", "priority": 10, "demand": [2] * 12,
+             "swap_limit": 2},
+            {"id": "run", "kind": "training", "priority": 1, "gpus": 2, "duration_steps": 3,
+             "running": {"first_gpu": 8, "remaining_steps": 3}},
+            {"id": "big", "kind": "training", "priority": 5, "gpus": 8, "duration_steps": 6}]})
+
+
+def test_the_stacked_layout_moves_both_layers_off_the_block_a_gpu_a_step() -> None:
+    """Both layers want GPUs 8-9, free from step 3: the first moves at step 3 (a release
+    and an acquire), the second a step later (the budget at step 3 is spent), and neither
+    head is dropped: 2 GPUs every step, off the 8-GPU block from step 4, the big job on
+    it from there. (The head's release was once charged only when the head was placed,
+    after the second layer's hand-over had spent it: a GPU short for three steps.)"""
+    scenario = _two_gpu_service_beside_a_running_pair()
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    place_realtime(scenario, grid, stack=True)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    held = (grid == 0).sum(axis=1)
+    assert (held == 2).all(), held
+    assert (grid[4:, 8:] == 0).all() and not (grid[4:, :8] == 0).any()
+    plan = fast(scenario)
+    assert (plan[4:10, :8] == 2).all()
+
+
 @settings(max_examples=examples(0.5))
 @given(scenario=contended_scenarios())
 def test_the_realtime_last_layout_is_kept_only_when_legal(scenario: Scenario) -> None:
