@@ -181,26 +181,38 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
         int start = find(s, level, (int)j->length[i], earliest, short_steps, best_fit, &block);
         if (s->spare && s->spill >= 0 && short_steps && (start < 0 || start > earliest)) {
             /* Worth the reserved GPUs it takes? Each earlier start on GPUs realtime would
-             * miss, earliest first, while its run still earns more than the best so far
-             * (a later start earns less): the one whose value net of its deficit is most. */
+             * miss, earliest first, while a run from there still earns more than the best
+             * so far (a later start earns less): the one whose value net of its deficit is
+             * most. The deficit is the window's alone, so a start that cannot beat the
+             * best is passed over without a block search. */
+            const int kept = start, length = (int)j->length[i];
             double best = 0;
-            if (start >= 0) {
-                int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
-                best = j->weight[i] * (j->decay[end] - j->decay[start]);
+            if (kept >= 0) {
+                int end = kept + length < T ? kept + length : T;
+                best = j->weight[i] * (j->decay[end] - j->decay[kept]);
             }
-            const int kept = start;
+            double lack[65]; /* reserved GPU-steps a run takes up to each step (T <= 63) */
+            lack[0] = 0;
+            for (int t = 0; t < T; t++)
+                lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
             int from = earliest;
-            for (;;) {
-                int64_t over_block;
-                int over = find(s, level, (int)j->length[i], from, 0, best_fit, &over_block);
-                if (over < 0 || (kept >= 0 && over >= kept)) break;
-                int over_end = over + j->length[i] < T ? over + (int)j->length[i] : T;
-                double earned = j->weight[i] * (j->decay[over_end] - j->decay[over]);
+            while (from < T && (kept < 0 || from < kept)) {
+                int over_end = from + length < T ? from + length : T;
+                double earned = j->weight[i] * (j->decay[over_end] - j->decay[from]);
                 if (earned <= best) break;
-                double deficit = 0;
-                for (int t = over; t < over_end; t++)
-                    if (s->spare[t] < g) deficit += (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0));
-                double take = earned - s->spill * deficit;
+                double take = earned - s->spill * (lack[over_end] - lack[from]);
+                if (take <= best) {
+                    from++;
+                    continue;
+                }
+                int64_t over_block;
+                int over = find(s, level, length, from, 0, best_fit, &over_block);
+                if (over < 0 || (kept >= 0 && over >= kept)) break;
+                if (over > from) { /* the next start any block allows: weigh it */
+                    over_end = over + length < T ? over + length : T;
+                    take = j->weight[i] * (j->decay[over_end] - j->decay[over]) -
+                           s->spill * (lack[over_end] - lack[over]);
+                }
                 if (take > best) {
                     best = take;
                     start = over;
@@ -1975,7 +1987,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 17
+#define PACKC_ABI 18
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

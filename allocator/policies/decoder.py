@@ -23,7 +23,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 17  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 18  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -281,21 +281,30 @@ class _PyDecoder(Decoder):
         if spot is not None:
             end = min(spot[0] + length, T)
             best = job.priority * job.gpus * (cum[end] - cum[spot[0]])
-        start_from = max(job.arrival_step, self.bound)
-        while True:
-            over = find(self.index, job, start_from, self.best_fit)
-            if over is None or (spot is not None and over[0] >= spot[0]):
-                return chosen
-            over_end = min(over[0] + length, T)
-            earned = job.priority * job.gpus * (cum[over_end] - cum[over[0]])
+        # reserved GPU-steps a run takes up to each step: a start's deficit is its window's
+        lack = np.concatenate(([0.0], np.cumsum(np.where(self.spare < g,
+                                                         g - np.maximum(self.spare, 0), 0))))
+        at = max(job.arrival_step, self.bound)
+        while at < T and (spot is None or at < spot[0]):
+            over_end = min(at + length, T)
+            earned = job.priority * job.gpus * (cum[over_end] - cum[at])
             if earned <= best:  # a later start earns less still
-                return chosen
-            window = self.spare[over[0] : over_end]
-            deficit = float(np.where(window < g, g - np.maximum(window, 0), 0).sum())
-            take = earned - self.spill * deficit
+                break
+            take = earned - self.spill * float(lack[over_end] - lack[at])
+            if take <= best:  # cannot beat the best: no block search
+                at += 1
+                continue
+            over = find(self.index, job, at, self.best_fit)
+            if over is None or (spot is not None and over[0] >= spot[0]):
+                break
+            if over[0] > at:  # the next start any block allows: weigh it
+                over_end = min(over[0] + length, T)
+                take = (job.priority * job.gpus * (cum[over_end] - cum[over[0]])
+                        - self.spill * float(lack[over_end] - lack[over[0]]))
             if take > best:
                 best, chosen = take, over
-            start_from = over[0] + 1
+            at = over[0] + 1
+        return chosen
 
     def _earliest(self, job: BatchJob) -> tuple[int, int] | None:
         """The earliest block-feasible start that also leaves the reserved GPUs spare.
