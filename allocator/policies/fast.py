@@ -373,8 +373,11 @@ EVAC_ROUNDS = 1
 # lower none, and move fast's mean from 98.70 to 98.95% (tuning3's, the set where the
 # services most need to move off a block, 98.68 -> 98.95%). Not at 8 GPUs: 2 of 19
 # plans lifted (+0.11 points on average) for 36% more instructions against the 1 ms
-# target there; not at 16: none lifted, about 5 ms a plan. `fast(scenario, hot_hops=0)`
-# turns them off, `hot_hops=N` sets the rounds.
+# target there. Not at 16 either: 11 of 26 lifted (+0.28 points) for about 3 ms a plan,
+# but the rolling replay of 16-GPU worlds, while its value rose 0.97% (se 0.23), had two
+# of 15 seeds whose worst realtime shortfall passed 3% (worst shortfall +0.18 points, se
+# 0.23), and the suite's seed 7 lost 0.76% of its summed value: not clear enough.
+# `fast(scenario, hot_hops=0)` turns them off, `hot_hops=N` sets the rounds.
 HOT_HOPS = 2
 HOT_STRIDE = 2
 HOT_MIN_GPUS = 10
