@@ -223,18 +223,23 @@ def test_place_batch_runs_the_python_decoder_when_asked(monkeypatch: pytest.Monk
                           expected)
 
 
+def _one_pair_job(steps: int, duration: int, decay: float) -> Scenario:
+    """Two GPUs and one 2-GPU job of priority 1 from step 0: a spill case."""
+    from allocator.scenario_io import scenario_from_dict
+
+    return scenario_from_dict({
+        "name": "spill", "cluster": {"gpus": 2, "horizon_steps": steps, "node_size": 2,
+                                     "step_minutes": 60},
+        "weights": {"realtime_penalty": 1.0, "decay": decay},
+        "jobs": [{"id": "b", "kind": "training", "priority": 1.0, "gpus": 2,
+                  "duration_steps": duration, "arrival_step": 0}]})
+
+
 @pytest.mark.parametrize("compiled", DECODERS)
 def test_a_job_takes_reserved_gpus_only_when_spilling_is_priced_in(compiled: bool) -> None:
     """Two GPUs, one of them reserved every step: a 2-GPU job fits only by spilling onto
     the reserve, which a zero price allows and no price (-1) forbids."""
-    from allocator.scenario_io import scenario_from_dict
-
-    scenario = scenario_from_dict({
-        "name": "spill", "cluster": {"gpus": 2, "horizon_steps": 2, "node_size": 2,
-                                     "step_minutes": 60},
-        "weights": {"realtime_penalty": 1.0, "decay": 1.0},
-        "jobs": [{"id": "b", "kind": "training", "priority": 1.0, "gpus": 2,
-                  "duration_steps": 2, "arrival_step": 0}]})
+    scenario = _one_pair_job(steps=2, duration=2, decay=1.0)
     grid, reserve = _start(scenario), np.ones(2, dtype=np.int64)
     kept = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=-1.0)
     spilled = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=0.0)
@@ -249,14 +254,7 @@ def test_a_spilling_job_takes_the_start_that_earns_most_net_of_its_price(
     GPU-steps, from step 1 one, from step 3 none. At a price of 1.0 a GPU-step, step 1
     earns most net of it (4.88 - 1 against 5.42 - 2, and 1.46 keeping the reserve); the
     earliest spilling start alone would have been step 0."""
-    from allocator.scenario_io import scenario_from_dict
-
-    scenario = scenario_from_dict({
-        "name": "spill-later", "cluster": {"gpus": 2, "horizon_steps": 4, "node_size": 2,
-                                           "step_minutes": 60},
-        "weights": {"realtime_penalty": 1.0, "decay": 0.9},
-        "jobs": [{"id": "b", "kind": "training", "priority": 1.0, "gpus": 2,
-                  "duration_steps": 3, "arrival_step": 0}]})
+    scenario = _one_pair_job(steps=4, duration=3, decay=0.9)
     grid, reserve = _start(scenario), np.array([1, 0, 1, 0], dtype=np.int64)
     placed = place_batch(scenario, grid, reserve, 100, compiled=compiled, spill=1.0)
     assert (placed[1:] == 0).all() and (placed[0] == gridlib.FREE).all()
