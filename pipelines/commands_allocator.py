@@ -164,7 +164,8 @@ def bench(
                                     help="--scale: where each run's record is kept."),
     quality: str | None = typer.Option(None, "--quality",
                                        help="Instead: fast against full mode on the wider "
-                                            "family's 'tuning' or 'test' seeds."),
+                                            "family's seeds ('tuning', 'tuning2', "
+                                            "'tuning3' or 'test')."),
     quality_gpus: int = typer.Option(16, "--quality-gpus",
                                      help="--quality: 16 (8-16 GPUs), 64 or 256."),
     quality_count: int | None = typer.Option(None, "--quality-count",
@@ -176,8 +177,9 @@ def bench(
     if quality is not None:
         with input_errors():
             bench_quality = benchmarks("bench_quality")
-            if quality not in ("tuning", "test"):
-                raise InputError("--quality takes tuning or test", field="--quality")
+            if quality not in bench_quality.SEED_SETS:
+                raise InputError(f"--quality takes {', '.join(bench_quality.SEED_SETS)}",
+                                 field="--quality")
         command = (f"gpuplan bench --quality {quality} --quality-gpus {quality_gpus}"
                    + (f" --quality-count {quality_count}" if quality_count else "")
                    + f" --time-limit {time_limit:g}" + (" --full" if full else ""))
