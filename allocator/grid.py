@@ -80,7 +80,7 @@ class Scorer:
 
     def __init__(self, scenario: Scenario) -> None:
         n, T = len(scenario.jobs), scenario.T
-        self.n, self.T = n, T
+        self.n, self.T, self.G = n, T, scenario.G
         # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
         self.rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
         decay = scenario.weights.decay ** np.arange(T)
@@ -119,8 +119,9 @@ class Scorer:
             return counted, [self.split(c) for c in counted]
         cells = self.T * (self.n + 1)
         flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
-        flat += np.tile(self.rows, len(grids)) + np.repeat(np.arange(len(grids)) * cells,
-                                                           len(self.rows))
+        # grid k's step t starts at (k * T + t) * (n + 1): `rows` tiled, each copy offset
+        # by k's cells (numpy calls are most of the cost here)
+        flat += np.repeat(np.arange(len(grids) * self.T) * (self.n + 1), self.G)
         counts = np.bincount(flat, minlength=cells * len(grids)).reshape(
             len(grids), self.T, self.n + 1)
         batch = (counts[:, :, self.batch] * self.batch_weight).reshape(len(grids), -1)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TypeVar
 
 import numpy as np
@@ -56,17 +57,20 @@ class Jobs:
     @staticmethod
     def of(scenario: Scenario) -> Jobs:
         n, T, G = len(scenario.jobs), scenario.T, scenario.G
-        gpus, length, arrival = (np.zeros(n, dtype=np.int64) for _ in range(3))
-        weight = np.zeros(n)
+        # Plain lists first, one array each at the end: fast lays these out on every plan,
+        # and numpy's per-element stores cost more than the rest of it.
+        gpus, length, arrival = [0] * n, [0] * n, [0] * n
+        weight = [0.0] * n
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, BatchJob):  # past the horizon, T behaves like any larger value
                 gpus[i], weight[i] = job.gpus, job.priority * job.gpus
                 length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
         decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
-        count = np.array([G >> level for level in range(G.bit_length())], dtype=np.int64)
-        offset = np.zeros(len(count), dtype=np.int64)
-        np.cumsum(count[:-1], out=offset[1:])
-        return Jobs(gpus, length, arrival, weight, decay, count, offset)
+        count = [G >> level for level in range(G.bit_length())]
+        offset = [0, *accumulate(count[:-1])] if count else []
+        return Jobs(np.array(gpus, dtype=np.int64), np.array(length, dtype=np.int64),
+                    np.array(arrival, dtype=np.int64), np.array(weight, dtype=np.float64),
+                    decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64))
 
 
 class Decoder:
@@ -98,7 +102,8 @@ class Decoder:
         if compiled is None:
             compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
         n = len(scenario.jobs)
-        start, first = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        start = np.full(n, -1, dtype=np.int64)
+        first = start.copy()
         spare = None if spare is None else spare.astype(np.int64)
         if compiled:
             out: Decoder = _CDecoder.of_busy(busy, jobs, start, first, spare)
@@ -160,10 +165,15 @@ class _CDecoder(Decoder):
         return _CDecoder(words, offset, count, jobs, start, first, spare)
 
     def copy(self) -> _CDecoder:
-        clone = _CDecoder(self.words.copy(), self.offset, self.count, self.jobs,
-                          self.start.copy(), self.first.copy(),
-                          None if self.spare is None else self.spare.copy(), self.value)
-        return self._fork(clone)
+        """A fork with its own busy words, spots and spare (the rest shared): a search
+        forks a dozen times a plan, and going through __init__ cost more than the copies."""
+        clone = object.__new__(_CDecoder)
+        clone.__dict__.update(self.__dict__)
+        clone.words, clone.start, clone.first = \
+            self.words.copy(), self.start.copy(), self.first.copy()
+        if self.spare is not None:
+            clone.spare = self.spare.copy()
+        return clone
 
     def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
         """Decoder.best_of, every pass in one C call, which also leaves the winner's state
@@ -208,7 +218,7 @@ class _CDecoder(Decoder):
         """fast.improve_order from this (empty) state, compiled: the best pass and order."""
         j = self.jobs
         out = best.copy()
-        current = np.asarray(order, dtype=np.int64).copy()
+        current = np.array(order, dtype=np.int64)  # a copy C may rewrite
         out.value = _packc.improve(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
@@ -221,7 +231,7 @@ class _CDecoder(Decoder):
         the best pass."""
         j = self.jobs
         out = best.copy()
-        current = np.asarray(order, dtype=np.int64).copy()
+        current = np.array(order, dtype=np.int64)  # a copy C may rewrite
         out.value = (_packc.front if front else _packc.pairs)(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, budget, self.spill,

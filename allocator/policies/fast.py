@@ -348,7 +348,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if score(early) > score(best) + 1e-9:
             best = early
-    if not anchors and score(light) > score(best) + 1e-9:  # the light plan
+    # the light plan (without light rounds, trials or hops it is the plan itself: a score
+    # of a grid against itself, two full counts, decides nothing)
+    if not anchors and light is not best and score(light) > score(best) + 1e-9:
         best = light
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best

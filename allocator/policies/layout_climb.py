@@ -22,22 +22,27 @@ from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
 
 def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
     """(R, 4) int64 rows (start, end, gpu, job) of the realtime runs the climb may move,
-    the longest first (then by GPU and start): long runs shape the free blocks most."""
-    services = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
-    ids = np.array([i for i, _ in services], dtype=np.int64)
-    held = np.zeros((len(ids), layout.shape[1], layout.shape[0] + 2), dtype=np.int8)
-    held[:, :, 1:-1] = layout.T[None, :, :] == ids[:, None, None]  # (service, gpu, step)
-    edges = np.diff(held, axis=2)  # every service at once: numpy's overhead paid once
-    starts = np.argwhere(edges == 1)  # (service, gpu, step): by service, GPU, then step
-    ends = np.argwhere(edges == -1)
-    runs = np.column_stack([starts[:, 2], ends[:, 2], starts[:, 1], ids[starts[:, 0]]])
-    pinned = np.array([job.current_gpus is not None for _, job in services], dtype=bool)
-    if pinned.any():  # held at step 0 by a service with current GPUs: moving it is a swap
-        runs = runs[~(pinned[starts[:, 0]] & (runs[:, 0] == 0))]
-    runs = runs.reshape(-1, 4).astype(np.int64)
-    keep = np.lexsort((runs[:, 0], runs[:, 2], runs[:, 0] - runs[:, 1]))
-    out: np.ndarray = np.ascontiguousarray(runs[keep], dtype=np.int64)
-    return out
+    the longest first (then by GPU and start): long runs shape the free blocks most.
+
+    One scan of each GPU's column in plain Python: the climb runs up to 16 GPUs, where
+    the numpy version's calls (a mask per service, diffs, argwhere) cost several times
+    the scan. A GPU holds one job per step, so (gpu, start) tells runs apart and the sort
+    is total."""
+    # per service: whether it has current GPUs (its runs held at step 0 stay: moving one
+    # is a swap)
+    pinned = {i: job.current_gpus is not None for i, job in enumerate(scenario.jobs)
+              if isinstance(job, RealtimeJob)}
+    runs: list[tuple[int, int, int, int]] = []
+    for g, column in enumerate(layout.T.tolist()):
+        held: int | None = None  # what the GPU holds since step `since`
+        since = 0
+        for t, cell in enumerate([*column, None]):  # None: past the end, closes a run
+            if cell != held:
+                if held is not None and held in pinned and not (since == 0 and pinned[held]):
+                    runs.append((since, t, g, held))
+                held, since = cell, t
+    runs.sort(key=lambda run: (run[0] - run[1], run[2], run[0]))
+    return np.array(runs, dtype=np.int64).reshape(len(runs), 4)
 
 
 def owners(scenario: Scenario) -> np.ndarray:

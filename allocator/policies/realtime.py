@@ -71,14 +71,18 @@ def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> 
     gpus = np.arange(G)
     outside = np.zeros(G, dtype=np.int64)
     broken = np.zeros(G, dtype=np.int64)  # bit log2(k): the GPU's k-block stays broken
+    steps = 0 if pinned is None else len(pinned)
+    half = (steps + 1) // 2  # broken for at least half the steps (integer counts)
     k = 2
     while k <= largest_block:
         whole = (G // k) * k
-        outside += gpus >= whole
-        if pinned is not None and whole and len(pinned):
-            per_block = pinned[:, :whole].reshape(len(pinned), -1, k).any(axis=2)
-            stays = 2 * per_block.sum(axis=0) >= len(pinned)
-            broken[:whole] += np.repeat(stays, k) * k
+        if whole < G:  # (each numpy call skipped counts: fast ranks GPUs on every plan)
+            outside[whole:] += 1
+        if pinned is not None and steps and whole:
+            per_block = pinned[:, :whole].reshape(steps, -1, k).any(axis=2)
+            stays = per_block.sum(axis=0) >= half
+            if stays.any():
+                broken[:whole] += np.repeat(stays, k) * k
         k *= 2
     return np.lexsort((gpus, broken, outside)).argsort().astype(np.float64)
 
@@ -333,9 +337,12 @@ class _CompiledJobs:
         current = np.zeros((len(slots), G), dtype=bool)
         for r, state in enumerate(ledgers):
             current[r, list(state.current)] = True
-        rows = {phase: [(a, at[i], b) for _, _, a, i, b in placer.intervals
-                        if _in_phase(a, phase)]
-                for phase in ("all", "first", "later")}
+        # each phase's rows in queue order, `_in_phase` inlined: one pass, no call per row
+        rows: dict[str, list[tuple[int, int, int]]] = {"all": [], "first": [], "later": []}
+        for _, _, a, i, b in placer.intervals:
+            row = (a, at[i], b)
+            rows["all"].append(row)
+            rows["first" if a == 0 else "later"].append(row)
         return _CompiledJobs(
             slots, np.array(slots, dtype=np.int64),
             np.array([s.job.priority for s in ledgers], dtype=np.float64),
