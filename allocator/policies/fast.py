@@ -376,9 +376,9 @@ EVAC_ROUNDS = 1
 # services most need to move off a block, 98.68 -> 98.95%). Not at 8 GPUs: 2 of 19
 # plans lifted (+0.11 points on average) for 36% more instructions against the 1 ms
 # target there. Not at 16 either: 11 of 26 lifted (+0.28 points) for about 3 ms a plan,
-# but the rolling replay of 16-GPU worlds, while its value rose 0.97% (se 0.23), had two
-# of 15 seeds whose worst realtime shortfall passed 3% (worst shortfall +0.18 points, se
-# 0.23), and the suite's seed 7 lost 0.76% of its summed value: not clear enough.
+# but in the rolling replay of 16-GPU worlds (35 seeds) value rose 0.97-1.30% while the
+# worst realtime shortfall rose 0.18-0.42 points, three seeds past 3%: a trade, not a
+# default.
 # `fast(scenario, hot_hops=0)` turns them off, `hot_hops=N` sets the rounds.
 HOT_HOPS = 2
 HOT_STRIDE = 2
