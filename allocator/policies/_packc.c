@@ -157,6 +157,20 @@ typedef struct {
     const double *weight, *decay;
 } Jobs;
 
+/* What job i's run from `start` earns (cut at the horizon). */
+static inline double run_value(const Jobs *j, int64_t i, int start, int T) {
+    const int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+    return j->weight[i] * (j->decay[end] - j->decay[start]);
+}
+
+/* The same net of the reserved GPU-steps it takes, at `spill` each (`lack`: their running
+ * sum per step). */
+static inline double spill_value(const Jobs *j, int64_t i, int start, int T, const double *lack,
+                                 double spill) {
+    const int end = start + j->length[i] < T ? start + (int)j->length[i] : T;
+    return run_value(j, i, start, T) - spill * (lack[end] - lack[start]);
+}
+
 /* The greedy pass: each job of order[0..n) at its earliest feasible start; what they earn
  * is added to `value` one job at a time (a pass resumed from a saved prefix with that
  * prefix's sum adds in the order a whole pass would: the same double, bit for bit). */
@@ -185,34 +199,24 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
              * so far (a later start earns less): the one whose value net of its deficit is
              * most. The deficit is the window's alone, so a start that cannot beat the
              * best is passed over without a block search. */
-            const int kept = start, length = (int)j->length[i];
-            double best = 0;
-            if (kept >= 0) {
-                int end = kept + length < T ? kept + length : T;
-                best = j->weight[i] * (j->decay[end] - j->decay[kept]);
-            }
+            const int kept = start;
+            double best = kept >= 0 ? run_value(j, i, kept, T) : 0;
             double lack[65]; /* reserved GPU-steps a run takes up to each step (T <= 63) */
             lack[0] = 0;
             for (int t = 0; t < T; t++)
                 lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
             int from = earliest;
             while (from < T && (kept < 0 || from < kept)) {
-                int over_end = from + length < T ? from + length : T;
-                double earned = j->weight[i] * (j->decay[over_end] - j->decay[from]);
-                if (earned <= best) break;
-                double take = earned - s->spill * (lack[over_end] - lack[from]);
+                if (run_value(j, i, from, T) <= best) break;
+                double take = spill_value(j, i, from, T, lack, s->spill);
                 if (take <= best) {
                     from++;
                     continue;
                 }
                 int64_t over_block;
-                int over = find(s, level, length, from, 0, best_fit, &over_block);
+                int over = find(s, level, (int)j->length[i], from, 0, best_fit, &over_block);
                 if (over < 0 || (kept >= 0 && over >= kept)) break;
-                if (over > from) { /* the next start any block allows: weigh it */
-                    over_end = over + length < T ? over + length : T;
-                    take = j->weight[i] * (j->decay[over_end] - j->decay[over]) -
-                           s->spill * (lack[over_end] - lack[over]);
-                }
+                if (over > from) take = spill_value(j, i, over, T, lack, s->spill);
                 if (take > best) {
                     best = take;
                     start = over;

@@ -287,20 +287,22 @@ class _PyDecoder(Decoder):
                 or (spot is not None and spot[0] <= earliest)):
             return spot
         length = min(run_length(job), T)
-        best, chosen = 0.0, spot
-        if spot is not None:
-            end = min(spot[0] + length, T)
-            best = job.priority * job.gpus * (cum[end] - cum[spot[0]])
         # reserved GPU-steps a run takes up to each step: a start's deficit is its window's
         lack = np.concatenate(([0.0], np.cumsum(np.where(self.spare < g,
                                                          g - np.maximum(self.spare, 0), 0))))
+
+        def earns(at: int) -> tuple[float, float]:
+            """What a run from `at` earns, and the same net of the reserved GPU-steps."""
+            end = min(at + length, T)
+            earned = job.priority * job.gpus * (cum[end] - cum[at])
+            return earned, earned - self.spill * float(lack[end] - lack[at])
+
+        best, chosen = (0.0 if spot is None else earns(spot[0])[0]), spot
         at = max(job.arrival_step, self.bound)
         while at < T and (spot is None or at < spot[0]):
-            over_end = min(at + length, T)
-            earned = job.priority * job.gpus * (cum[over_end] - cum[at])
+            earned, take = earns(at)
             if earned <= best:  # a later start earns less still
                 break
-            take = earned - self.spill * float(lack[over_end] - lack[at])
             if take <= best:  # cannot beat the best: no block search
                 at += 1
                 continue
@@ -308,9 +310,7 @@ class _PyDecoder(Decoder):
             if over is None or (spot is not None and over[0] >= spot[0]):
                 break
             if over[0] > at:  # the next start any block allows: weigh it
-                over_end = min(over[0] + length, T)
-                take = (job.priority * job.gpus * (cum[over_end] - cum[over[0]])
-                        - self.spill * float(lack[over_end] - lack[over[0]]))
+                take = earns(over[0])[1]
             if take > best:
                 best, chosen = take, over
             at = over[0] + 1
