@@ -36,45 +36,65 @@ and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import typer
+
+from allocator.policies import fast as fastmod
+from allocator.policies import realtime
 
 
 @dataclass(frozen=True)
 class Variant:
-    """fast's switches for one variant (the defaults are fast's own)."""
+    """One variant of fast: the policy's keyword arguments and the module constants it
+    sets (each restored after the replay), everything else fast's own defaults."""
 
-    pairs: bool = True
-    clear: bool = False
-    stack: bool = True
+    constants: tuple[tuple[str, str, object], ...] = ()  # (module, name, value)
+    clear: bool = False  # clear_blocks=True
     pin_trials: int = 0
-    realtime_last: bool = True
-    layouts: tuple[dict[str, bool], ...] | None = None  # None: fast's own LAYOUTS
-    cheap_trials: int | None = None  # None: fast's own CHEAP_TRIALS
-    climb: bool = True  # False: no layout climb (fast.CLIMB_FROM = None)
-    broken_first: bool = True  # False: realtime's static GPU order (realtime.BROKEN_FIRST)
-    top_up: bool = True  # False: no realtime top-up from free cells (fast.TOP_UP)
-    exchange: bool = False  # True: GPU runs handed between services (fast.EXCHANGE)
-    surplus: bool = True  # False: no surplus GPUs handed over (fast.SURPLUS_TRADE)
-    relayout: bool = False  # True: the second look at the first layout (fast.RELAYOUT)
-    hot_hops: int | None = None  # light rounds of hops on the hot path (None: fast.HOT_HOPS)
-    stack_lag: int | None = None  # None: realtime's own STACK_LAG
-    handover_wait: int | None = None  # None: realtime's own HANDOVER_WAIT
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        modules = {"fast": fastmod, "realtime": realtime}
+        saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
+        try:
+            for m, name, value in self.constants:
+                setattr(modules[m], name, value)
+            yield
+        finally:
+            for module, name, value in saved:
+                setattr(module, name, value)
 
 
+def _set(*constants: tuple[str, str, object], **options: Any) -> Variant:
+    return Variant(constants=constants, **options)
+
+
+NO_PAIRS = ("fast", "PAIRS", False)
 VARIANTS: dict[str, Variant] = {
-    "off": Variant(pairs=False), "pairs": Variant(),
-    "clear": Variant(pairs=False, clear=True), "both": Variant(clear=True),
-    "nostack": Variant(stack=False), "trials": Variant(pin_trials=12),
-    "nolast": Variant(realtime_last=False),
-    "mirror": Variant(layouts=({"stack": True, "mirror": True}, {"stack": True})),
-    "nocheap": Variant(cheap_trials=0), "noclimb": Variant(climb=False),
-    "static": Variant(broken_first=False), "notopup": Variant(top_up=False),
-    "exchange": Variant(exchange=True), "nosurplus": Variant(surplus=False),
-    "relayout": Variant(relayout=True), "hot": Variant(hot_hops=2), "nohot": Variant(hot_hops=0),
-    "lag2": Variant(stack_lag=2, handover_wait=0),
+    "off": _set(NO_PAIRS), "pairs": Variant(),
+    "clear": _set(NO_PAIRS, clear=True), "both": Variant(clear=True),
+    "nostack": _set(("fast", "LAYOUTS", tuple(m for m in fastmod.LAYOUTS
+                                             if not m.get("stack")))),
+    "trials": Variant(pin_trials=12),
+    "nolast": _set(("fast", "REALTIME_LAST", False)),
+    "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
+    "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),
+    "noclimb": _set(("fast", "CLIMB_FROM", None)),
+    "static": _set(("realtime", "BROKEN_FIRST", False)),
+    "notopup": _set(("fast", "TOP_UP", False)),
+    "exchange": _set(("fast", "EXCHANGE", True)),
+    "nosurplus": _set(("fast", "SURPLUS_TRADE", False)),
+    "relayout": _set(("fast", "RELAYOUT", True)),
+    "hot": _set(("fast", "HOT_HOPS", 2)), "nohot": _set(("fast", "HOT_HOPS", 0)),
+    "hot16": _set(("fast", "HOT_MAX_GPUS", 16)),
+    "hotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 0)),
+    "nohotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
+    "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
 }
 
 
@@ -87,49 +107,22 @@ def seed_range(text: str) -> list[int]:
 
 
 def replay(seed: int, variant: Variant, sizes: tuple[int, ...] | None = None
-           ) -> dict[str, tuple[float, float]]:
-    """world -> (realized value, realtime shortfall %), fast as the variant gives it."""
+           ) -> dict[str, tuple[float, float, float]]:
+    """world -> (realized value, realtime shortfall %, net value), fast as the variant
+    gives it."""
     from allocator import policies
-    from allocator.policies import fast as fastmod
-    from allocator.policies import realtime
     from pipelines.simulate import SimConfig, run_many
     from pipelines.worlds import suite
 
-    saved = (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-             fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-             fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS, realtime.STACK_LAG,
-             realtime.HANDOVER_WAIT)
-    fastmod.TOP_UP, fastmod.EXCHANGE = variant.top_up, variant.exchange
-    if variant.stack_lag is not None:
-        realtime.STACK_LAG = variant.stack_lag
-    if variant.handover_wait is not None:
-        realtime.HANDOVER_WAIT = variant.handover_wait
-    fastmod.SURPLUS_TRADE, fastmod.RELAYOUT = variant.surplus, variant.relayout
-    if variant.hot_hops is not None:
-        fastmod.HOT_HOPS = variant.hot_hops
-    if not variant.climb:
-        fastmod.CLIMB_FROM = None
-    realtime.BROKEN_FIRST = variant.broken_first
-    fastmod.PAIRS = variant.pairs
-    if variant.cheap_trials is not None:
-        fastmod.CHEAP_TRIALS = variant.cheap_trials
-    fastmod.REALTIME_LAST = variant.realtime_last
-    if variant.layouts is not None:
-        fastmod.LAYOUTS = variant.layouts
-    if not variant.stack:
-        fastmod.LAYOUTS = tuple(m for m in fastmod.LAYOUTS if not m.get("stack"))
     policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
                                       pin_trials=variant.pin_trials))
     try:
-        worlds = suite(seed) if sizes is None else suite(seed, sizes=sizes)
-        rows = run_many(worlds, ["fast"], SimConfig())
+        with variant.applied():
+            worlds = suite(seed) if sizes is None else suite(seed, sizes=sizes)
+            rows = run_many(worlds, ["fast"], SimConfig())
     finally:
-        (fastmod.PAIRS, fastmod.LAYOUTS, fastmod.REALTIME_LAST, fastmod.CHEAP_TRIALS,
-         fastmod.CLIMB_FROM, realtime.BROKEN_FIRST, fastmod.TOP_UP, fastmod.EXCHANGE,
-         fastmod.SURPLUS_TRADE, fastmod.RELAYOUT, fastmod.HOT_HOPS, realtime.STACK_LAG,
-         realtime.HANDOVER_WAIT) = saved
         policies.register("fast", fastmod.fast)
-    return {w: (m["value"], m["rt_shortfall_pct"]) for w, _, m, _ in rows}
+    return {w: (m["value"], m["rt_shortfall_pct"], m["net_value"]) for w, _, m, _ in rows}
 
 
 def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),
@@ -141,28 +134,40 @@ def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9
     names = variants.split(",")
     world_sizes = None if sizes is None else tuple(int(g) for g in sizes.split(","))
     base = names[0]
-    table: dict[str, dict[int, dict[str, tuple[float, float]]]] = {n: {} for n in names}
-    print("| seed | " + " | ".join(f"{n} value | {n} worst rt %" for n in names) + " |")
-    print("|---" * (1 + 2 * len(names)) + "|")
+    table: dict[str, dict[int, dict[str, tuple[float, float, float]]]] = {n: {} for n in names}
+    print("| seed | " + " | ".join(f"{n} value | {n} worst rt % | {n} net" for n in names)
+          + " |")
+    print("|---" * (1 + 3 * len(names)) + "|")
     for seed in seed_range(seeds):
         cells = []
         for name in names:
             run = table[name][seed] = replay(seed, VARIANTS[name], world_sizes)
-            cells += [f"{sum(v for v, _ in run.values()):,.0f}",
-                      f"{max(r for _, r in run.values()):.2f}"]
+            cells += [f"{sum(v for v, _, _ in run.values()):,.0f}",
+                      f"{max(r for _, r, _ in run.values()):.2f}",
+                      f"{sum(n for _, _, n in run.values()):,.0f}"]
         print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)
     for name in names[1:]:
-        value = [100 * (sum(v for v, _ in table[name][s].values())
-                        / sum(v for v, _ in table[base][s].values()) - 1) for s in table[name]]
-        worst = [max(r for _, r in table[name][s].values())
-                 - max(r for _, r in table[base][s].values()) for s in table[name]]
-        n = len(value)
-        sd = statistics.stdev(value) if n > 1 else 0.0
-        sdw = statistics.stdev(worst) if n > 1 else 0.0
-        print(f"{name} - {base} over {n} seeds: value {statistics.fmean(value):+.2f}% "
-              f"(sd {sd:.2f}, se {sd / n ** 0.5:.2f}, {sum(v > 0 for v in value)} up, "
-              f"{sum(v < 0 for v in value)} down); worst realtime shortfall "
-              f"{statistics.fmean(worst):+.2f} points (se {sdw / n ** 0.5:.2f})")
+        value = _change(table[name], table[base], 0)
+        net = _change(table[name], table[base], 2)
+        worst = [max(r for _, r, _ in table[name][s].values())
+                 - max(r for _, r, _ in table[base][s].values()) for s in table[name]]
+        print(f"{name} - {base} over {len(value)} seeds: value {_mean_se(value)}%, "
+              f"{sum(v > 0 for v in value)} up, {sum(v < 0 for v in value)} down; "
+              f"net value (less realtime's penalty) {_mean_se(net)}% of the base's value; "
+              f"worst realtime shortfall {_mean_se(worst)} points")
+
+
+def _change(runs: dict[int, dict[str, tuple[float, float, float]]],
+            base: dict[int, dict[str, tuple[float, float, float]]], k: int) -> list[float]:
+    """Per seed, entry `k` summed over the worlds, as a % change over the base's value
+    (the net value is set against the value, so its change reads on the same scale)."""
+    return [100 * (sum(r[k] for r in runs[s].values()) - sum(r[k] for r in base[s].values()))
+            / sum(r[0] for r in base[s].values()) for s in runs]
+
+
+def _mean_se(xs: list[float]) -> str:
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.fmean(xs):+.2f} (sd {sd:.2f}, se {sd / len(xs) ** 0.5:.2f})"
 
 
 if __name__ == "__main__":

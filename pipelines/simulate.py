@@ -354,16 +354,19 @@ def series(rec: Replay) -> dict[str, np.ndarray]:
     short = np.zeros(L)
     demand = np.zeros(L)
     missed = np.zeros(L)
+    priced = np.zeros(L)  # shortfall times its service's priority
     for r, service in enumerate(world.services):
         have = (grid == n + r).sum(axis=1)
         need = service.demand()[:L]
         served += np.minimum(have, need)
         short += np.maximum(need - have, 0)
+        priced += service.priority * np.maximum(need - have, 0)
         demand += need
         if rec.provisioned is not None:  # the part the forecast itself did not ask for
             missed += np.maximum(need - np.maximum(rec.provisioned[:, r], have), 0)
     return {"utilization": (batch + served) / G, "shortfall": short, "demand": demand,
-            "batch_gpus": batch, "forecast_miss": missed}
+            "batch_gpus": batch, "forecast_miss": missed,
+            "priced_shortfall": priced}
 
 
 def realized(rec: Replay) -> dict[str, float]:
@@ -374,9 +377,12 @@ def realized(rec: Replay) -> dict[str, float]:
     prio = np.array([j.priority for j in world.jobs])
     s = series(rec)
     demanded = float(s["demand"].sum())
+    value = float(prio @ cells)
     out: dict[str, float] = {
         "utilization": float(s["utilization"].mean()),
-        "value": float(prio @ cells),
+        "value": value,
+        # the objective's terms undiscounted: batch value less the realtime penalty
+        "net_value": value - world.weights.realtime_penalty * float(s["priced_shortfall"].sum()),
         "rt_shortfall": float(s["shortfall"].sum()),
         "rt_shortfall_pct": 100.0 * float(s["shortfall"].sum()) / demanded if demanded else 0.0,
         "rt_demand": demanded,

@@ -15,6 +15,7 @@ from allocator.policies import evac
 from allocator.policies import fast as fastlib
 from allocator.policies.decoder import Jobs, _packc
 from allocator.policies.fast import fast
+from allocator.policies.hops import layout as hopping_layout
 from allocator.scenario_io import scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
@@ -47,6 +48,40 @@ def test_the_light_hop_round_is_legal_and_never_lowers_the_hot_path(scenario: Sc
     them; plan-day's setting with them is never below either."""
     got = legal_and_never_worse(scenario, "light hops", hot_hops=2)
     assert gridlib.objective(scenario, fast(scenario, hot_hops=2, **DAY)) >= got - 1e-6
+
+
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16))
+def test_every_move_on_a_shared_layout_gives_the_reference_cells(scenario: Scenario) -> None:
+    # the search reads one Layout (runs, busy prefix sums, memoized free GPUs) for all its
+    # moves; each move must give what the reference, reading the cells, gives
+    cells = hopping_layout(scenario, fast(scenario)).astype(np.int64)
+    ev = evac.Evacuation(scenario, Jobs.of(scenario))
+    shared = evac.Layout(cells, ev.is_rt)
+    applied = 0
+    for move in evac.moves(scenario.G, scenario.T):
+        reference = ev.apply(cells, move, "low")
+        got = ev.apply(cells, move, "low", shared)
+        assert (got is None) == (reference is None), move
+        if got is not None:
+            applied += 1
+            assert np.array_equal(got, reference), move
+    event("moves applied" if applied else "no move applies")
+
+
+@needs_c
+@settings(max_examples=examples(0.2), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16))
+def test_the_light_evacuation_is_legal_and_never_lowers_the_hot_path(scenario: Scenario
+                                                                      ) -> None:
+    plain = gridlib.objective(scenario, fast(scenario))  # (off by default at every size)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 0)
+        grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event("the light evacuation lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    assert got >= plain - 1e-6
 
 
 def _one_service(limit: int) -> Scenario:

@@ -100,6 +100,9 @@ def test_realized_metrics_are_counted_against_actual_demand() -> None:
     assert m["rt_short_forecast_pct"] + m["rt_short_granted_pct"] == pytest.approx(
         m["rt_shortfall_pct"])
     assert m["value"] == 3 * 2 * 4
+    # the objective's terms undiscounted: the shortfall priced at the service's priority
+    assert m["net_value"] == pytest.approx(
+        m["value"] - w.weights.realtime_penalty * s.priority * m["rt_shortfall"])
     assert m["completed"] == 1
     assert m["violations"] == 0
 

@@ -37,11 +37,11 @@ RULES: tuple[str, ...] = ("low",)
 Move = tuple[int, int, int, bool]  # (size, first GPU, t, suffix)
 
 
-def moves(G: int, T: int) -> list[Move]:
+def moves(G: int, T: int, stride: int = 1) -> list[Move]:
     """Every evacuation (k, first, t, suffix) in the order the search tries them:
-    suffix clears [t, T), else [0, t)."""
+    suffix clears [t, T), else [0, t); window edges t every `stride`-th step."""
     return [(k, first, t, suffix) for k in SIZES if k <= G
-            for first in range(0, G - k + 1, k) for t in range(1, T)
+            for first in range(0, G - k + 1, k) for t in range(1, T, stride)
             for suffix in (True, False)]
 
 
@@ -61,6 +61,32 @@ def _runs(column: np.ndarray, is_rt: np.ndarray) -> list[tuple[int, int, int]]:
     return out
 
 
+class Layout:
+    """What every move on one layout reads: each GPU's realtime runs and its busy cells as
+    prefix sums (a search tries hundreds of moves on one layout; scanning its columns
+    again for each was most of the search's time)."""
+
+    def __init__(self, cells: np.ndarray, is_rt: np.ndarray) -> None:
+        self.runs = [_runs(cells[:, g], is_rt) for g in range(cells.shape[1])]
+        self.busy = np.zeros((cells.shape[0] + 1, cells.shape[1]), dtype=np.int64)
+        np.cumsum(cells != gridlib.FREE, axis=0, out=self.busy[1:])
+        self.free: dict[tuple[int, int, int], list[int]] = {}  # (job, a, b) -> GPUs it may
+        # take that are free over [a, b)
+        self._blocks: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
+
+    def block(self, first: int, k: int) -> list[tuple[int, int, int, int, int]]:
+        """The realtime runs (-length, GPU, start, end, job) on GPUs [first, first + k),
+        the longest first, then by GPU: the order a move takes them in."""
+        runs = self._blocks.get((first, k))
+        if runs is None:
+            runs = self._blocks[first, k] = sorted(
+                (s - e, g, s, e, v) for g in range(first, first + k) for s, e, v in self.runs[g])
+        return runs
+
+
+Change = tuple[int, tuple[int, int], tuple[int, int], int, int]  # GPU, freed, span, target, job
+
+
 class Evacuation:
     """A layout's evacuations: the fixed inputs built once, a move applied by `apply`."""
 
@@ -72,21 +98,23 @@ class Evacuation:
         self.rank = preference(scenario.G, self.largest)
         self.jobs = jobs
 
-    def apply(self, cells: np.ndarray, move: Move, rule: str) -> np.ndarray | None:
+    def apply(self, cells: np.ndarray, move: Move, rule: str,
+              layout: Layout | None = None) -> np.ndarray | None:
         """`cells` with block `move`'s realtime runs moved off it by `rule`, or None where
-        the move does not apply (nothing to move, or a run with nowhere to go)."""
+        the move does not apply (nothing to move, or a run with nowhere to go).
+        `layout`: `cells`' Layout, where the caller tries many moves on the same cells (rule
+        "low" then reads it instead of the cells; without it, the reference)."""
         k, first, t, suffix = move
         T = cells.shape[0]
-        pending = []
-        for g in range(first, first + k):
-            for s, e, v in _runs(cells[:, g], self.is_rt):
-                if (e > t) if suffix else (s < t):
-                    pending.append((s - e, g, s, e, v))
+        runs = (layout or Layout(cells, self.is_rt)).block(first, k)
+        pending = [run for run in runs  # the longest first, then by GPU
+                   if ((run[3] > t) if suffix else (run[2] < t))]
         if not pending:
             return None
-        pending.sort()  # the longest first, then by GPU
-        out = cells.copy()
+        changes: list[Change] = []
+        taken: dict[int, list[tuple[int, int]]] = {}  # per GPU outside: the spans moved in
         handed: dict[int, int] = {}
+        out = None if rule == "low" and layout is not None else cells.copy()
         for _, g, s, e, v in pending:
             gap = 1 if self.limit[v] >= 2 else 2
             j = handed.get(v, 0)
@@ -108,13 +136,42 @@ class Evacuation:
                         return None
                     span, freed = (s, edge + 1), (s, edge)
                     handed[v] = j + 1
-            target = self._target(out, v, first, k, *span, rule)
+            if out is None:
+                assert layout is not None
+                target = self._lowest(layout, taken, v, first, k, *span)
+                if target is not None:
+                    taken.setdefault(target, []).append(span)
+            else:
+                target = self._target(out, v, first, k, *span, rule)
+                if target is not None:
+                    out[freed[0]:freed[1], g] = gridlib.FREE
+                    out[span[0]:span[1], target] = v
             if target is None:
                 return None
-            out[freed[0]:freed[1], g] = gridlib.FREE
-            out[span[0]:span[1], target] = v
+            changes.append((g, freed, span, target, v))
+        if out is None:
+            out = cells.copy()
+            for g, freed, span, target, v in changes:
+                out[freed[0]:freed[1], g] = gridlib.FREE
+                out[span[0]:span[1], target] = v
         moved: np.ndarray = out
         return moved
+
+    def _lowest(self, layout: Layout, taken: dict[int, list[tuple[int, int]]], v: int,
+                first: int, k: int, a: int, b: int) -> int | None:
+        """Rule "low" on `layout`: the lowest GPU outside [first, first + k) `v` may take,
+        free over [a, b). A move frees cells in the block only, so the layout's busy cells
+        and the spans the move has `taken` so far decide it."""
+        free = layout.free.get((v, a, b))
+        if free is None:  # (moves on one layout ask for the same spans again and again)
+            mine = (self.owner == -1) | (self.owner == v)
+            free = layout.free[v, a, b] = np.flatnonzero(
+                mine & (layout.busy[b] == layout.busy[a])).tolist()
+        for g in free:
+            if first <= g < first + k or any(c < b and a < d for c, d in taken.get(g, ())):
+                continue
+            return int(g)
+        return None
 
     def _target(self, cells: np.ndarray, v: int, first: int, k: int, a: int, b: int,
                 rule: str) -> int | None:
@@ -154,22 +211,28 @@ class Evacuation:
 
 
 def search(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None
-           ) -> np.ndarray | None:
+           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None,
+           stride: int = 1) -> np.ndarray | None:
     """The layout `cells` (running and realtime, no batch work) after the evacuation whose
     best greedy pass earns most, if one earns more than `cells` and keeps every swap
-    limit; else None."""
+    limit; else None. `stride`: window edges every stride-th step only."""
     orders = tuple(dict.fromkeys(orders))
     if not orders or not orders[0] or not scenario.realtime_jobs:
         return None
     ev = Evacuation(scenario, jobs)
+    layout = Layout(cells, ev.is_rt)
     top = ev.value(cells, orders, compiled)
     best = None
-    for move in moves(scenario.G, scenario.T):
+    seen: set[bytes] = set()  # a layout two moves both give is judged once (the same value)
+    for move in moves(scenario.G, scenario.T, stride):
         for rule in RULES:
-            trial = ev.apply(cells, move, rule)
+            trial = ev.apply(cells, move, rule, layout)
             if trial is None:
                 continue
+            key = trial.tobytes()
+            if key in seen:
+                continue
+            seen.add(key)
             got = ev.value(trial, orders, compiled)
             if got > top + 1e-9 and swaps_hold(scenario, trial):
                 top, best = got, trial
