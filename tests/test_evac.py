@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import Scenario
@@ -139,8 +140,28 @@ def test_a_mutant_that_skips_the_swap_check_breaks_a_limit(monkeypatch) -> None:
     cells[:, 1] = 0
     cells[:, 4] = 2
     jobs, orders = Jobs.of(scenario), fastlib.value_orders(scenario)
-    assert evac.search(scenario, cells, jobs, orders) is None
+    assert evac.search(scenario, cells, jobs, orders) is None  # the compiled search
+    assert evac.search(scenario, cells, jobs, orders, compiled=False) is None
     monkeypatch.setattr(evac, "swaps_hold", lambda scenario, grid: True)
-    moved = evac.search(scenario, cells, jobs, orders)
+    moved = evac.search(scenario, cells, jobs, orders, compiled=False)  # the reference's
     assert moved is not None
     assert violations(scenario, gridlib.to_ids(scenario, moved)) != []
+
+
+@needs_c
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16), one_order=st.booleans(),
+       stride=st.sampled_from([1, 2]))
+def test_the_compiled_search_keeps_the_references_layout(scenario: Scenario, one_order: bool,
+                                                         stride: int) -> None:
+    # the same move kept (or none) as the Python search over the Python decoder
+    cells = hopping_layout(scenario, fast(scenario)).astype(np.int64)
+    jobs, orders = Jobs.of(scenario), fastlib.value_orders(scenario)
+    if one_order:
+        orders = orders[:1]
+    got = evac.search(scenario, cells, jobs, orders, stride=stride)
+    want = evac.search(scenario, cells, jobs, orders, compiled=False, stride=stride)
+    event("a move kept" if want is not None else "no move kept")
+    assert (got is None) == (want is None)
+    if got is not None:
+        assert np.array_equal(got, want)

@@ -764,6 +764,186 @@ static PyObject *hops(PyObject *self, PyObject *args) {
     return Py_BuildValue("(dL)", value, kept);
 }
 
+/* One evacuation (evac.py, rule "low"): the runs of block [first, first + k) (rows of
+ * (start, end, job, GPU), the longest first, then by GPU) that window [t, T) (suffix) or
+ * [0, t) touches, each moved onto the lowest GPU outside the block its job may take
+ * (`owner` -1 or the job) that is free over its span. A run crossing the window's edge
+ * hands its GPU over with a step on both, a service's later hand-overs staggered (two
+ * steps apart at swap limit 1). 0 if the move does not apply. `handed`: J scratch. */
+static int evac_apply(const int64_t *from, int64_t *to, int64_t T, int64_t G,
+                      const int64_t *runs, int64_t R, const int64_t *limit,
+                      const int64_t *owner, int64_t k, int64_t first, int64_t t, int suffix,
+                      int64_t *handed, int64_t J) {
+    int any = 0;
+    for (int64_t r = 0; r < R; r++) {
+        const int64_t *run = runs + 4 * r;
+        if (suffix ? run[1] > t : run[0] < t) {
+            any = 1;
+            break;
+        }
+    }
+    if (!any) return 0;
+    memcpy(to, from, (size_t)(T * G) * 8);
+    for (int64_t i = 0; i < J; i++) handed[i] = 0;
+    for (int64_t r = 0; r < R; r++) {
+        const int64_t s = runs[4 * r], e = runs[4 * r + 1], v = runs[4 * r + 2];
+        const int64_t g = runs[4 * r + 3];
+        if (!(suffix ? e > t : s < t)) continue;
+        const int64_t gap = limit[v] >= 2 ? 1 : 2, edge = suffix ? t - gap * handed[v]
+                                                                 : t + gap * handed[v];
+        int64_t a = s, b = e, fa = s, fb = e; /* the span taken, the span freed */
+        if (suffix && s < edge) {
+            if (edge - 1 < s || edge < 1) return 0;
+            a = edge - 1, fa = edge;
+            handed[v]++;
+        } else if (!suffix && e > edge) {
+            if (edge >= T) return 0;
+            b = edge + 1, fb = edge;
+            handed[v]++;
+        }
+        int64_t target = -1;
+        for (int64_t h = 0; h < G && target < 0; h++) {
+            if ((h >= first && h < first + k) || (owner[h] != -1 && owner[h] != v)) continue;
+            int64_t u = a;
+            while (u < b && to[u * G + h] == -1) u++;
+            if (u == b) target = h;
+        }
+        if (target < 0) return 0;
+        for (int64_t u = fa; u < fb; u++) to[u * G + g] = -1;
+        for (int64_t u = a; u < b; u++) to[u * G + target] = v;
+    }
+    return 1;
+}
+
+static int run_order(const void *x, const void *y) {
+    const int64_t *p = x, *q = y; /* longest first, then by GPU, then by start */
+    const int64_t lp = p[1] - p[0], lq = q[1] - q[0];
+    if (lp != lq) return lp > lq ? -1 : 1;
+    if (p[3] != q[3]) return p[3] < q[3] ? -1 : 1;
+    return (p[0] > q[0]) - (p[0] < q[0]);
+}
+
+/* evacuate(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
+ *          (O, n) int64, gpus, length, arrival, weight, decay, sizes int64[, stride])
+ *          -> (value, found): evac.py's search with rule "low". Of every evacuation of the
+ * aligned blocks of each size in `sizes`, windows [t, T) and [0, t) for t = 1, 1 + stride,
+ * ..., the one whose best greedy pass over the orders earns most (the first on a tie) and
+ * that keeps every swap limit replaces `cells` (running and realtime, no batch work) if
+ * it earns more than `cells` do; `found` says whether one did. */
+static PyObject *evacuate(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[14];
+    long long stride = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO|L:evacuate", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
+                          &o[13], &stride))
+        return NULL;
+    if (stride < 1) {
+        PyErr_SetString(PyExc_ValueError, "evacuate: stride must be at least 1");
+        return NULL;
+    }
+    Py_buffer b[14];
+    if (!take_buffers(o, b, 14, 1u)) return NULL;
+    int64_t *cells = b[0].buf;
+    const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
+    const int64_t *limit = b[3].buf, *current = b[4].buf;
+    const int64_t *offset = b[5].buf, *count = b[6].buf, *order = b[7].buf;
+    const int64_t *sizes = b[13].buf;
+    const Py_ssize_t S = b[13].len / 8;
+    const int levels = (int)(b[5].len / 8);
+    const int64_t G = b[4].len / 8, J = b[1].len;
+    const int64_t T = G ? (int64_t)(b[0].len / 8) / G : 0;
+    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
+    const Py_ssize_t n = b[7].len / 8, NJ = b[8].len / 8;
+    const Jobs j = {b[8].buf, b[9].buf, b[10].buf, b[11].buf, b[12].buf};
+    const size_t cells_n = (size_t)(T * G > 0 ? T * G : 1);
+    const Py_ssize_t O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
+    const Py_ssize_t len = O ? n / O : 0;
+    int64_t *trial = malloc(cells_n * 8), *best = malloc(cells_n * 8);
+    int64_t *runs = malloc(cells_n * 4 * 8); /* a block's runs: at most one per cell */
+    uint64_t *tw = malloc((size_t)(W > 0 ? W : 1) * 8), *base = malloc((size_t)(W > 0 ? W : 1) * 8);
+    int64_t *ts = malloc((size_t)(NJ > 0 ? NJ : 1) * 8), *tf = malloc((size_t)(NJ > 0 ? NJ : 1) * 8);
+    int64_t *scratch = malloc((size_t)(J > 0 ? J : 1) * 8);
+    double *rem = malloc((size_t)(O * (len + 1) > 0 ? O * (len + 1) : 1) * sizeof(double));
+    if (!trial || !best || !runs || !tw || !base || !ts || !tf || !scratch || !rem) {
+        free(trial), free(best), free(runs), free(tw), free(base), free(ts), free(tf);
+        free(scratch), free(rem);
+        release_all(b, 14);
+        return PyErr_NoMemory();
+    }
+    State st = {tw, offset, count, levels, NULL, (int)T, -1.0};
+    for (Py_ssize_t r = 0; r < O; r++) {
+        double *tail = rem + r * (len + 1);
+        tail[len] = 0.0;
+        for (Py_ssize_t p = len - 1; p >= 0; p--)
+            tail[p] = tail[p + 1] + best_reward(&j, order[r * len + p], T);
+    }
+    double top = layout_value(&st, &j, cells, T, G, base, W, order, O, len, rem, -INFINITY,
+                              ts, tf);
+    const double value = top;
+    int found = 0, oom = 0;
+    Seen seen = {NULL, NULL, 0, 0, G};
+    const int dedupe = levels && O > 1; /* one order: a pass costs about the look-up */
+    if (dedupe) {
+        words_of(cells, T, G, base, offset, count, 1);
+        if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
+    }
+    for (Py_ssize_t z = 0; z < S && !oom; z++) {
+        const int64_t k = sizes[z];
+        if (k < 1 || k > G) continue;
+        for (int64_t first = 0; first + k <= G && !oom; first += k) {
+            int64_t R = 0;
+            for (int64_t g = first; g < first + k; g++)
+                for (int64_t u = 0; u < T;) {
+                    const int64_t v = cells[u * G + g];
+                    if (v >= 0 && v < J && is_rt[v]) {
+                        const int64_t s = u;
+                        while (u < T && cells[u * G + g] == v) u++;
+                        int64_t *row = runs + 4 * R++;
+                        row[0] = s, row[1] = u, row[2] = v, row[3] = g;
+                    } else {
+                        u++;
+                    }
+                }
+            if (!R) continue;
+            qsort(runs, (size_t)R, 4 * sizeof(int64_t), run_order);
+            for (int64_t t = 1; t < T && !oom; t += stride)
+                for (int side = 0; side < 2 && !oom; side++) {
+                    if (!evac_apply(cells, trial, T, G, runs, R, limit, current, k, first, t,
+                                    side == 0, scratch, J))
+                        continue;
+                    if (dedupe) {
+                        words_of(trial, T, G, base, offset, count, 1);
+                        if (seen_add(&seen, base + offset[0], 0))
+                            continue; /* judged already: no better than top */
+                    }
+                    const double v = layout_value(&st, &j, trial, T, G, base, W, order, O,
+                                                  len, rem, top + 1e-9, ts, tf);
+                    const int better = v > top + 1e-9;
+                    const int legal = better && swaps_ok(trial, T, G, is_rt, has_current,
+                                                         limit, current, J, scratch);
+                    if (legal) {
+                        top = v;
+                        found = 1;
+                        memcpy(best, trial, cells_n * 8);
+                    }
+                    /* seen, unless it paid but broke a swap limit (as in hops) */
+                    if (dedupe && (!better || legal)) {
+                        words_of(trial, T, G, base, offset, count, 1);
+                        if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
+                    }
+                }
+        }
+    }
+    if (found && !oom) memcpy(cells, best, cells_n * 8);
+    free(seen.keys), free(seen.hash);
+    free(trial), free(best), free(runs), free(tw), free(base), free(ts), free(tf);
+    free(scratch), free(rem);
+    release_all(b, 14);
+    if (oom) return PyErr_NoMemory();
+    return Py_BuildValue("(di)", found ? top : value, found);
+}
+
 /* The search's fixed inputs: the empty state (busy words, spare) and the jobs. */
 typedef struct {
     const uint64_t *words0;
@@ -1980,6 +2160,7 @@ static PyMethodDef methods[] = {
     {"index", index_words, METH_VARARGS, "the decoder's busy block words from a busy grid."},
     {"best_of", best_of, METH_VARARGS, "the greedy pass of each order; the best one."},
     {"hops", hops, METH_VARARGS, "realtime blocks hopped over a window while batch gains."},
+    {"evacuate", evacuate, METH_VARARGS, "a block's realtime moved off it while batch gains."},
     {"write", write_grid, METH_VARARGS, "placed jobs written onto a grid."},
     {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
     {"decomp", decomp, METH_VARARGS, "the decomposition bound's subgradient descent."},
@@ -1991,7 +2172,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 18
+#define PACKC_ABI 19
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -219,6 +219,22 @@ def search(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
     orders = tuple(dict.fromkeys(orders))
     if not orders or not orders[0] or not scenario.realtime_jobs:
         return None
+    empty = Decoder.new(scenario, cells >= 0, None, jobs, compiled)
+    if isinstance(empty, _CDecoder) and _packc is not None and RULES == ("low",):
+        moved = np.ascontiguousarray(cells, dtype=np.int64).copy()
+        _, found = _packc.evacuate(moved, *_realtime(scenario), empty.offset, empty.count,
+                                   np.array(orders, dtype=np.int64).reshape(len(orders), -1),
+                                   jobs.gpus, jobs.length, jobs.arrival, jobs.weight,
+                                   jobs.decay, np.array(SIZES, dtype=np.int64), stride)
+        return moved if found else None
+    return _search_py(scenario, cells, jobs, orders, compiled, stride)
+
+
+def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
+               orders: tuple[tuple[int, ...], ...], compiled: bool | None, stride: int
+               ) -> np.ndarray | None:
+    """`search` in Python (each layout judged by `compiled`'s decoder): the reference for
+    the compiled one, and every rule's search."""
     ev = Evacuation(scenario, jobs)
     layout = Layout(cells, ev.is_rt)
     top = ev.value(cells, orders, compiled)
