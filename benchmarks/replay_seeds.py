@@ -2,8 +2,10 @@
 
 One seed of `gpuplan simulate --suite --seed N --policies fast` moves by about 1% when
 fast's plans change at all, so a change is judged on the per-seed differences over many
-seeds: summed realized value over the 21 worlds, and the worst world's realtime
-shortfall. Each variant replays the same worlds in this process, one after another:
+seeds: summed realized value over the 21 worlds, the net value (that value less
+realtime's penalty on its realized shortfall, each service's at its priority: the
+objective's two terms, undiscounted), and the worst world's realtime shortfall. Each
+variant replays the same worlds in this process, one after another:
 
     python benchmarks/replay_seeds.py --seeds 20-49
     python benchmarks/replay_seeds.py --seeds 7-9 --variants off,pairs
@@ -27,7 +29,10 @@ holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs 
 between services, `fast.EXCHANGE = True`; off by default), `relayout` (the second look
 at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = True`; off by default), `hot`
 (two light rounds of realtime hops on the hot path, `fast.HOT_HOPS = 2`, on by default from
-10 to 14 GPUs), `nohot` (none, `fast.HOT_HOPS = 0`), `lag2`
+10 to 14 GPUs), `nohot` (none, `fast.HOT_HOPS = 0`), `hot16` (the light hops up to 16
+GPUs, `fast.HOT_MAX_GPUS = 16`), `hotevac` (the light evacuation at every size up to
+`fast.HOT_EVAC_MAX_GPUS`), `nohotevac` (none), `hot16evac` (both), `trials4` (4 pin
+trials per plan), `lag2`
 (the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
 and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 `realtime.HANDOVER_WAIT = 0`).
@@ -80,7 +85,7 @@ VARIANTS: dict[str, Variant] = {
     "clear": _set(NO_PAIRS, clear=True), "both": Variant(clear=True),
     "nostack": _set(("fast", "LAYOUTS", tuple(m for m in fastmod.LAYOUTS
                                              if not m.get("stack")))),
-    "trials": Variant(pin_trials=12),
+    "trials": Variant(pin_trials=12), "trials4": Variant(pin_trials=4),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),
@@ -93,6 +98,7 @@ VARIANTS: dict[str, Variant] = {
     "hot": _set(("fast", "HOT_HOPS", 2)), "nohot": _set(("fast", "HOT_HOPS", 0)),
     "hot16": _set(("fast", "HOT_MAX_GPUS", 16)),
     "hotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 0)),
+    "hot16evac": _set(("fast", "HOT_MAX_GPUS", 16), ("fast", "HOT_EVAC_MIN_GPUS", 0)),
     "nohotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
 }

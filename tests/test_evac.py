@@ -3,6 +3,7 @@ legal, never below the plan without them, and the hand-over one GPU at a time.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from allocator.policies import fast as fastlib
 from allocator.policies.decoder import Jobs, _packc
 from allocator.policies.fast import fast
 from allocator.policies.hops import layout as hopping_layout
-from allocator.scenario_io import scenario_from_dict
+from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 from tests.test_hops import FAMILY, legal_and_never_worse
@@ -75,14 +76,34 @@ def test_every_move_on_a_shared_layout_gives_the_reference_cells(scenario: Scena
 @given(scenario=FAMILY | contended_scenarios(max_gpus=16))
 def test_the_light_evacuation_is_legal_and_never_lowers_the_hot_path(scenario: Scenario
                                                                       ) -> None:
-    plain = gridlib.objective(scenario, fast(scenario))  # (off by default at every size)
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:  # off, and on at every size up to 16 GPUs
+        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 1 << 30)
+        plain = gridlib.objective(scenario, fast(scenario))
         mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 0)
         grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     got = gridlib.objective(scenario, grid)
     event("the light evacuation lifted the plan" if got > plain + 1e-6 else "plan unchanged")
     assert got >= plain - 1e-6
+
+
+LIGHT_WINS = Path(__file__).parent / "data" / "quality_cases" / "light_rounds_wins_16.json"
+
+
+def test_the_light_rounds_move_the_services_off_a_block_at_16_gpus() -> None:
+    """Tuning seed 1132 (16 GPUs): an 8-GPU job waits for the block three services sit
+    on; the light hops and the evacuation after them move the services off it (proven
+    optimum 1094.56). Fails with the light rounds kept to 14 GPUs, or without the
+    evacuation."""
+    scenario = load_scenario(LIGHT_WINS)
+    assert gridlib.objective(scenario, fast(scenario, hot_hops=0)) == pytest.approx(
+        987.64, abs=0.01)
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert gridlib.objective(scenario, grid) == pytest.approx(1059.57, abs=0.01)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 1 << 30)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(1019.75, abs=0.01)
 
 
 def _one_service(limit: int) -> Scenario:

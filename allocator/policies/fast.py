@@ -74,10 +74,10 @@
    (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
    off it from a step on (or up to one), which needs several services or runs to leave
    together and so no single hop makes; judged the same way.
-   Without `hops` or trials, from 10 to 14 GPUs, a light version (`hot_hops`, default
+   Without `hops` or trials, from 10 to 16 GPUs, a light version (`hot_hops`, default
    `HOT_HOPS` = 2 rounds): each round judged by one greedy pass, windows every other
-   step, no evacuation; with anchors, before the stable candidate is judged. Its plan is
-   a candidate beside the trials' and hops' too.
+   step, and at 15-16 GPUs one evacuation round after them; with anchors, before the
+   stable candidate is judged. Its plan is a candidate beside the trials' and hops' too.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -255,7 +255,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
     `hops`: step 9's rounds of realtime hops (0: none).
-    `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`).
+    `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`; 0 also
+    turns off the light evacuation).
     `relayout`: step 6's second look at the first layout from 17 to 64 GPUs (None:
     `RELAYOUT`); better one-shot plans, worse realized value in the Philly replay.
     `prepared`: the laid-out parts of a scenario this one differs from only in its
@@ -373,26 +374,33 @@ EVAC_ROUNDS = 1
 # round gave 96.44 / 94.34% on the first two tuning sets for 12-14 ms more a plan); a
 # third round lifted five plans by 0.1-0.5%; windows every step (one round) lifted s1059
 # by 0.05% at twice the search's cost; every fourth step lost s1033 (98.66 -> 91.57%).
-# On by default from 10 to 14 GPUs: over the three tuning sets (150 seeds, 146 proven
-# optima) they lift 27 of the 89 plans there (+0.36 points on average, up to +7.1),
-# lower none, and move fast's mean from 98.70 to 98.95% (tuning3's, the set where the
-# services most need to move off a block, 98.68 -> 98.95%). Not at 8 GPUs: 2 of 19
-# plans lifted (+0.11 points on average) for 36% more instructions against the 1 ms
-# target there. Not at 16 either: 11 of 26 lifted (+0.28 points) for about 3 ms a plan,
-# but in the rolling replay of 16-GPU worlds (35 seeds) value rose 0.97-1.30% while the
-# worst realtime shortfall rose 0.18-0.42 points, three seeds past 3%: a trade, not a
-# default.
+# On by default from 10 to 16 GPUs. From 10 to 14, over the three tuning sets (150 seeds,
+# 146 proven optima), they lift 27 of the 89 plans there (+0.36 points on average, up to
+# +7.1) and lower none; rolling replay of 10-14 GPU worlds, +0.77% realized value. At 16,
+# with the light evacuation, 18 of 33 (+0.43 points on the proven optima) for about 2.8
+# ms a plan; the replay of 16-GPU worlds
+# (`benchmarks/replay_seeds.py --variants pairs,hot16 --sizes 16`): seeds 20-39 net value
+# (batch value less realtime's penalty) +0.78% (se 0.29), seeds 40-59 +1.08% (se 0.42),
+# while the worst world's realtime shortfall rose 0.19 / 0.65 points: a tighter layout
+# leaves a service less room when a job overruns (seed 58's worst world: 6.8% against
+# 0.4%, all of it granted demand, none a forecast miss). The objective's own price of that
+# shortfall is in the net value, which still rose; an operator who weighs the tail more
+# sets HOT_MAX_GPUS = 14. Not at 8 GPUs: 2 of 19 plans lifted (+0.11 points on average)
+# for 36% more instructions against the 1 ms target there.
 # `fast(scenario, hot_hops=0)` turns them off, `hot_hops=N` sets the rounds.
 HOT_HOPS = 2
 HOT_STRIDE = 2
 HOT_MIN_GPUS = 10
-HOT_MAX_GPUS = 14
+HOT_MAX_GPUS = 16
 # The hot path's light evacuation: one round of block evacuation (evac.py, judged by the
 # same one greedy pass) after the light hops, from HOT_EVAC_MIN_GPUS to HOT_EVAC_MAX_GPUS
-# (off: no size). Measured on the three tuning sets: at 16 GPUs it lifts 6 of 26 plans
-# (s1132 90.2 -> 97.7% of the optimum) for about 2.7 ms more a plan; at 8 GPUs 2 of 19
-# (+0.13 points) for about 1.3 ms against the 1 ms target; at 10-14, 2 of 89.
-HOT_EVAC_MIN_GPUS = 1 << 30
+# (`hot_hops=0` turns it off too). With the light hops at 16 GPUs it lifts 6 more of the
+# 26 tuning plans there (s1132 93.2 -> 96.8% of the optimum; +0.15 points on average) for
+# about 0.4 ms a plan (compiled); in the replay it changes nothing that counts (16-GPU
+# worlds, seeds 20-39: net value -0.01%, se 0.09). At 10-14 GPUs, where a cluster has one
+# 8-GPU block, it lifted 2 of 89 plans; at 8, 2 of 19 (+0.13 points) for 13% more time
+# against the 1 ms target: off there.
+HOT_EVAC_MIN_GPUS = 15
 HOT_EVAC_MAX_GPUS = 16
 
 
