@@ -73,7 +73,8 @@
    and 63 steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
    (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
    off it from a step on (or up to one), which needs several services or runs to leave
-   together and so no single hop makes; judged the same way.
+   together and so no single hop makes; judged the same way. From 17 to 64 GPUs
+   (`EVAC_MAX_GPUS`) the evacuations run without the hops.
    Without `hops` or trials, from 10 to 16 GPUs, a light version (`hot_hops`, default
    `HOT_HOPS` = 2 rounds): each round judged by one greedy pass, windows every other
    step, and at 15-16 GPUs one evacuation round after them; with anchors, before the
@@ -367,6 +368,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
 # none lowered, 2-4% more of plan-day's fast time; a second round changed nothing. 0: none.
 EVAC_ROUNDS = 1
+# Past the hops' 16 GPUs the evacuation runs alone, up to EVAC_MAX_GPUS: on the 64-GPU
+# tuning seeds 1000-1029 (30 jobs) plan-day's plan rose on 8 of 30 (+0.13% on average,
+# s1007 +1.25%) for about 8 ms a round against plan-day's ~100 ms. (On the hot path there
+# it lifted 14 of 30 by 0.35% but cost 8 ms against the 5 ms target; judged by one order,
+# every 4th step, 1 ms for +0.12%: left off.)
+EVAC_MAX_GPUS = 64
 # The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
 # greedy pass (the order earning most on the starting layout), windows whose inner edge
 # is every HOT_STRIDE-th step, from HOT_MIN_GPUS to HOT_MAX_GPUS. One order and every
@@ -415,8 +422,14 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     `evac_rounds` block evacuations, judged the same way. `one_order`: the hops judged by
     one greedy pass (the hot path's light round) instead of the best over the orders."""
     if (scenario.reservations or not scenario.realtime_jobs
-            or scenario.G > hopping.MAX_GPUS or not hopping.compiled(scenario)):
+            or not hopping.compiled(scenario)):
         return best  # (the Python search is a test reference: seconds a round)
+    if scenario.G > hopping.MAX_GPUS:  # the hop search grows with the blocks squared
+        rounds = 0
+        if scenario.G > EVAC_MAX_GPUS:
+            return best
+    if rounds <= 0 and evac_rounds <= 0:
+        return best
     cells, value = hopping.layout(scenario, best), score(best)
     judge = orders
     if one_order:  # the pass of the order that earns most on the starting layout
