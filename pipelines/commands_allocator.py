@@ -65,6 +65,12 @@ def plan(
                                   help="fast: services hand GPU runs to each other where "
                                        "the objective rises (better one-shot plans; off: "
                                        "it lowers realized value in the rolling replay)."),
+    light_rounds: bool = typer.Option(True, "--light-rounds/--no-light-rounds",
+                                      help="fast: from 10 to 16 GPUs, two light rounds of "
+                                           "realtime hops (and at 15-16 an evacuation) "
+                                           "where no --hops or trials run (on: better plans "
+                                           "and realized value; off: a looser layout, less "
+                                           "realtime shortfall when a job overruns)."),
     relayout: bool = typer.Option(False, "--relayout",
                                   help="fast: from 17 to 64 GPUs, lay the first realtime "
                                        "layout out twice more with the plan in view "
@@ -84,7 +90,8 @@ def plan(
                     solver=solver, lp_bound=lp_bound, search=search,
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound, mirror=mirror, exchange=exchange,
-                    defer_trials=defer_trials, hops=hops, relayout=relayout)
+                    defer_trials=defer_trials, hops=hops, relayout=relayout,
+                    light_rounds=light_rounds)
     with input_errors():
         result = plan_file(args)
     m = result.metrics

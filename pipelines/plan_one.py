@@ -46,6 +46,7 @@ class PlanArgs:
     defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
     hops: int = 0  # fast: step 9, rounds of realtime hops
     relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)
+    light_rounds: bool = True  # fast: step 9's light rounds on the hot path (10-16 GPUs)
 
 
 def picture(scenario: Scenario) -> dict:
@@ -88,6 +89,8 @@ def plan_file(a: PlanArgs) -> Plan:
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
                    "defer_trials": a.defer_trials, "hops": a.hops, "mirror": a.mirror,
                    "exchange": a.exchange, "relayout": a.relayout}
+        if not a.light_rounds:
+            options["hot_hops"] = 0
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound

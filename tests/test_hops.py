@@ -229,20 +229,22 @@ def test_a_hop_that_breaks_a_swap_limit_is_not_kept() -> None:
 
 def test_plan_command_passes_hops_to_fast(tmp_path: Path) -> None:
     """`gpuplan plan --hops 1` plans with the hops; the default command with the light
-    rounds alone (on from 10 to 14 GPUs; this scenario has 12), which reach less than
-    a full round and more than none."""
+    rounds alone (on from 10 to 16 GPUs; this scenario has 12), which reach less than
+    a full round and more than none; `--no-light-rounds` without them."""
     from typer.testing import CliRunner
 
     from pipelines.cli import build_app
 
     values = {}
-    for flag in ([], ["--hops", "1"]):
-        out = tmp_path / f"plan{len(flag)}.json"
+    for flag in ([], ["--hops", "1"], ["--no-light-rounds"]):
+        out = tmp_path / f"plan{len(values)}.json"
         result = CliRunner().invoke(build_app(), ["plan", str(WINS), "--out", str(out), *flag])
         assert result.exit_code == 0, result.output
-        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
-    assert values[False] == pytest.approx(588.60, abs=0.01)
-    assert values[True] == pytest.approx(596.57, abs=0.01)
+        values[" ".join(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    assert values[""] == pytest.approx(588.60, abs=0.01)
+    assert values["--hops 1"] == pytest.approx(596.57, abs=0.01)
+    # `--no-light-rounds`: the plan without them (the operator's choice of a looser layout)
+    assert values["--no-light-rounds"] == pytest.approx(546.29, abs=0.01)
     scenario = load_scenario(WINS)
     assert gridlib.objective(scenario, fast(scenario, hot_hops=0)) == pytest.approx(546.29,
                                                                                    abs=0.01)
