@@ -993,8 +993,10 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 memcpy(tstart, rstart, J * 8);
                 memcpy(tfirst, rfirst, J * 8);
                 const Py_ssize_t skip = c - a - 1; /* trial[a, a + skip) is the head */
-                double tail = pack_on(&t, &j, trial + a + skip, n - a - skip, 1, &no_bound,
-                                      tstart, tfirst, head);
+                const double all = suffix_bounds(q, trial, n); /* as in improve_core */
+                const double margin = 1e-9 * (1.0 + fabs(value) + fabs(pv[a]) + all);
+                double tail = pack_above(&t, &j, trial + a + skip, n - a - skip, tstart, tfirst,
+                                         head, q->rem + a + skip, value + 1e-9 - pv[a], margin);
                 if (pv[a] + tail > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
@@ -1035,7 +1037,6 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
         return -1.0;
     }
     const Jobs j = q->j;
-    int no_bound = -1;
     while (budget > 0 && n > 2) {
         Py_ssize_t nd = 0;
         for (Py_ssize_t p = 0; p < n; p++) {
@@ -1059,7 +1060,10 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 if (has_spare) memcpy(tsp, q->spare0, T * 8);
                 memcpy(tstart, start, J * 8);
                 memcpy(tfirst, first, J * 8);
-                double v = pack_run(&t, &j, trial, n, 1, &no_bound, tstart, tfirst);
+                const double all = suffix_bounds(q, trial, n); /* as in improve_core */
+                const double margin = 1e-9 * (1.0 + fabs(value) + all);
+                double v = pack_above(&t, &j, trial, n, tstart, tfirst, 0.0, q->rem,
+                                      value + 1e-9, margin);
                 if (v > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
