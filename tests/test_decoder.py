@@ -155,6 +155,21 @@ def test_layer_intervals_are_the_maximal_runs_of_every_layer(curve: list[int]) -
     assert runs == levels
 
 
+@needs_c
+@given(demand=st.lists(st.integers(0, 12), min_size=1, max_size=70), data=st.data(),
+       limit=st.integers(1, 4), start=st.one_of(st.none(), st.integers(0, 12)))
+def test_compiled_curve_layers_match_python(demand: list[int], data: st.DataObject,
+                                            limit: int, start: int | None) -> None:
+    """`_packc.layers`: the curve `target_curve` gives and its `layer_intervals`."""
+    capacity = np.array(data.draw(st.lists(st.integers(0, 12), min_size=len(demand),
+                                           max_size=len(demand))), dtype=np.int64)
+    curve, runs = realtime.curve_layers(tuple(demand), limit, start, capacity)
+    with mock.patch.object(realtime, "_packc", None):
+        py_curve, py_runs = realtime.curve_layers(tuple(demand), limit, start, capacity)
+    assert curve.dtype == py_curve.dtype and curve.tolist() == py_curve.tolist()
+    assert runs == py_runs
+
+
 def _placed(scenario: Scenario, compiled: bool, mode: dict[str, bool], blocked: np.ndarray
             ) -> tuple[np.ndarray, list[tuple[list[int], list[int]]]]:
     """Every realtime layer placed in two phases around `blocked` cells (batch work's

@@ -61,6 +61,9 @@ def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Ar
              changes: Array, rank: Array, largest: int, tail_first: bool, stack: bool,
              lag: int, wait: int, /) -> None: ...
 
+def layers(demand: Array, capacity: Array, swap_limit: int, start: int, curve: Array,
+           /) -> list[tuple[int, int]]: ...
+
 def write(grid: Array, start: Array, first: Array, length: Array, gpus: Array, /) -> None: ...
 
 def decomp(pi: Array, reward: Array, ends: Array, gpus: Array, cover: Array, caps: Array,
