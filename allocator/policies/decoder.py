@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import accumulate
 from typing import TypeVar
 
@@ -73,6 +74,27 @@ class Jobs:
                     decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64))
 
 
+def order_rows(orders: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """`orders` (each the same length) as one (orders, jobs) int64 array: what the compiled
+    `best_of` reads."""
+    return np.array(orders, dtype=np.int64).reshape(len(orders), -1)
+
+
+class Orders(tuple[tuple[int, ...], ...]):
+    """Value orders (fast.value_orders), each distinct one once (first seen first) and
+    those as `order_rows` worked out on first use and kept: fast's batch placement needs
+    both on every call, half a dozen a plan, for the same orders."""
+
+    @cached_property
+    def distinct(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(dict.fromkeys(self))
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        """`order_rows(self.distinct)` (the compiled `best_of` only reads it)."""
+        return order_rows(self.distinct)
+
+
 class Decoder:
     """One greedy pass's state; `pack(order)` places more jobs and returns what they earn."""
 
@@ -122,11 +144,14 @@ class Decoder:
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         raise NotImplementedError
 
-    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+    def best_of(self, orders: tuple[tuple[int, ...], ...], rows: np.ndarray | None = None
+                ) -> tuple[Decoder | None, int]:
         """The greedy pass of each order from this state: the one earning most (the first
         on a tie) and its index; (None, -1) for no order. Passes are compared by what they
         gain from this state, as the compiled `best_of` does: adding the state's own value
-        first can round a one-ulp lead away, and the two then chose different orders."""
+        first can round a one-ulp lead away, and the two then chose different orders.
+        `rows`: `orders` as one int64 array, where the caller has it (the compiled pass
+        reads that)."""
         best: Decoder | None = None
         won, most = -1, -np.inf
         for k, order in enumerate(orders):
@@ -175,16 +200,18 @@ class _CDecoder(Decoder):
             clone.spare = self.spare.copy()
         return clone
 
-    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+    def best_of(self, orders: tuple[tuple[int, ...], ...], rows: np.ndarray | None = None
+                ) -> tuple[Decoder | None, int]:
         """Decoder.best_of, every pass in one C call, which also leaves the winner's state
         in the fork (its spots, busy words and spare; its gain added as pack adds it)."""
         if not orders or not orders[0] or self.bound >= 0:
             return super().best_of(orders)
         j = self.jobs
         best = self.copy()
+        if rows is None:
+            rows = order_rows(orders)
         gained, won = _packc.best_of(
-            self.words, self.offset, self.count, self.spare,
-            np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus, j.length,
+            self.words, self.offset, self.count, self.spare, rows, j.gpus, j.length,
             j.arrival, j.weight, j.decay, best.start, best.first, self.best_fit, -1,
             self.spill, best.words, best.spare)
         best.value += gained

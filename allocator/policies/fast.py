@@ -100,7 +100,7 @@ from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, evac, layout_climb, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
-from allocator.policies.decoder import Decoder, Jobs, _CDecoder
+from allocator.policies.decoder import Decoder, Jobs, Orders, _CDecoder
 from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
 from allocator.policies.topup import swaps_hold as swaps_hold  # re-exported: the policy's check
@@ -227,8 +227,8 @@ class Prepared:
         alike)."""
         orders = self.orders
         for job in reserved:  # a trial reserves one job or a few: tuple slices, no rescan
-            orders = tuple(o[:o.index(job)] + o[o.index(job) + 1:] if job in o else o
-                           for o in orders)
+            orders = Orders(o[:o.index(job)] + o[o.index(job) + 1:] if job in o else o
+                            for o in orders)
         return orders
 
 
@@ -694,8 +694,11 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     if pinned:
         orders = tuple(tuple(i for i in order if i not in pinned) for order in orders)
     queued = orders[0] if orders else ()
-    distinct = tuple(dict.fromkeys(orders))  # each order once, first seen first
-    best, won = empty.best_of(distinct)
+    if isinstance(orders, Orders):  # (worked out once for every candidate of a plan)
+        distinct, rows = orders.distinct, orders.rows
+    else:
+        distinct, rows = tuple(dict.fromkeys(orders)), None  # each once, first seen first
+    best, won = empty.best_of(distinct, rows)
     best_order = distinct[won] if won >= 0 else ()
     if queued and best is not None and search >= len(queued):
         best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
@@ -716,13 +719,13 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
 
 
 def value_orders(scenario: Scenario, held: reservations.Holds | None = None
-                 ) -> tuple[tuple[int, ...], ...]:
+                 ) -> Orders:
     """The queued batch jobs (not running, not reserved) in each of ORDERS."""
     skip = frozenset() if held is None else held.reserved
     queued = {i: job for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running and i not in skip}
     ranks = ({i: key(job, i) for i, job in queued.items()} for key in ORDERS)
-    return tuple(tuple(sorted(queued, key=rank.__getitem__)) for rank in ranks)
+    return Orders(tuple(sorted(queued, key=rank.__getitem__)) for rank in ranks)
 
 
 # The order search can also try swapping the delayed job with the one at the target
