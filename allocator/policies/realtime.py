@@ -109,7 +109,7 @@ class SwapLedger:
 
     index: int
     job: RealtimeJob
-    changes: np.ndarray  # swap budget used per step
+    changes: np.ndarray  # swap budget used per step (a row of its placer's `changes`)
     current: set[int] = field(default_factory=set)
     unused_current: set[int] = field(default_factory=set)
 
@@ -169,7 +169,10 @@ class RealtimePlacer:
         self.curves: dict[int, np.ndarray] = {}
         # the GPUs each job may take: nobody's current ones, and its own
         self.allowed = {i: (self.owner == -1) | (self.owner == i) for i, _ in realtime}
-        for i, job in realtime:
+        # every ledger's swap budget is a row of one array, in job order (rt_place's
+        # slots): a copy copies one array and the compiled placement charges it in place
+        self.changes = np.zeros((len(realtime), T + 1), dtype=np.int64)
+        for r, (i, job) in enumerate(realtime):
             current = set(job.current_gpus) if job.current_gpus is not None else None
             allowed = self.allowed[i]
             available = (free & allowed).sum(axis=1)
@@ -180,8 +183,8 @@ class RealtimePlacer:
             curve, runs = curve_layers(job.demand, job.swap_limit,
                                        None if current is None else len(current), available)
             self.available[i], self.curves[i] = available, curve
-            self.jobs[i] = SwapLedger(i, job, np.zeros(T + 1, dtype=np.int64), current or set(),
-                                set(current or ()))
+            self.jobs[i] = SwapLedger(i, job, self.changes[r], current or set(),
+                                      set(current or ()))
             for a, b in runs:
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
         # rt_place's arrays, laid out once for every copy (fast places eight layouts)
@@ -212,8 +215,10 @@ class RealtimePlacer:
             clone.rank = self.static_rank
         if mirror:
             clone.rank = clone.rank.max() - clone.rank
-        clone.jobs = {i: SwapLedger(j.index, j.job, j.changes.copy(), j.current,
-                              set(j.unused_current)) for i, j in self.jobs.items()}
+        clone.changes = self.changes.copy()
+        clone.jobs = {i: SwapLedger(j.index, j.job, clone.changes[r], j.current,
+                                    set(j.unused_current))
+                      for r, (i, j) in enumerate(self.jobs.items())}
         return clone
 
     def rebased(self, grid: np.ndarray) -> RealtimePlacer | None:
@@ -307,13 +312,10 @@ class RealtimePlacer:
         holders = [r for r, state in enumerate(ledgers) if state.unused_current]
         for r in holders:
             unused[r, list(ledgers[r].unused_current)] = True
-        changes = np.array([state.changes for state in ledgers], dtype=np.int64)
         _packc.rt_place(grid, fixed.intervals[phase], fixed.job, fixed.prio, fixed.allowed,
-                        fixed.current, unused, fixed.has_current, fixed.limit, changes,
+                        fixed.current, unused, fixed.has_current, fixed.limit, self.changes,
                         np.ascontiguousarray(self.rank, dtype=np.float64), self.largest,
                         self.tail_first, self.stack, STACK_LAG, HANDOVER_WAIT)
-        for state, row in zip(ledgers, changes, strict=True):
-            state.changes[:] = row
         for r in holders:  # a current GPU taken at step 0 is used now
             ledgers[r].unused_current.intersection_update(np.flatnonzero(unused[r]).tolist())
 
