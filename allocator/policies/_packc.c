@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     uint64_t *words;
@@ -137,15 +140,31 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
 
 static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
     const uint64_t bits = span(start, end);
-    for (int l = 0; l < s->levels; l++) {
-        const int64_t k = (int64_t)1 << l;
+    for (int l = 0; l < s->levels; l++) { /* blocks of 2**l: shifts, not divisions */
         uint64_t *w = s->words + s->offset[l];
-        if (k <= gpus) {
-            for (int64_t i = first / k; i < (first + gpus) / k; i++) w[i] |= bits;
-        } else if (first / k < s->count[l]) {
-            w[first / k] |= bits;
+        if (((int64_t)1 << l) <= gpus) {
+            for (int64_t i = first >> l; i < (first + gpus) >> l; i++) w[i] |= bits;
+        } else if ((first >> l) < s->count[l]) {
+            w[first >> l] |= bits;
         }
     }
+}
+
+/* The steps whose spare is below g, one bit each (T <= 63): where a job of g GPUs cannot
+ * run without taking reserved ones. spare[t] < g is the sign of spare[t] - g (no
+ * overflow: both are GPU counts), read two steps at a time where SSE2 is there. */
+static inline uint64_t short_of(const int64_t *spare, int T, int64_t g) {
+    uint64_t out = 0;
+    int t = 0;
+#ifdef __SSE2__
+    const __m128i gv = _mm_set1_epi64x(g);
+    for (; t + 2 <= T; t += 2) {
+        const __m128i d = _mm_sub_epi64(_mm_loadu_si128((const __m128i *)(spare + t)), gv);
+        out |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(d)) << t;
+    }
+#endif
+    for (; t < T; t++) out |= ((uint64_t)(spare[t] - g) >> 63) << t;
+    return out;
 }
 
 #define GET(buf, fmt_obj, writable)                                                        \
@@ -181,13 +200,10 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
     for (Py_ssize_t p = 0; p < n; p++) {
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
-        uint64_t short_steps = 0;
-        if (s->spare)
-            for (int t = 0; t < T; t++)
-                if (s->spare[t] < g) short_steps |= (uint64_t)1 << t;
         out_start[i] = -1;
         out_first[i] = -1;
         if (g <= 0 || (g & (g - 1))) continue;
+        const uint64_t short_steps = s->spare ? short_of(s->spare, T, g) : 0;
         int64_t block;
         int earliest = (int)j->arrival[i];
         if (*bound > earliest) earliest = *bound;
@@ -202,12 +218,16 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
             const int kept = start;
             double best = kept >= 0 ? run_value(j, i, kept, T) : 0;
             double lack[65]; /* reserved GPU-steps a run takes up to each step (T <= 63) */
-            lack[0] = 0;
-            for (int t = 0; t < T; t++)
-                lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
+            int have_lack = 0; /* summed once a start is worth weighing: most jobs stop first */
             int from = earliest;
             while (from < T && (kept < 0 || from < kept)) {
                 if (run_value(j, i, from, T) <= best) break;
+                if (!have_lack) {
+                    lack[0] = 0;
+                    for (int t = 0; t < T; t++)
+                        lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
+                    have_lack = 1;
+                }
                 double take = spill_value(j, i, from, T, lack, s->spill);
                 if (take <= best) {
                     from++;
