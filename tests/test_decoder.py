@@ -155,6 +155,19 @@ def test_layer_intervals_are_the_maximal_runs_of_every_layer(curve: list[int]) -
     assert runs == levels
 
 
+@given(scenario=scenarios(max_gpus=16, max_steps=40), later_only=st.booleans())
+def test_later_demand_counts_every_interval_over_its_steps(scenario: Scenario,
+                                                           later_only: bool) -> None:
+    """`later_demand`'s counts are each (later) layer interval's steps, one by one."""
+    placer = realtime.RealtimePlacer(scenario, gridlib.empty(scenario))
+    need = np.zeros(scenario.T, dtype=np.int64)
+    for _, _, a, _, b in placer.intervals:
+        if a > 0 or not later_only:
+            need[a:b] += 1
+    got = placer.later_demand(later_only)
+    assert got.dtype == need.dtype and got.tolist() == need.tolist()
+
+
 @needs_c
 @given(demand=st.lists(st.integers(0, 12), min_size=1, max_size=70), data=st.data(),
        limit=st.integers(1, 4), start=st.one_of(st.none(), st.integers(0, 12)))

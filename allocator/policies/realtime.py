@@ -187,6 +187,9 @@ class RealtimePlacer:
                                       set(current or ()))
             for a, b in runs:
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
+        # every interval's (a, b) as rows, for later_demand's counts
+        self.spans = np.array([(a, b) for _, _, a, _, b in self.intervals],
+                              dtype=np.int64).reshape(len(self.intervals), 2)
         # rt_place's arrays, laid out once for every copy (fast places eight layouts)
         self._compiled = _CompiledJobs.of(self) \
             if _packc is not None and self.holding is None else None
@@ -249,12 +252,12 @@ class RealtimePlacer:
         return clone
 
     def later_demand(self, later_only: bool = True) -> np.ndarray:
-        """GPUs per step the not-yet-placed (later) layers will ask for."""
-        need = np.zeros(self.T, dtype=np.int64)
-        for _, _, a, _, b in self.intervals:
-            if a > 0 or not later_only:
-                need[a:b] += 1
-        return need
+        """GPUs per step the not-yet-placed (later) layers will ask for: every interval's
+        start counted up and its end down, summed over the steps (a slice added per
+        interval cost 50 us a call at 64 GPUs)."""
+        spans = self.spans[self.spans[:, 0] > 0] if later_only else self.spans
+        ups = np.bincount(spans[:, 0], minlength=self.T + 1)
+        return np.cumsum(ups - np.bincount(spans[:, 1], minlength=self.T + 1))[: self.T]
 
     def place(self, grid: np.ndarray, phase: str = "all") -> None:
         """Place the layers of `phase` ("all", "first": held at step 0, "later": the rest)."""
