@@ -1110,6 +1110,32 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
  * `order`, `start` and `first` hold the best pass on entry (its value given) and on
  * return. The neighbourhoods, scan order, budget and acceptance are the Python
  * reference's exactly. */
+/* The search's fixed inputs from buffers 0..11 (words, offset, count, spare|None, order,
+ * gpus, length, arrival, weight, decay, start, first) and `spill`, with its scratch (each
+ * job's best_reward, the suffix bounds); 0 with no memory. search_close frees them. */
+static int search_open(Py_buffer *b, double spill, Search *q) {
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
+    const int T = (int)(b[9].len / 8) - 1;
+    double *most = malloc((size_t)(J > 0 ? J : 1) * sizeof(double));
+    double *rem = malloc((size_t)(n + 1) * sizeof(double));
+    if (!most || !rem) {
+        free(most), free(rem);
+        return 0;
+    }
+    const Search made = {b[0].buf, b[3].buf, offset, count, levels, T,
+                         levels ? offset[levels - 1] + count[levels - 1] : 0, n, J, spill,
+                         {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}, most, rem};
+    *q = made;
+    for (Py_ssize_t i = 0; i < J; i++) most[i] = best_reward(&q->j, i, T);
+    return 1;
+}
+
+static void search_close(Search *q) {
+    free((void *)q->most), free(q->rem);
+}
+
 static PyObject *search(PyObject *args, int mode) {
     const int pairs = mode != 0; /* 0: improve, 1: pairs (back), 2: front */
     PyObject *o[12];
@@ -1129,29 +1155,94 @@ static PyObject *search(PyObject *args, int mode) {
         release(b, got);
         return NULL;
     }
-    const int levels = (int)(b[1].len / 8);
-    const int64_t *offset = b[1].buf, *count = b[2].buf;
-    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
-    const int T = (int)(b[9].len / 8) - 1;
-    double *most = malloc((size_t)(J > 0 ? J : 1) * sizeof(double));
-    double *rem = malloc((size_t)(n + 1) * sizeof(double));
-    if (!most || !rem) {
-        free(most), free(rem);
+    Search q;
+    if (!search_open(b, spill, &q)) {
         release(b, got);
         return PyErr_NoMemory();
     }
-    Search q = {b[0].buf, b[3].buf, offset, count, levels, T,
-                levels ? offset[levels - 1] + count[levels - 1] : 0, n, J, spill,
-                {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}, most, rem};
-    for (Py_ssize_t i = 0; i < J; i++) most[i] = best_reward(&q.j, i, T);
     int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
     double out = mode == 2   ? front_core(&q, order, start, first, value, packs, polish, swaps)
                  : mode == 1 ? pairs_core(&q, order, start, first, value, packs, polish, swaps)
                              : improve_core(&q, order, start, first, value, packs, swaps);
-    free(most), free(rem);
+    search_close(&q);
     release(b, got);
     if (out < 0) return PyErr_NoMemory();
     return PyFloat_FromDouble(out);
+}
+
+/* chain(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
+ *       start, first, value, packs, spill, swaps, pair_step, back, ahead, polish, pstart,
+ *       pfirst) -> (value, paired): fast.place_batch's search in one call, each step the
+ * separate call's exactly. improve (`packs`) leaves `order`, `start` and `first` as it
+ * does; then, with `pair_step`, pairs (budget `back`) and front (budget `ahead`) each
+ * start from its result, and the better one's pass (pairs' on a tie) is left in
+ * `pstart`, `pfirst` (int64, one per job), worth `paired` (NaN without the pair step).
+ * A batch placement made three calls, each with its Python set-up, before. */
+static PyObject *chain(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[14];
+    double value, spill;
+    long long packs, back, ahead, polish;
+    int swaps, pair_step;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdppLLLOO:chain", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value,
+                          &packs, &spill, &swaps, &pair_step, &back, &ahead, &polish, &o[12],
+                          &o[13]))
+        return NULL;
+    Py_buffer b[12], pb[2];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    if (!take_buffers(o + 12, pb, 2, 3u)) {
+        release(b, got);
+        return NULL;
+    }
+    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
+    if (pb[0].len != J * 8 || pb[1].len != J * 8) {
+        release_all(pb, 2);
+        release(b, got);
+        PyErr_SetString(PyExc_ValueError, "chain: pstart and pfirst need one int64 per job");
+        return NULL;
+    }
+    Search q;
+    if (!search_open(b, spill, &q)) {
+        release_all(pb, 2);
+        release(b, got);
+        return PyErr_NoMemory();
+    }
+    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
+    int64_t *pstart = pb[0].buf, *pfirst = pb[1].buf;
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *cur = malloc(NS * 8), *fs = malloc(JS * 8), *ff = malloc(JS * 8);
+    double paired = NAN;
+    value = cur && fs && ff ? improve_core(&q, order, start, first, value, packs, swaps) : -1;
+    if (value >= 0 && pair_step) {
+        memcpy(cur, order, n * 8); /* the pair step's: pairs in pstart/pfirst */
+        memcpy(pstart, start, J * 8);
+        memcpy(pfirst, first, J * 8);
+        const double got_back = pairs_core(&q, cur, pstart, pfirst, value, back, polish, swaps);
+        memcpy(cur, order, n * 8); /* front's own copies */
+        memcpy(fs, start, J * 8);
+        memcpy(ff, first, J * 8);
+        const double got_ahead = front_core(&q, cur, fs, ff, value, ahead, polish, swaps);
+        if (got_back < 0 || got_ahead < 0) {
+            value = -1;
+        } else if (got_back >= got_ahead) {
+            paired = got_back;
+        } else {
+            paired = got_ahead;
+            memcpy(pstart, fs, J * 8);
+            memcpy(pfirst, ff, J * 8);
+        }
+    }
+    free(cur), free(fs), free(ff);
+    search_close(&q);
+    release_all(pb, 2);
+    release(b, got);
+    if (value < 0) return PyErr_NoMemory();
+    return Py_BuildValue("(dd)", value, paired);
 }
 
 static PyObject *improve(PyObject *self, PyObject *args) {
@@ -2095,6 +2186,7 @@ static PyMethodDef methods[] = {
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
     {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
+    {"chain", chain, METH_VARARGS, "improve, then pairs and front from its result."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
     {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
@@ -2113,7 +2205,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 19
+#define PACKC_ABI 20
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

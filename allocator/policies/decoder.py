@@ -25,7 +25,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 19  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 20  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -251,6 +251,24 @@ class _CDecoder(Decoder):
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
             swaps)
         return out, current.tolist()
+
+    def chain(self, order: tuple[int, ...], best: _CDecoder, packs: int,
+              pair_budgets: tuple[int, int] | None, polish: int, swaps: bool
+              ) -> tuple[_CDecoder, _CDecoder | None]:
+        """`improve`, then (with `pair_budgets`, pairs_back's and pairs_front's) `pairs`
+        back and front from its result, in one C call (fast.place_batch's search): the
+        improved pass, and the better pair step's pass (back on a tie) or None. The same
+        passes as the three calls, which cost a batch placement three set-ups."""
+        j = self.jobs
+        out = best.copy()
+        paired = out.copy()  # its spots are written by the call
+        back, ahead = pair_budgets if pair_budgets is not None else (0, 0)
+        out.value, paired.value = _packc.chain(
+            self.words, self.offset, self.count, self.spare, np.array(order, dtype=np.int64),
+            j.gpus, j.length, j.arrival, j.weight, j.decay, out.start, out.first, best.value,
+            packs, self.spill, swaps, pair_budgets is not None, back, ahead, polish,
+            paired.start, paired.first)
+        return out, paired if pair_budgets is not None else None
 
     def pairs(self, order: tuple[int, ...], best: _CDecoder, budget: int, polish: int,
               swaps: bool, front: bool = False) -> _CDecoder:

@@ -701,13 +701,23 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     best, won = empty.best_of(distinct, rows)
     best_order = distinct[won] if won >= 0 else ()
     if queued and best is not None and search >= len(queued):
-        best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
-        if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued):  # where it pays
-            # Two pair neighbourhoods, each from the order search's result; the better
-            # pass is kept (the back step on a tie).
-            back = pairs_back(scenario, empty, order, best, search)
-            ahead = pairs_front(scenario, empty, order, best, search // FRONT_SHARE)
-            paired = back if back.value >= ahead.value else ahead
+        # Two pair neighbourhoods, each from the order search's result, where it pays;
+        # the better pass is kept (the back step on a tie).
+        budgets = (search, search // FRONT_SHARE) \
+            if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued) else None
+        paired: Decoder | None
+        if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):  # one C call
+            best, paired = empty.chain(best_order, best, search // len(queued), budgets,
+                                       PAIR_POLISH, SWAPS)
+        else:
+            best, order = improve_order(scenario, empty, best_order, best,
+                                        search // len(queued))
+            paired = None
+            if budgets is not None:
+                back = pairs_back(scenario, empty, order, best, budgets[0])
+                ahead = pairs_front(scenario, empty, order, best, budgets[1])
+                paired = back if back.value >= ahead.value else ahead
+        if paired is not None:
             if before_pairs is not None and paired.value > best.value:
                 kept = grid.copy()
                 best.write(scenario, kept)
