@@ -258,10 +258,17 @@ class _CDecoder(Decoder):
         """`improve`, then (with `pair_budgets`, pairs_back's and pairs_front's) `pairs`
         back and front from its result, in one C call (fast.place_batch's search): the
         improved pass, and the better pair step's pass (back on a tie) or None. The same
-        passes as the three calls, which cost a batch placement three set-ups."""
+        passes as the three calls, which cost a batch placement three set-ups.
+
+        `best` itself becomes the improved pass (its spots and value; its busy words stay
+        the ones it had, as `improve`'s fork kept them), and the pair step's pass shares
+        those words: both are only written out or compared after a search, and each fork
+        cost a set of array copies, three a placement."""
         j = self.jobs
-        out = best.copy()
-        paired = out.copy()  # its spots are written by the call
+        out = best
+        paired = object.__new__(_CDecoder)  # its own spots, written by the call
+        paired.__dict__.update(best.__dict__)
+        paired.start, paired.first = np.empty_like(best.start), np.empty_like(best.first)
         back, ahead = pair_budgets if pair_budgets is not None else (0, 0)
         out.value, paired.value = _packc.chain(
             self.words, self.offset, self.count, self.spare, np.array(order, dtype=np.int64),
