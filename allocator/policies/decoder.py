@@ -54,6 +54,7 @@ class Jobs:
     # words[offset[l]] on (one layout per cluster; fast builds a dozen decoders a plan).
     count: np.ndarray
     offset: np.ndarray
+    words: int = 0  # how many words a decoder's state holds, offset[-1] + count[-1]
 
     @staticmethod
     def of(scenario: Scenario) -> Jobs:
@@ -71,7 +72,8 @@ class Jobs:
         offset = [0, *accumulate(count[:-1])] if count else []
         return Jobs(np.array(gpus, dtype=np.int64), np.array(length, dtype=np.int64),
                     np.array(arrival, dtype=np.int64), np.array(weight, dtype=np.float64),
-                    decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64))
+                    decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64),
+                    offset[-1] + count[-1] if count else 0)
 
 
 def order_rows(orders: tuple[tuple[int, ...], ...]) -> np.ndarray:
@@ -124,7 +126,8 @@ class Decoder:
         if compiled is None:
             compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
         n = len(scenario.jobs)
-        start = np.full(n, -1, dtype=np.int64)
+        start = np.empty(n, dtype=np.int64)  # (fill, not np.full: eight decoders a plan)
+        start.fill(-1)
         first = start.copy()
         spare = None if spare is None else spare.astype(np.int64)
         if compiled:
@@ -185,7 +188,7 @@ class _CDecoder(Decoder):
                 spare: np.ndarray | None) -> _CDecoder:
         """The busy words of every aligned block size (BlockIndex's), built in C."""
         count, offset = jobs.count, jobs.offset
-        words = np.empty(int(offset[-1] + count[-1]) if len(count) else 0, dtype=np.uint64)
+        words = np.empty(jobs.words, dtype=np.uint64)
         _packc.index(np.ascontiguousarray(busy, dtype=np.bool_), words, offset, count)
         return _CDecoder(words, offset, count, jobs, start, first, spare)
 

@@ -356,7 +356,8 @@ class _CompiledJobs:
         G = len(placer.rank)
         current = np.zeros((len(slots), G), dtype=bool)
         for r, state in enumerate(ledgers):
-            current[r, list(state.current)] = True
+            if state.current:  # (most services have none: no empty fancy store)
+                current[r, list(state.current)] = True
         # each phase's rows in queue order, `_in_phase` inlined: one pass, no call per row
         rows: dict[str, list[tuple[int, int, int]]] = {"all": [], "first": [], "later": []}
         for _, _, a, i, b in placer.intervals:
