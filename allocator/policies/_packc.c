@@ -348,6 +348,23 @@ static void fill_levels(uint64_t *words, const int64_t *offset, const int64_t *c
     }
 }
 
+/* The busy words of every level from `cells` busy bytes ((T, G), C order; T <= 63). */
+static void busy_words(const unsigned char *busy, Py_ssize_t cells, uint64_t *words,
+                       const int64_t *offset, const int64_t *count, int levels) {
+    const int64_t G = levels ? count[0] : 0;
+    const int64_t T = G ? (int64_t)cells / G : 0;
+    if (levels) {
+        uint64_t *col = words + offset[0];
+        for (int64_t g = 0; g < G; g++) col[g] = 0;
+        for (int64_t t = 0; t < T && t < 64; t++) {
+            const unsigned char *row = busy + t * G;
+            const uint64_t bit = (uint64_t)1 << t;
+            for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
+        }
+    }
+    fill_levels(words, offset, count, levels);
+}
+
 /* index(busy (T, G) bool, words, offset, count): the busy words of blocks.BlockIndex from a
  * grid's busy cells, written into `words` (uint64, offset[l] + count[l] per level l):
  * bit t of a block's word is set when any of its GPUs is busy at step t (T <= 63). */
@@ -360,19 +377,7 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
     const unsigned char *busy = b[0].buf;
     uint64_t *words = b[1].buf;
     const int64_t *offset = b[2].buf, *count = b[3].buf;
-    const int levels = (int)(b[2].len / 8);
-    const int64_t G = levels ? count[0] : 0;
-    const int64_t T = G ? (int64_t)b[0].len / G : 0;
-    if (levels) {
-        uint64_t *col = words + offset[0];
-        for (int64_t g = 0; g < G; g++) col[g] = 0;
-        for (int64_t t = 0; t < T && t < 64; t++) {
-            const unsigned char *row = busy + t * G;
-            const uint64_t bit = (uint64_t)1 << t;
-            for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
-        }
-    }
-    fill_levels(words, offset, count, levels);
+    busy_words(busy, (Py_ssize_t)b[0].len, words, offset, count, (int)(b[2].len / 8));
     release_all(b, 4);
     Py_RETURN_NONE;
 }
@@ -383,6 +388,60 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
  * first order earning most is k, its spots written to start/first and, where given
  * (not None), the state it leaves to words_out and spare_out (the caller's fork need not
  * replay it). Returns (-inf, -1) for no order. */
+/* best_of's loop: the greedy pass of each of the O orders (rows of n job indices) from
+ * the state (words0, spare0; spare0 NULL: none). The first pass earning most wins: its
+ * index in *won (-1: no order) and its gain in *best (-INFINITY: none), its spots written
+ * into start/first (the state's on entry; jobs of no order keep theirs) and, where given,
+ * its busy words and spare into words_out/spare_out. 0 with no memory. */
+static int best_of_core(const uint64_t *words0, const int64_t *spare0, Py_ssize_t W, int T,
+                        const int64_t *offset, const int64_t *count, int levels, const Jobs *j,
+                        Py_ssize_t J, const int64_t *orders, Py_ssize_t O, Py_ssize_t n,
+                        int best_fit, double spill, int64_t *start, int64_t *first,
+                        uint64_t *words_out, int64_t *spare_out, double *best,
+                        Py_ssize_t *won) {
+    const int has_spare = spare0 != NULL;
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t JS = (size_t)(J > 0 ? J : 1);
+    /* two states: the pass under way and the best so far (swapped, never copied) */
+    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
+            *tf = malloc(JS * 8);
+    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
+        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+        return 0;
+    }
+    *best = -INFINITY;
+    *won = -1;
+    for (Py_ssize_t k = 0; k < O; k++) {
+        memcpy(tw, words0, W * 8);
+        if (has_spare) memcpy(tsp, spare0, T * 8);
+        memcpy(ts, start, J * 8);
+        memcpy(tf, first, J * 8);
+        State st = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+        int no_bound = -1;
+        const double v = pack_run(&st, j, orders + k * n, n, best_fit, &no_bound, ts, tf);
+        if (v > *best) {
+            *best = v;
+            *won = k;
+            for (Py_ssize_t p = 0; p < n; p++) {
+                const int64_t i = orders[k * n + p];
+                start[i] = ts[i];
+                first[i] = tf[i];
+            }
+            uint64_t *w = tw;
+            int64_t *sp = tsp;
+            tw = bw, bw = w;
+            tsp = bsp, bsp = sp;
+        }
+    }
+    if (*won >= 0) {
+        if (words_out) memcpy(words_out, bw, W * 8);
+        if (spare_out && has_spare) memcpy(spare_out, bsp, T * 8);
+    }
+    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    return 1;
+}
+
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
     int best_fit, bound, got;
@@ -429,55 +488,17 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
         release(b, got);
         return NULL;
     }
-    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
-    const size_t JS = (size_t)(J > 0 ? J : 1);
-    /* two states: the pass under way and the best so far (swapped, never copied) */
-    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
-    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
-            *tf = malloc(JS * 8);
-    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
-        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
-        for (int k = 0; k < 2; k++)
-            if (ob[k].obj) PyBuffer_Release(&ob[k]);
-        release(b, got);
-        return PyErr_NoMemory();
-    }
     const Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
-    const int64_t *orders = b[4].buf;
-    int64_t *start = b[10].buf, *first = b[11].buf;
-    double best = -INFINITY;
-    Py_ssize_t won = -1;
-    for (Py_ssize_t k = 0; k < O; k++) {
-        memcpy(tw, b[0].buf, W * 8);
-        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
-        memcpy(ts, start, J * 8);
-        memcpy(tf, first, J * 8);
-        State st = {tw, b[1].buf, b[2].buf, (int)(b[1].len / 8), has_spare ? tsp : NULL, T,
-                    spill};
-        int no_bound = -1;
-        const double v = pack_run(&st, &j, orders + k * n, n, best_fit, &no_bound, ts, tf);
-        if (v > best) {
-            best = v;
-            won = k;
-            for (Py_ssize_t p = 0; p < n; p++) {
-                const int64_t i = orders[k * n + p];
-                start[i] = ts[i];
-                first[i] = tf[i];
-            }
-            uint64_t *w = tw;
-            int64_t *sp = tsp;
-            tw = bw, bw = w;
-            tsp = bsp, bsp = sp;
-        }
-    }
-    if (won >= 0) {
-        if (ob[0].obj) memcpy(ob[0].buf, bw, W * 8);
-        if (ob[1].obj) memcpy(ob[1].buf, bsp, T * 8);
-    }
-    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    double best;
+    Py_ssize_t won;
+    const int ok = best_of_core(b[0].buf, has_spare ? b[3].buf : NULL, W, T, b[1].buf, b[2].buf,
+                                (int)(b[1].len / 8), &j, J, b[4].buf, O, n, best_fit, spill,
+                                b[10].buf, b[11].buf, ob[0].obj ? ob[0].buf : NULL,
+                                ob[1].obj ? ob[1].buf : NULL, &best, &won);
     for (int k = 0; k < 2; k++)
         if (ob[k].obj) PyBuffer_Release(&ob[k]);
     release(b, got);
+    if (!ok) return PyErr_NoMemory();
     return Py_BuildValue("(dn)", best, won);
 }
 
@@ -1111,12 +1132,13 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
  * return. The neighbourhoods, scan order, budget and acceptance are the Python
  * reference's exactly. */
 /* The search's fixed inputs from buffers 0..11 (words, offset, count, spare|None, order,
- * gpus, length, arrival, weight, decay, start, first) and `spill`, with its scratch (each
+ * gpus, length, arrival, weight, decay, start, first), orders of `n` jobs and `spill`,
+ * with its scratch (each
  * job's best_reward, the suffix bounds); 0 with no memory. search_close frees them. */
-static int search_open(Py_buffer *b, double spill, Search *q) {
+static int search_open(Py_buffer *b, Py_ssize_t n, double spill, Search *q) {
     const int levels = (int)(b[1].len / 8);
     const int64_t *offset = b[1].buf, *count = b[2].buf;
-    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
+    const Py_ssize_t J = b[10].len / 8;
     const int T = (int)(b[9].len / 8) - 1;
     double *most = malloc((size_t)(J > 0 ? J : 1) * sizeof(double));
     double *rem = malloc((size_t)(n + 1) * sizeof(double));
@@ -1156,7 +1178,7 @@ static PyObject *search(PyObject *args, int mode) {
         return NULL;
     }
     Search q;
-    if (!search_open(b, spill, &q)) {
+    if (!search_open(b, b[4].len / 8, spill, &q)) {
         release(b, got);
         return PyErr_NoMemory();
     }
@@ -1170,79 +1192,117 @@ static PyObject *search(PyObject *args, int mode) {
     return PyFloat_FromDouble(out);
 }
 
-/* chain(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *       start, first, value, packs, spill, swaps, pair_step, back, ahead, polish, pstart,
- *       pfirst) -> (value, paired): fast.place_batch's search in one call, each step the
- * separate call's exactly. improve (`packs`) leaves `order`, `start` and `first` as it
- * does; then, with `pair_step`, pairs (budget `back`) and front (budget `ahead`) each
- * start from its result, and the better one's pass (pairs' on a tie) is left in
- * `pstart`, `pfirst` (int64, one per job), worth `paired` (NaN without the pair step).
- * A batch placement made three calls, each with its Python set-up, before. */
-static PyObject *chain(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o[14];
-    double value, spill;
-    long long packs, back, ahead, polish;
-    int swaps, pair_step;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdppLLLOO:chain", &o[0], &o[1], &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &value,
-                          &packs, &spill, &swaps, &pair_step, &back, &ahead, &polish, &o[12],
-                          &o[13]))
-        return NULL;
-    Py_buffer b[12], pb[2];
-    int got;
-    if (!get_buffers(o, b, &got)) {
-        release(b, got);
-        return NULL;
-    }
-    if (!take_buffers(o + 12, pb, 2, 3u)) {
-        release(b, got);
-        return NULL;
-    }
-    const Py_ssize_t n = b[4].len / 8, J = b[10].len / 8;
-    if (pb[0].len != J * 8 || pb[1].len != J * 8) {
-        release_all(pb, 2);
-        release(b, got);
-        PyErr_SetString(PyExc_ValueError, "chain: pstart and pfirst need one int64 per job");
-        return NULL;
-    }
-    Search q;
-    if (!search_open(b, spill, &q)) {
-        release_all(pb, 2);
-        release(b, got);
-        return PyErr_NoMemory();
-    }
-    int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
-    int64_t *pstart = pb[0].buf, *pfirst = pb[1].buf;
+/* fast.place_batch's search on an open `Search`: improve from (order, start, first,
+ * value), then with pair_step pairs and front from its result into pstart/pfirst, the
+ * better one's value (pairs' on a tie) in *paired. The improved value, or -1 with no
+ * memory. */
+static double chain_core(const Search *q, int64_t *order, int64_t *start, int64_t *first,
+                         double value, long long packs, int swaps, int pair_step,
+                         long long back, long long ahead, long long polish, int64_t *pstart,
+                         int64_t *pfirst, double *paired) {
+    const Py_ssize_t n = q->n, J = q->J;
     const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
     int64_t *cur = malloc(NS * 8), *fs = malloc(JS * 8), *ff = malloc(JS * 8);
-    double paired = NAN;
-    value = cur && fs && ff ? improve_core(&q, order, start, first, value, packs, swaps) : -1;
+    value = cur && fs && ff ? improve_core(q, order, start, first, value, packs, swaps) : -1;
     if (value >= 0 && pair_step) {
         memcpy(cur, order, n * 8); /* the pair step's: pairs in pstart/pfirst */
         memcpy(pstart, start, J * 8);
         memcpy(pfirst, first, J * 8);
-        const double got_back = pairs_core(&q, cur, pstart, pfirst, value, back, polish, swaps);
+        const double got_back = pairs_core(q, cur, pstart, pfirst, value, back, polish, swaps);
         memcpy(cur, order, n * 8); /* front's own copies */
         memcpy(fs, start, J * 8);
         memcpy(ff, first, J * 8);
-        const double got_ahead = front_core(&q, cur, fs, ff, value, ahead, polish, swaps);
+        const double got_ahead = front_core(q, cur, fs, ff, value, ahead, polish, swaps);
         if (got_back < 0 || got_ahead < 0) {
             value = -1;
         } else if (got_back >= got_ahead) {
-            paired = got_back;
+            *paired = got_back;
         } else {
-            paired = got_ahead;
+            *paired = got_ahead;
             memcpy(pstart, fs, J * 8);
             memcpy(pfirst, ff, J * 8);
         }
     }
     free(cur), free(fs), free(ff);
-    search_close(&q);
-    release_all(pb, 2);
+    return value;
+}
+
+/* batch(words, offset, count, spare|None, orders, gpus, length, arrival, weight, decay,
+ *       start, first, spill, packs, swaps, pair_step, back, ahead, polish, busy, pstart,
+ *       pfirst) -> (won, value, paired): fast.place_batch's compiled core in one call.
+ * `words` (scratch, as index fills it) gets the busy words of `busy` ((T, G) bools), the
+ * empty state; from there best_of over `orders` (rows, each a permutation of the same
+ * jobs) gives the first pass earning most (`won`, -1: none) and, with packs >= 0,
+ * chain_core's search runs from it (the winner's order and spots, its gain from the empty
+ * state as its value). `start`, `first` (-1 for every job on entry) end as the searched
+ * pass, worth `value`; `pstart`, `pfirst` as the pair step's, worth `paired` (NaN
+ * without one). Each step is the separate call's exactly; a batch placement made three
+ * calls and built two decoders before. */
+static PyObject *batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[15];
+    double spill;
+    long long packs, back, ahead, polish;
+    int swaps, pair_step;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLppLLLOOO:batch", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &spill,
+                          &packs, &swaps, &pair_step, &back, &ahead, &polish, &o[12], &o[13],
+                          &o[14]))
+        return NULL;
+    Py_buffer b[12], pb[3];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    if (!take_buffers(o + 12, pb, 3, 6u)) {
+        release(b, got);
+        return NULL;
+    }
+    const Py_ssize_t W = b[0].len / 8, J = b[10].len / 8;
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const int T = (int)(b[9].len / 8) - 1;
+    Py_ssize_t n = 0, O = 0;
+    if (b[4].ndim == 2) {
+        O = b[4].shape[0];
+        n = b[4].shape[1];
+    }
+    if (pb[1].len != J * 8 || pb[2].len != J * 8 || b[11].len != J * 8 ||
+        (levels && pb[0].len != (Py_ssize_t)T * count[0]) ||
+        W != (levels ? offset[levels - 1] + count[levels - 1] : 0) || b[4].ndim != 2) {
+        release_all(pb, 3);
+        release(b, got);
+        PyErr_SetString(PyExc_ValueError, "batch: mis-sized busy, words, orders or spots");
+        return NULL;
+    }
+    busy_words(pb[0].buf, pb[0].len, b[0].buf, offset, count, levels);
+    const Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    int64_t *start = b[10].buf, *first = b[11].buf;
+    double best, value = -1, paired = NAN;
+    Py_ssize_t won = -1;
+    int64_t *order = malloc((size_t)(n > 0 ? n : 1) * 8);
+    Search q;
+    int ok = order != NULL && best_of_core(b[0].buf, b[3].buf, W, T, offset, count, levels, &j,
+                                           J, b[4].buf, O, n, 1, spill, start, first, NULL,
+                                           NULL, &best, &won);
+    if (ok && won >= 0 && packs >= 0) {
+        ok = search_open(b, n, spill, &q);
+        if (ok) {
+            memcpy(order, (const int64_t *)b[4].buf + won * n, n * 8);
+            value = chain_core(&q, order, start, first, 0.0 + best, packs, swaps, pair_step,
+                               back, ahead, polish, pb[1].buf, pb[2].buf, &paired);
+            ok = value >= 0;
+            search_close(&q);
+        }
+    } else if (ok) {
+        value = 0.0 + best;
+    }
+    free(order);
+    release_all(pb, 3);
     release(b, got);
-    if (value < 0) return PyErr_NoMemory();
-    return Py_BuildValue("(dd)", value, paired);
+    if (!ok) return PyErr_NoMemory();
+    return Py_BuildValue("(ndd)", won, value, paired);
 }
 
 static PyObject *improve(PyObject *self, PyObject *args) {
@@ -2186,7 +2246,7 @@ static PyMethodDef methods[] = {
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
     {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
-    {"chain", chain, METH_VARARGS, "improve, then pairs and front from its result."},
+    {"batch", batch, METH_VARARGS, "fast's batch placement: best_of, then the order search and pair steps."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
     {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
@@ -2205,7 +2265,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 20
+#define PACKC_ABI 21
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -30,11 +30,11 @@ def front(words: Array, offset: Array, count: Array, spare: Array | None,
           weight: Array, decay: Array, start: Array, first: Array, value: float,
           budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
 
-def chain(words: Array, offset: Array, count: Array, spare: Array | None,
-          order: Array, gpus: Array, length: Array, arrival: Array,
-          weight: Array, decay: Array, start: Array, first: Array, value: float,
-          packs: int, spill: float, swaps: bool, pair_step: bool, back: int, ahead: int,
-          polish: int, pstart: Array, pfirst: Array, /) -> tuple[float, float]: ...
+def batch(words: Array, offset: Array, count: Array, spare: Array | None,
+          orders: Array, gpus: Array, length: Array, arrival: Array,
+          weight: Array, decay: Array, start: Array, first: Array, spill: float,
+          packs: int, swaps: bool, pair_step: bool, back: int, ahead: int, polish: int,
+          busy: Array, pstart: Array, pfirst: Array, /) -> tuple[int, float, float]: ...
 
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...

@@ -25,7 +25,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 20  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 21  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -76,6 +76,55 @@ class Jobs:
                     offset[-1] + count[-1] if count else 0)
 
 
+def compiled_for(scenario: Scenario, compiled: bool | None) -> bool:
+    """Whether `Decoder.new` builds the compiled decoder (`compiled=None`: where it can run)."""
+    return _packc is not None and scenario.T <= COMPILED_MAX_T if compiled is None \
+        else compiled
+
+
+def write_spots(grid: np.ndarray, start: np.ndarray, first: np.ndarray, jobs: Jobs) -> None:
+    """Constraint 5 from the job arrays (run lengths already cut at T): each placed job
+    (start >= 0) on its block for its run. fast writes a dozen grids per plan, in one C
+    call where the grid is fast's own."""
+    if (_packc is not None and grid.dtype == np.int32 and grid.flags.c_contiguous
+            and grid.flags.writeable):
+        _packc.write(grid, start, first, jobs.length, jobs.gpus)
+        return
+    placed = np.flatnonzero(start >= 0)
+    rows = zip(placed.tolist(), start[placed].tolist(), first[placed].tolist(),
+               jobs.length[placed].tolist(), jobs.gpus[placed].tolist(), strict=True)
+    for i, at, block, length, gpus in rows:
+        grid[at : at + length, block : block + gpus] = i
+
+
+Pass = tuple[np.ndarray, np.ndarray, float]  # a pass's spots (start, first) and value
+
+
+def best_searched(busy: np.ndarray, spare: np.ndarray | None, jobs: Jobs, rows: np.ndarray,
+                  spill: float, packs: int, budgets: tuple[int, int] | None, polish: int,
+                  swaps: bool) -> tuple[Pass, Pass | None]:
+    """fast.place_batch's passes in one C call (`_packc.batch`): from the empty state over
+    `busy` (and `spare`, `spill` as in `Decoder.new`), the best greedy pass of the orders
+    in `rows` (`order_rows`), then with packs >= 0 the order search from it (`improve`)
+    and with `budgets` (pairs_back's, pairs_front's) the pair step from that. The
+    searched pass, and the pair step's (back on a tie; None without one): the passes of
+    those decoder calls exactly, which cost a batch placement two decoders and three
+    calls."""
+    start = np.empty(len(jobs.gpus), dtype=np.int64)
+    start.fill(-1)
+    first = start.copy()
+    pstart, pfirst = np.empty_like(start), np.empty_like(start)
+    back, ahead = budgets if budgets is not None else (0, 0)
+    won, value, paired = _packc.batch(
+        np.empty(jobs.words, dtype=np.uint64), jobs.offset, jobs.count,
+        None if spare is None else np.ascontiguousarray(spare, dtype=np.int64), rows,
+        jobs.gpus, jobs.length, jobs.arrival, jobs.weight, jobs.decay, start, first, spill,
+        packs, swaps, budgets is not None, back, ahead, polish,
+        np.ascontiguousarray(busy, dtype=np.bool_), pstart, pfirst)
+    pair_step = budgets is not None and packs >= 0 and won >= 0
+    return (start, first, value), (pstart, pfirst, paired) if pair_step else None
+
+
 def order_rows(orders: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """`orders` (each the same length) as one (orders, jobs) int64 array: what the compiled
     `best_of` reads."""
@@ -123,8 +172,7 @@ class Decoder:
         (realtime's cheapest shortfall): the trade the objective makes, at the start that
         earns most net of that price.
         """
-        if compiled is None:
-            compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
+        compiled = compiled_for(scenario, compiled)
         n = len(scenario.jobs)
         start = np.empty(n, dtype=np.int64)  # (fill, not np.full: eight decoders a plan)
         start.fill(-1)
@@ -221,17 +269,8 @@ class _CDecoder(Decoder):
         return best, won
 
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
-        """`Decoder.write` from the job arrays (run lengths already cut at T): fast writes
-        a dozen grids per plan, in one C call where the grid is fast's own."""
-        if grid.dtype == np.int32 and grid.flags.c_contiguous and grid.flags.writeable:
-            _packc.write(grid, self.start, self.first, self.jobs.length, self.jobs.gpus)
-            return
-        placed = np.flatnonzero(self.start >= 0)
-        rows = zip(placed.tolist(), self.start[placed].tolist(), self.first[placed].tolist(),
-                   self.jobs.length[placed].tolist(), self.jobs.gpus[placed].tolist(),
-                   strict=True)
-        for i, start, first, length, gpus in rows:
-            grid[start : start + length, first : first + gpus] = i
+        """`Decoder.write` from the job arrays (`write_spots`)."""
+        write_spots(grid, self.start, self.first, self.jobs)
 
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         j = self.jobs
@@ -254,31 +293,6 @@ class _CDecoder(Decoder):
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
             swaps)
         return out, current.tolist()
-
-    def chain(self, order: tuple[int, ...], best: _CDecoder, packs: int,
-              pair_budgets: tuple[int, int] | None, polish: int, swaps: bool
-              ) -> tuple[_CDecoder, _CDecoder | None]:
-        """`improve`, then (with `pair_budgets`, pairs_back's and pairs_front's) `pairs`
-        back and front from its result, in one C call (fast.place_batch's search): the
-        improved pass, and the better pair step's pass (back on a tie) or None. The same
-        passes as the three calls, which cost a batch placement three set-ups.
-
-        `best` itself becomes the improved pass (its spots and value; its busy words stay
-        the ones it had, as `improve`'s fork kept them), and the pair step's pass shares
-        those words: both are only written out or compared after a search, and each fork
-        cost a set of array copies, three a placement."""
-        j = self.jobs
-        out = best
-        paired = object.__new__(_CDecoder)  # its own spots, written by the call
-        paired.__dict__.update(best.__dict__)
-        paired.start, paired.first = np.empty_like(best.start), np.empty_like(best.first)
-        back, ahead = pair_budgets if pair_budgets is not None else (0, 0)
-        out.value, paired.value = _packc.chain(
-            self.words, self.offset, self.count, self.spare, np.array(order, dtype=np.int64),
-            j.gpus, j.length, j.arrival, j.weight, j.decay, out.start, out.first, best.value,
-            packs, self.spill, swaps, pair_budgets is not None, back, ahead, polish,
-            paired.start, paired.first)
-        return out, paired if pair_budgets is not None else None
 
     def pairs(self, order: tuple[int, ...], best: _CDecoder, budget: int, polish: int,
               swaps: bool, front: bool = False) -> _CDecoder:

@@ -100,7 +100,16 @@ from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, evac, layout_climb, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
-from allocator.policies.decoder import Decoder, Jobs, Orders, _CDecoder
+from allocator.policies.decoder import (
+    Decoder,
+    Jobs,
+    Orders,
+    _CDecoder,
+    best_searched,
+    compiled_for,
+    order_rows,
+    write_spots,
+)
 from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
 from allocator.policies.topup import swaps_hold as swaps_hold  # re-exported: the policy's check
@@ -688,7 +697,6 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     busy = grid >= 0 if held is None or held.batch_busy is None else \
         (grid >= 0) | held.batch_busy
     jobs = Jobs.of(scenario) if jobs is None else jobs
-    empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
     if orders is None:
         orders = value_orders(scenario, held)
     if pinned:
@@ -698,31 +706,37 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
         distinct, rows = orders.distinct, orders.rows
     else:
         distinct, rows = tuple(dict.fromkeys(orders)), None  # each once, first seen first
+    searching = bool(queued) and search >= len(queued)
+    # Two pair neighbourhoods, each from the order search's result, where it pays; the
+    # better pass is kept (the back step on a tie).
+    budgets = (search, search // FRONT_SHARE) if searching and pair_step and PAIRS \
+        and search >= PAIR_MIN_PASSES * len(queued) else None
+    if queued and compiled_for(scenario, compiled):  # the steps below in one C call
+        searched, paired = best_searched(
+            busy, spare, jobs, order_rows(distinct) if rows is None else rows, spill,
+            search // len(queued) if searching else -1, budgets, PAIR_POLISH, SWAPS)
+        if paired is not None:
+            if before_pairs is not None and paired[2] > searched[2]:
+                kept = grid.copy()
+                write_spots(kept, searched[0], searched[1], jobs)
+                before_pairs.append((kept, paired[2] - searched[2]))
+            searched = paired
+        write_spots(grid, searched[0], searched[1], jobs)
+        return grid
+    empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
     best, won = empty.best_of(distinct, rows)
     best_order = distinct[won] if won >= 0 else ()
-    if queued and best is not None and search >= len(queued):
-        # Two pair neighbourhoods, each from the order search's result, where it pays;
-        # the better pass is kept (the back step on a tie).
-        budgets = (search, search // FRONT_SHARE) \
-            if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued) else None
-        paired: Decoder | None
-        if isinstance(empty, _CDecoder) and isinstance(best, _CDecoder):  # one C call
-            best, paired = empty.chain(best_order, best, search // len(queued), budgets,
-                                       PAIR_POLISH, SWAPS)
-        else:
-            best, order = improve_order(scenario, empty, best_order, best,
-                                        search // len(queued))
-            paired = None
-            if budgets is not None:
-                back = pairs_back(scenario, empty, order, best, budgets[0])
-                ahead = pairs_front(scenario, empty, order, best, budgets[1])
-                paired = back if back.value >= ahead.value else ahead
-        if paired is not None:
-            if before_pairs is not None and paired.value > best.value:
+    if searching and best is not None:
+        best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
+        if budgets is not None:
+            back = pairs_back(scenario, empty, order, best, budgets[0])
+            ahead = pairs_front(scenario, empty, order, best, budgets[1])
+            paired_pass = back if back.value >= ahead.value else ahead
+            if before_pairs is not None and paired_pass.value > best.value:
                 kept = grid.copy()
                 best.write(scenario, kept)
-                before_pairs.append((kept, paired.value - best.value))
-            best = paired
+                before_pairs.append((kept, paired_pass.value - best.value))
+            best = paired_pass
     if best is not None:
         best.write(scenario, grid)
     return grid
