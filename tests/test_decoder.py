@@ -155,6 +155,34 @@ def test_layer_intervals_are_the_maximal_runs_of_every_layer(curve: list[int]) -
     assert runs == levels
 
 
+@given(scenario=scenarios(max_gpus=16, max_steps=40), later_only=st.booleans())
+def test_later_demand_counts_every_interval_over_its_steps(scenario: Scenario,
+                                                           later_only: bool) -> None:
+    """`later_demand`'s counts are each (later) layer interval's steps, one by one."""
+    placer = realtime.RealtimePlacer(scenario, gridlib.empty(scenario))
+    need = np.zeros(scenario.T, dtype=np.int64)
+    for _, _, a, _, b in placer.intervals:
+        if a > 0 or not later_only:
+            need[a:b] += 1
+    got = placer.later_demand(later_only)
+    assert got.dtype == need.dtype and got.tolist() == need.tolist()
+
+
+@needs_c
+@given(demand=st.lists(st.integers(0, 12), min_size=1, max_size=70), data=st.data(),
+       limit=st.integers(1, 4), start=st.one_of(st.none(), st.integers(0, 12)))
+def test_compiled_curve_layers_match_python(demand: list[int], data: st.DataObject,
+                                            limit: int, start: int | None) -> None:
+    """`_packc.layers`: the curve `target_curve` gives and its `layer_intervals`."""
+    capacity = np.array(data.draw(st.lists(st.integers(0, 12), min_size=len(demand),
+                                           max_size=len(demand))), dtype=np.int64)
+    curve, runs = realtime.curve_layers(tuple(demand), limit, start, capacity)
+    with mock.patch.object(realtime, "_packc", None):
+        py_curve, py_runs = realtime.curve_layers(tuple(demand), limit, start, capacity)
+    assert curve.dtype == py_curve.dtype and curve.tolist() == py_curve.tolist()
+    assert runs == py_runs
+
+
 def _placed(scenario: Scenario, compiled: bool, mode: dict[str, bool], blocked: np.ndarray
             ) -> tuple[np.ndarray, list[tuple[list[int], list[int]]]]:
     """Every realtime layer placed in two phases around `blocked` cells (batch work's

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     uint64_t *words;
@@ -137,15 +140,31 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
 
 static void occupy(State *s, int64_t first, int64_t gpus, int start, int end) {
     const uint64_t bits = span(start, end);
-    for (int l = 0; l < s->levels; l++) {
-        const int64_t k = (int64_t)1 << l;
+    for (int l = 0; l < s->levels; l++) { /* blocks of 2**l: shifts, not divisions */
         uint64_t *w = s->words + s->offset[l];
-        if (k <= gpus) {
-            for (int64_t i = first / k; i < (first + gpus) / k; i++) w[i] |= bits;
-        } else if (first / k < s->count[l]) {
-            w[first / k] |= bits;
+        if (((int64_t)1 << l) <= gpus) {
+            for (int64_t i = first >> l; i < (first + gpus) >> l; i++) w[i] |= bits;
+        } else if ((first >> l) < s->count[l]) {
+            w[first >> l] |= bits;
         }
     }
+}
+
+/* The steps whose spare is below g, one bit each (T <= 63): where a job of g GPUs cannot
+ * run without taking reserved ones. spare[t] < g is the sign of spare[t] - g (no
+ * overflow: both are GPU counts), read two steps at a time where SSE2 is there. */
+static inline uint64_t short_of(const int64_t *spare, int T, int64_t g) {
+    uint64_t out = 0;
+    int t = 0;
+#ifdef __SSE2__
+    const __m128i gv = _mm_set1_epi64x(g);
+    for (; t + 2 <= T; t += 2) {
+        const __m128i d = _mm_sub_epi64(_mm_loadu_si128((const __m128i *)(spare + t)), gv);
+        out |= (uint64_t)_mm_movemask_pd(_mm_castsi128_pd(d)) << t;
+    }
+#endif
+    for (; t < T; t++) out |= ((uint64_t)(spare[t] - g) >> 63) << t;
+    return out;
 }
 
 #define GET(buf, fmt_obj, writable)                                                        \
@@ -181,13 +200,10 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
     for (Py_ssize_t p = 0; p < n; p++) {
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
-        uint64_t short_steps = 0;
-        if (s->spare)
-            for (int t = 0; t < T; t++)
-                if (s->spare[t] < g) short_steps |= (uint64_t)1 << t;
         out_start[i] = -1;
         out_first[i] = -1;
         if (g <= 0 || (g & (g - 1))) continue;
+        const uint64_t short_steps = s->spare ? short_of(s->spare, T, g) : 0;
         int64_t block;
         int earliest = (int)j->arrival[i];
         if (*bound > earliest) earliest = *bound;
@@ -202,12 +218,16 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
             const int kept = start;
             double best = kept >= 0 ? run_value(j, i, kept, T) : 0;
             double lack[65]; /* reserved GPU-steps a run takes up to each step (T <= 63) */
-            lack[0] = 0;
-            for (int t = 0; t < T; t++)
-                lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
+            int have_lack = 0; /* summed once a start is worth weighing: most jobs stop first */
             int from = earliest;
             while (from < T && (kept < 0 || from < kept)) {
                 if (run_value(j, i, from, T) <= best) break;
+                if (!have_lack) {
+                    lack[0] = 0;
+                    for (int t = 0; t < T; t++)
+                        lack[t + 1] = lack[t] + (s->spare[t] < g ? (double)(g - (s->spare[t] > 0 ? s->spare[t] : 0)) : 0);
+                    have_lack = 1;
+                }
                 double take = spill_value(j, i, from, T, lack, s->spill);
                 if (take <= best) {
                     from++;
@@ -328,6 +348,23 @@ static void fill_levels(uint64_t *words, const int64_t *offset, const int64_t *c
     }
 }
 
+/* The busy words of every level from `cells` busy bytes ((T, G), C order; T <= 63). */
+static void busy_words(const unsigned char *busy, Py_ssize_t cells, uint64_t *words,
+                       const int64_t *offset, const int64_t *count, int levels) {
+    const int64_t G = levels ? count[0] : 0;
+    const int64_t T = G ? (int64_t)cells / G : 0;
+    if (levels) {
+        uint64_t *col = words + offset[0];
+        for (int64_t g = 0; g < G; g++) col[g] = 0;
+        for (int64_t t = 0; t < T && t < 64; t++) {
+            const unsigned char *row = busy + t * G;
+            const uint64_t bit = (uint64_t)1 << t;
+            for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
+        }
+    }
+    fill_levels(words, offset, count, levels);
+}
+
 /* index(busy (T, G) bool, words, offset, count): the busy words of blocks.BlockIndex from a
  * grid's busy cells, written into `words` (uint64, offset[l] + count[l] per level l):
  * bit t of a block's word is set when any of its GPUs is busy at step t (T <= 63). */
@@ -340,19 +377,7 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
     const unsigned char *busy = b[0].buf;
     uint64_t *words = b[1].buf;
     const int64_t *offset = b[2].buf, *count = b[3].buf;
-    const int levels = (int)(b[2].len / 8);
-    const int64_t G = levels ? count[0] : 0;
-    const int64_t T = G ? (int64_t)b[0].len / G : 0;
-    if (levels) {
-        uint64_t *col = words + offset[0];
-        for (int64_t g = 0; g < G; g++) col[g] = 0;
-        for (int64_t t = 0; t < T && t < 64; t++) {
-            const unsigned char *row = busy + t * G;
-            const uint64_t bit = (uint64_t)1 << t;
-            for (int64_t g = 0; g < G; g++) col[g] |= row[g] ? bit : 0;
-        }
-    }
-    fill_levels(words, offset, count, levels);
+    busy_words(busy, (Py_ssize_t)b[0].len, words, offset, count, (int)(b[2].len / 8));
     release_all(b, 4);
     Py_RETURN_NONE;
 }
@@ -363,6 +388,60 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
  * first order earning most is k, its spots written to start/first and, where given
  * (not None), the state it leaves to words_out and spare_out (the caller's fork need not
  * replay it). Returns (-inf, -1) for no order. */
+/* best_of's loop: the greedy pass of each of the O orders (rows of n job indices) from
+ * the state (words0, spare0; spare0 NULL: none). The first pass earning most wins: its
+ * index in *won (-1: no order) and its gain in *best (-INFINITY: none), its spots written
+ * into start/first (the state's on entry; jobs of no order keep theirs) and, where given,
+ * its busy words and spare into words_out/spare_out. 0 with no memory. */
+static int best_of_core(const uint64_t *words0, const int64_t *spare0, Py_ssize_t W, int T,
+                        const int64_t *offset, const int64_t *count, int levels, const Jobs *j,
+                        Py_ssize_t J, const int64_t *orders, Py_ssize_t O, Py_ssize_t n,
+                        int best_fit, double spill, int64_t *start, int64_t *first,
+                        uint64_t *words_out, int64_t *spare_out, double *best,
+                        Py_ssize_t *won) {
+    const int has_spare = spare0 != NULL;
+    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
+    const size_t JS = (size_t)(J > 0 ? J : 1);
+    /* two states: the pass under way and the best so far (swapped, never copied) */
+    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
+    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
+            *tf = malloc(JS * 8);
+    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
+        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+        return 0;
+    }
+    *best = -INFINITY;
+    *won = -1;
+    for (Py_ssize_t k = 0; k < O; k++) {
+        memcpy(tw, words0, W * 8);
+        if (has_spare) memcpy(tsp, spare0, T * 8);
+        memcpy(ts, start, J * 8);
+        memcpy(tf, first, J * 8);
+        State st = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+        int no_bound = -1;
+        const double v = pack_run(&st, j, orders + k * n, n, best_fit, &no_bound, ts, tf);
+        if (v > *best) {
+            *best = v;
+            *won = k;
+            for (Py_ssize_t p = 0; p < n; p++) {
+                const int64_t i = orders[k * n + p];
+                start[i] = ts[i];
+                first[i] = tf[i];
+            }
+            uint64_t *w = tw;
+            int64_t *sp = tsp;
+            tw = bw, bw = w;
+            tsp = bsp, bsp = sp;
+        }
+    }
+    if (*won >= 0) {
+        if (words_out) memcpy(words_out, bw, W * 8);
+        if (spare_out && has_spare) memcpy(spare_out, bsp, T * 8);
+    }
+    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    return 1;
+}
+
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
     int best_fit, bound, got;
@@ -409,55 +488,17 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
         release(b, got);
         return NULL;
     }
-    const size_t WS = (size_t)(W > 0 ? W : 1), TS = (size_t)(has_spare ? T : 1);
-    const size_t JS = (size_t)(J > 0 ? J : 1);
-    /* two states: the pass under way and the best so far (swapped, never copied) */
-    uint64_t *tw = malloc(WS * 8), *bw = malloc(WS * 8);
-    int64_t *tsp = malloc(TS * 8), *bsp = malloc(TS * 8), *ts = malloc(JS * 8),
-            *tf = malloc(JS * 8);
-    if (!tw || !bw || !tsp || !bsp || !ts || !tf) {
-        free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
-        for (int k = 0; k < 2; k++)
-            if (ob[k].obj) PyBuffer_Release(&ob[k]);
-        release(b, got);
-        return PyErr_NoMemory();
-    }
     const Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
-    const int64_t *orders = b[4].buf;
-    int64_t *start = b[10].buf, *first = b[11].buf;
-    double best = -INFINITY;
-    Py_ssize_t won = -1;
-    for (Py_ssize_t k = 0; k < O; k++) {
-        memcpy(tw, b[0].buf, W * 8);
-        if (has_spare) memcpy(tsp, b[3].buf, T * 8);
-        memcpy(ts, start, J * 8);
-        memcpy(tf, first, J * 8);
-        State st = {tw, b[1].buf, b[2].buf, (int)(b[1].len / 8), has_spare ? tsp : NULL, T,
-                    spill};
-        int no_bound = -1;
-        const double v = pack_run(&st, &j, orders + k * n, n, best_fit, &no_bound, ts, tf);
-        if (v > best) {
-            best = v;
-            won = k;
-            for (Py_ssize_t p = 0; p < n; p++) {
-                const int64_t i = orders[k * n + p];
-                start[i] = ts[i];
-                first[i] = tf[i];
-            }
-            uint64_t *w = tw;
-            int64_t *sp = tsp;
-            tw = bw, bw = w;
-            tsp = bsp, bsp = sp;
-        }
-    }
-    if (won >= 0) {
-        if (ob[0].obj) memcpy(ob[0].buf, bw, W * 8);
-        if (ob[1].obj) memcpy(ob[1].buf, bsp, T * 8);
-    }
-    free(tw), free(bw), free(tsp), free(bsp), free(ts), free(tf);
+    double best;
+    Py_ssize_t won;
+    const int ok = best_of_core(b[0].buf, has_spare ? b[3].buf : NULL, W, T, b[1].buf, b[2].buf,
+                                (int)(b[1].len / 8), &j, J, b[4].buf, O, n, best_fit, spill,
+                                b[10].buf, b[11].buf, ob[0].obj ? ob[0].buf : NULL,
+                                ob[1].obj ? ob[1].buf : NULL, &best, &won);
     for (int k = 0; k < 2; k++)
         if (ob[k].obj) PyBuffer_Release(&ob[k]);
     release(b, got);
+    if (!ok) return PyErr_NoMemory();
     return Py_BuildValue("(dn)", best, won);
 }
 
@@ -953,7 +994,32 @@ typedef struct {
     Py_ssize_t W, n, J;
     double spill;
     Jobs j;
+    const double *most; /* per job: best_reward, what a pass can add for it at most */
+    double *rem;        /* scratch, n + 1: a trial's suffix_bounds */
 } Search;
+
+/* The bounds of a trial order's suffixes: rem[p] = the most order[p..n) can add. */
+static double suffix_bounds(const Search *q, const int64_t *order, Py_ssize_t n) {
+    double *rem = q->rem;
+    rem[n] = 0.0;
+    for (Py_ssize_t p = n - 1; p >= 0; p--) rem[p] = rem[p + 1] + q->most[order[p]];
+    return rem[0];
+}
+
+/* pack_on for a trial that counts only if it ends above `need`: stopped (-INFINITY) once
+ * what it has plus the most its other jobs could add (rem[p] for order[p..n)) is below
+ * `need` by more than `margin` (far above rounding), when it could not end above `need`.
+ * Otherwise the same placements and the same sum, added in the same order. */
+static double pack_above(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
+                         int64_t *out_start, int64_t *out_first, double value,
+                         const double *rem, double need, double margin) {
+    int no_bound = -1;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        if (value + rem[p] < need - margin) return -INFINITY;
+        value = pack_on(s, j, order + p, 1, 1, &no_bound, out_start, out_first, value);
+    }
+    return value;
+}
 
 /* fast.improve_order from the empty state: `cur`, `start`, `first` hold the best pass on
  * entry (worth `value`) and on return; returns the best value, or -1 with no memory. */
@@ -1027,16 +1093,22 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
                      * earnings are added one by one as pack_run adds them and its spots
                      * copied if the trial wins, with no replay (about a fifth of the
                      * trials at 8 GPUs; almost none at 64, where the test is cheap). */
-                    double tail = pack_run(&t, &j, trial + bpos, a - bpos + 1, 1, &no_bound,
-                                           tstart, tfirst);
+                    /* A trial that cannot beat `value` is dropped as soon as its bound
+                     * says so (pack_above): the same trials kept, with fewer placements. */
+                    const double all = suffix_bounds(q, trial, n);
+                    const double *rem = q->rem;
+                    const double need = value + 1e-9 - pv[bpos];
+                    const double margin = 1e-9 * (1.0 + fabs(value) + fabs(pv[bpos]) + all);
+                    double tail = pack_above(&t, &j, trial + bpos, a - bpos + 1, tstart, tfirst,
+                                             0.0, rem + bpos, need, margin);
                     int same_rest = 0;
-                    if (a + 1 < n) {
+                    if (a + 1 < n && tail != -INFINITY) {
                         same_rest = !memcmp(tw, pw + (a + 1) * WS, (size_t)q->count[0] * 8);
                         if (same_rest)
                             for (Py_ssize_t p = a + 1; p < n; p++) tail += pg[p];
                         else
-                            tail = pack_on(&t, &j, trial + a + 1, n - a - 1, 1, &no_bound,
-                                           tstart, tfirst, tail);
+                            tail = pack_above(&t, &j, trial + a + 1, n - a - 1, tstart, tfirst,
+                                              tail, rem + a + 1, need, margin);
                     }
                     if (pv[bpos] + tail > value + 1e-9) {
                         if (same_rest)
@@ -1142,8 +1214,10 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 memcpy(tstart, rstart, J * 8);
                 memcpy(tfirst, rfirst, J * 8);
                 const Py_ssize_t skip = c - a - 1; /* trial[a, a + skip) is the head */
-                double tail = pack_on(&t, &j, trial + a + skip, n - a - skip, 1, &no_bound,
-                                      tstart, tfirst, head);
+                const double all = suffix_bounds(q, trial, n); /* as in improve_core */
+                const double margin = 1e-9 * (1.0 + fabs(value) + fabs(pv[a]) + all);
+                double tail = pack_above(&t, &j, trial + a + skip, n - a - skip, tstart, tfirst,
+                                         head, q->rem + a + skip, value + 1e-9 - pv[a], margin);
                 if (pv[a] + tail > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
@@ -1184,7 +1258,6 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
         return -1.0;
     }
     const Jobs j = q->j;
-    int no_bound = -1;
     while (budget > 0 && n > 2) {
         Py_ssize_t nd = 0;
         for (Py_ssize_t p = 0; p < n; p++) {
@@ -1208,7 +1281,10 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 if (has_spare) memcpy(tsp, q->spare0, T * 8);
                 memcpy(tstart, start, J * 8);
                 memcpy(tfirst, first, J * 8);
-                double v = pack_run(&t, &j, trial, n, 1, &no_bound, tstart, tfirst);
+                const double all = suffix_bounds(q, trial, n); /* as in improve_core */
+                const double margin = 1e-9 * (1.0 + fabs(value) + all);
+                double v = pack_above(&t, &j, trial, n, tstart, tfirst, 0.0, q->rem,
+                                      value + 1e-9, margin);
                 if (v > value + 1e-9) {
                     memcpy(cur, trial, n * 8);
                     memcpy(start, tstart, J * 8);
@@ -1235,6 +1311,33 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
  * `order`, `start` and `first` hold the best pass on entry (its value given) and on
  * return. The neighbourhoods, scan order, budget and acceptance are the Python
  * reference's exactly. */
+/* The search's fixed inputs from buffers 0..11 (words, offset, count, spare|None, order,
+ * gpus, length, arrival, weight, decay, start, first), orders of `n` jobs and `spill`,
+ * with its scratch (each
+ * job's best_reward, the suffix bounds); 0 with no memory. search_close frees them. */
+static int search_open(Py_buffer *b, Py_ssize_t n, double spill, Search *q) {
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const Py_ssize_t J = b[10].len / 8;
+    const int T = (int)(b[9].len / 8) - 1;
+    double *most = malloc((size_t)(J > 0 ? J : 1) * sizeof(double));
+    double *rem = malloc((size_t)(n + 1) * sizeof(double));
+    if (!most || !rem) {
+        free(most), free(rem);
+        return 0;
+    }
+    const Search made = {b[0].buf, b[3].buf, offset, count, levels, T,
+                         levels ? offset[levels - 1] + count[levels - 1] : 0, n, J, spill,
+                         {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}, most, rem};
+    *q = made;
+    for (Py_ssize_t i = 0; i < J; i++) most[i] = best_reward(&q->j, i, T);
+    return 1;
+}
+
+static void search_close(Search *q) {
+    free((void *)q->most), free(q->rem);
+}
+
 static PyObject *search(PyObject *args, int mode) {
     const int pairs = mode != 0; /* 0: improve, 1: pairs (back), 2: front */
     PyObject *o[12];
@@ -1254,18 +1357,132 @@ static PyObject *search(PyObject *args, int mode) {
         release(b, got);
         return NULL;
     }
-    const int levels = (int)(b[1].len / 8);
-    const int64_t *offset = b[1].buf, *count = b[2].buf;
-    Search q = {b[0].buf, b[3].buf, offset, count, levels, (int)(b[9].len / 8) - 1,
-                levels ? offset[levels - 1] + count[levels - 1] : 0, b[4].len / 8,
-                b[10].len / 8, spill, {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}};
+    Search q;
+    if (!search_open(b, b[4].len / 8, spill, &q)) {
+        release(b, got);
+        return PyErr_NoMemory();
+    }
     int64_t *order = b[4].buf, *start = b[10].buf, *first = b[11].buf;
     double out = mode == 2   ? front_core(&q, order, start, first, value, packs, polish, swaps)
                  : mode == 1 ? pairs_core(&q, order, start, first, value, packs, polish, swaps)
                              : improve_core(&q, order, start, first, value, packs, swaps);
+    search_close(&q);
     release(b, got);
     if (out < 0) return PyErr_NoMemory();
     return PyFloat_FromDouble(out);
+}
+
+/* fast.place_batch's search on an open `Search`: improve from (order, start, first,
+ * value), then with pair_step pairs and front from its result into pstart/pfirst, the
+ * better one's value (pairs' on a tie) in *paired. The improved value, or -1 with no
+ * memory. */
+static double chain_core(const Search *q, int64_t *order, int64_t *start, int64_t *first,
+                         double value, long long packs, int swaps, int pair_step,
+                         long long back, long long ahead, long long polish, int64_t *pstart,
+                         int64_t *pfirst, double *paired) {
+    const Py_ssize_t n = q->n, J = q->J;
+    const size_t NS = (size_t)(n > 0 ? n : 1), JS = (size_t)(J > 0 ? J : 1);
+    int64_t *cur = malloc(NS * 8), *fs = malloc(JS * 8), *ff = malloc(JS * 8);
+    value = cur && fs && ff ? improve_core(q, order, start, first, value, packs, swaps) : -1;
+    if (value >= 0 && pair_step) {
+        memcpy(cur, order, n * 8); /* the pair step's: pairs in pstart/pfirst */
+        memcpy(pstart, start, J * 8);
+        memcpy(pfirst, first, J * 8);
+        const double got_back = pairs_core(q, cur, pstart, pfirst, value, back, polish, swaps);
+        memcpy(cur, order, n * 8); /* front's own copies */
+        memcpy(fs, start, J * 8);
+        memcpy(ff, first, J * 8);
+        const double got_ahead = front_core(q, cur, fs, ff, value, ahead, polish, swaps);
+        if (got_back < 0 || got_ahead < 0) {
+            value = -1;
+        } else if (got_back >= got_ahead) {
+            *paired = got_back;
+        } else {
+            *paired = got_ahead;
+            memcpy(pstart, fs, J * 8);
+            memcpy(pfirst, ff, J * 8);
+        }
+    }
+    free(cur), free(fs), free(ff);
+    return value;
+}
+
+/* batch(words, offset, count, spare|None, orders, gpus, length, arrival, weight, decay,
+ *       start, first, spill, packs, swaps, pair_step, back, ahead, polish, busy, pstart,
+ *       pfirst) -> (won, value, paired): fast.place_batch's compiled core in one call.
+ * `words` (scratch, as index fills it) gets the busy words of `busy` ((T, G) bools), the
+ * empty state; from there best_of over `orders` (rows, each a permutation of the same
+ * jobs) gives the first pass earning most (`won`, -1: none) and, with packs >= 0,
+ * chain_core's search runs from it (the winner's order and spots, its gain from the empty
+ * state as its value). `start`, `first` (-1 for every job on entry) end as the searched
+ * pass, worth `value`; `pstart`, `pfirst` as the pair step's, worth `paired` (NaN
+ * without one). Each step is the separate call's exactly; a batch placement made three
+ * calls and built two decoders before. */
+static PyObject *batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[15];
+    double spill;
+    long long packs, back, ahead, polish;
+    int swaps, pair_step;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLppLLLOOO:batch", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &spill,
+                          &packs, &swaps, &pair_step, &back, &ahead, &polish, &o[12], &o[13],
+                          &o[14]))
+        return NULL;
+    Py_buffer b[12], pb[3];
+    int got;
+    if (!get_buffers(o, b, &got)) {
+        release(b, got);
+        return NULL;
+    }
+    if (!take_buffers(o + 12, pb, 3, 6u)) {
+        release(b, got);
+        return NULL;
+    }
+    const Py_ssize_t W = b[0].len / 8, J = b[10].len / 8;
+    const int levels = (int)(b[1].len / 8);
+    const int64_t *offset = b[1].buf, *count = b[2].buf;
+    const int T = (int)(b[9].len / 8) - 1;
+    Py_ssize_t n = 0, O = 0;
+    if (b[4].ndim == 2) {
+        O = b[4].shape[0];
+        n = b[4].shape[1];
+    }
+    if (pb[1].len != J * 8 || pb[2].len != J * 8 || b[11].len != J * 8 ||
+        (levels && pb[0].len != (Py_ssize_t)T * count[0]) ||
+        W != (levels ? offset[levels - 1] + count[levels - 1] : 0) || b[4].ndim != 2) {
+        release_all(pb, 3);
+        release(b, got);
+        PyErr_SetString(PyExc_ValueError, "batch: mis-sized busy, words, orders or spots");
+        return NULL;
+    }
+    busy_words(pb[0].buf, pb[0].len, b[0].buf, offset, count, levels);
+    const Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
+    int64_t *start = b[10].buf, *first = b[11].buf;
+    double best, value = -1, paired = NAN;
+    Py_ssize_t won = -1;
+    int64_t *order = malloc((size_t)(n > 0 ? n : 1) * 8);
+    Search q;
+    int ok = order != NULL && best_of_core(b[0].buf, b[3].buf, W, T, offset, count, levels, &j,
+                                           J, b[4].buf, O, n, 1, spill, start, first, NULL,
+                                           NULL, &best, &won);
+    if (ok && won >= 0 && packs >= 0) {
+        ok = search_open(b, n, spill, &q);
+        if (ok) {
+            memcpy(order, (const int64_t *)b[4].buf + won * n, n * 8);
+            value = chain_core(&q, order, start, first, 0.0 + best, packs, swaps, pair_step,
+                               back, ahead, polish, pb[1].buf, pb[2].buf, &paired);
+            ok = value >= 0;
+            search_close(&q);
+        }
+    } else if (ok) {
+        value = 0.0 + best;
+    }
+    free(order);
+    release_all(pb, 3);
+    release(b, got);
+    if (!ok) return PyErr_NoMemory();
+    return Py_BuildValue("(ndd)", won, value, paired);
 }
 
 static PyObject *improve(PyObject *self, PyObject *args) {
@@ -2148,12 +2365,68 @@ static PyObject *decomp(PyObject *self, PyObject *args) {
     return Py_BuildValue("di", best, done);
 }
 
+/* layers(demand, capacity, swap_limit, start, curve) -> [(a, b), ...]: realtime's held-GPU
+ * curve (envelope.target_curve: the fewest GPUs covering `demand` under `capacity` that
+ * change by at most `swap_limit` a step, from `start` GPUs before step 0, start < 0: none)
+ * written into `curve`, and its layers' maximal runs (realtime.layer_intervals: layer by
+ * layer, each in time order). All three arrays int64 of the horizon's length. fast
+ * builds these for every service on every plan; in Python they were a third of the
+ * realtime placer's set-up at 8 GPUs. */
+static PyObject *layers(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[3];
+    long long limit, start;
+    if (!PyArg_ParseTuple(args, "OOLLO:layers", &o[0], &o[1], &limit, &start, &o[2]))
+        return NULL;
+    Py_buffer b[3];
+    if (!take_buffers(o, b, 3, 4u)) return NULL;
+    const Py_ssize_t T = b[0].len / 8;
+    if (b[1].len != b[0].len || b[2].len != b[0].len) {
+        release_all(b, 3);
+        PyErr_SetString(PyExc_ValueError, "layers: demand, capacity and curve differ in length");
+        return NULL;
+    }
+    const int64_t *raw = b[0].buf, *cap = b[1].buf;
+    int64_t *out = b[2].buf;
+    for (Py_ssize_t t = 0; t < T; t++) out[t] = raw[t] <= cap[t] ? raw[t] : cap[t];
+    for (Py_ssize_t t = T - 2; t >= 0; t--) /* rise early enough for each peak */
+        if (out[t + 1] - limit > out[t]) out[t] = out[t + 1] - limit;
+    int64_t previous = start, top = 0;
+    for (Py_ssize_t t = 0; t < T; t++) { /* fall no faster than the limit; stay under cap */
+        int64_t now = out[t];
+        if ((t > 0 || start >= 0) && previous - limit > now) now = previous - limit;
+        if (cap[t] < now) now = cap[t];
+        out[t] = previous = now;
+        if (now > top) top = now;
+    }
+    PyObject *runs = PyList_New(0);
+    for (int64_t level = 1; runs && level <= top; level++)
+        for (Py_ssize_t t = 0; t < T;) {
+            if (out[t] < level) {
+                t++;
+                continue;
+            }
+            const Py_ssize_t a = t;
+            while (t < T && out[t] >= level) t++;
+            PyObject *run = Py_BuildValue("(nn)", a, t);
+            if (!run || PyList_Append(runs, run) < 0) {
+                Py_XDECREF(run);
+                Py_CLEAR(runs);
+                break;
+            }
+            Py_DECREF(run);
+        }
+    release_all(b, 3);
+    return runs;
+}
+
 static PyMethodDef methods[] = {
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
     {"pairs", pairs, METH_VARARGS, "fast's pair moves past the order search."},
     {"front", front, METH_VARARGS, "fast's pairs brought to the front of the order."},
+    {"batch", batch, METH_VARARGS, "fast's batch placement: best_of, then the order search and pair steps."},
     {"pack", pack, METH_VARARGS, "fast's greedy decoder over flat block words (T <= 63)."},
     {"climb", climb, METH_VARARGS, "fast's realtime layout climb over the greedy decoder."},
     {"top_up", top_up, METH_VARARGS, "realtime topped up from a plan's free cells."},
@@ -2163,6 +2436,7 @@ static PyMethodDef methods[] = {
     {"evacuate", evacuate, METH_VARARGS, "a block's realtime moved off it while batch gains."},
     {"write", write_grid, METH_VARARGS, "placed jobs written onto a grid."},
     {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
+    {"layers", layers, METH_VARARGS, "realtime's held-GPU curve and its layer intervals."},
     {"decomp", decomp, METH_VARARGS, "the decomposition bound's subgradient descent."},
     {NULL, NULL, 0, NULL},
 };
@@ -2172,7 +2446,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 19
+#define PACKC_ABI 22
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

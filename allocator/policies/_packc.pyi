@@ -30,6 +30,12 @@ def front(words: Array, offset: Array, count: Array, spare: Array | None,
           weight: Array, decay: Array, start: Array, first: Array, value: float,
           budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
 
+def batch(words: Array, offset: Array, count: Array, spare: Array | None,
+          orders: Array, gpus: Array, length: Array, arrival: Array,
+          weight: Array, decay: Array, start: Array, first: Array, spill: float,
+          packs: int, swaps: bool, pair_step: bool, back: int, ahead: int, polish: int,
+          busy: Array, pstart: Array, pfirst: Array, /) -> tuple[int, float, float]: ...
+
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...
 
@@ -60,6 +66,9 @@ def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Ar
              current: Array, unused: Array, has_current: Array, limit: Array,
              changes: Array, rank: Array, largest: int, tail_first: bool, stack: bool,
              lag: int, wait: int, /) -> None: ...
+
+def layers(demand: Array, capacity: Array, swap_limit: int, start: int, curve: Array,
+           /) -> list[tuple[int, int]]: ...
 
 def write(grid: Array, start: Array, first: Array, length: Array, gpus: Array, /) -> None: ...
 

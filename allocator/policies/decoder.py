@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import accumulate
 from typing import TypeVar
 
@@ -24,7 +25,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 19  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 22  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -53,6 +54,7 @@ class Jobs:
     # words[offset[l]] on (one layout per cluster; fast builds a dozen decoders a plan).
     count: np.ndarray
     offset: np.ndarray
+    words: int = 0  # how many words a decoder's state holds, offset[-1] + count[-1]
 
     @staticmethod
     def of(scenario: Scenario) -> Jobs:
@@ -70,7 +72,78 @@ class Jobs:
         offset = [0, *accumulate(count[:-1])] if count else []
         return Jobs(np.array(gpus, dtype=np.int64), np.array(length, dtype=np.int64),
                     np.array(arrival, dtype=np.int64), np.array(weight, dtype=np.float64),
-                    decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64))
+                    decay, np.array(count, dtype=np.int64), np.array(offset, dtype=np.int64),
+                    offset[-1] + count[-1] if count else 0)
+
+
+def compiled_for(scenario: Scenario, compiled: bool | None) -> bool:
+    """Whether `Decoder.new` builds the compiled decoder (`compiled=None`: where it can run)."""
+    return _packc is not None and scenario.T <= COMPILED_MAX_T if compiled is None \
+        else compiled
+
+
+def write_spots(grid: np.ndarray, start: np.ndarray, first: np.ndarray, jobs: Jobs) -> None:
+    """Constraint 5 from the job arrays (run lengths already cut at T): each placed job
+    (start >= 0) on its block for its run. fast writes a dozen grids per plan, in one C
+    call where the grid is fast's own."""
+    if (_packc is not None and grid.dtype == np.int32 and grid.flags.c_contiguous
+            and grid.flags.writeable):
+        _packc.write(grid, start, first, jobs.length, jobs.gpus)
+        return
+    placed = np.flatnonzero(start >= 0)
+    rows = zip(placed.tolist(), start[placed].tolist(), first[placed].tolist(),
+               jobs.length[placed].tolist(), jobs.gpus[placed].tolist(), strict=True)
+    for i, at, block, length, gpus in rows:
+        grid[at : at + length, block : block + gpus] = i
+
+
+Pass = tuple[np.ndarray, np.ndarray, float]  # a pass's spots (start, first) and value
+
+
+def best_searched(busy: np.ndarray, spare: np.ndarray | None, jobs: Jobs, rows: np.ndarray,
+                  spill: float, packs: int, budgets: tuple[int, int] | None, polish: int,
+                  swaps: bool) -> tuple[Pass, Pass | None]:
+    """fast.place_batch's passes in one C call (`_packc.batch`): from the empty state over
+    `busy` (and `spare`, `spill` as in `Decoder.new`), the best greedy pass of the orders
+    in `rows` (`order_rows`), then with packs >= 0 the order search from it (`improve`)
+    and with `budgets` (pairs_back's, pairs_front's) the pair step from that. The
+    searched pass, and the pair step's (back on a tie; None without one): the passes of
+    those decoder calls exactly, which cost a batch placement two decoders and three
+    calls."""
+    start = np.empty(len(jobs.gpus), dtype=np.int64)
+    start.fill(-1)
+    first = start.copy()
+    pstart, pfirst = np.empty_like(start), np.empty_like(start)
+    back, ahead = budgets if budgets is not None else (0, 0)
+    won, value, paired = _packc.batch(
+        np.empty(jobs.words, dtype=np.uint64), jobs.offset, jobs.count,
+        None if spare is None else np.ascontiguousarray(spare, dtype=np.int64), rows,
+        jobs.gpus, jobs.length, jobs.arrival, jobs.weight, jobs.decay, start, first, spill,
+        packs, swaps, budgets is not None, back, ahead, polish,
+        np.ascontiguousarray(busy, dtype=np.bool_), pstart, pfirst)
+    pair_step = budgets is not None and packs >= 0 and won >= 0
+    return (start, first, value), (pstart, pfirst, paired) if pair_step else None
+
+
+def order_rows(orders: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """`orders` (each the same length) as one (orders, jobs) int64 array: what the compiled
+    `best_of` reads."""
+    return np.array(orders, dtype=np.int64).reshape(len(orders), -1)
+
+
+class Orders(tuple[tuple[int, ...], ...]):
+    """Value orders (fast.value_orders), each distinct one once (first seen first) and
+    those as `order_rows` worked out on first use and kept: fast's batch placement needs
+    both on every call, half a dozen a plan, for the same orders."""
+
+    @cached_property
+    def distinct(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(dict.fromkeys(self))
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        """`order_rows(self.distinct)` (the compiled `best_of` only reads it)."""
+        return order_rows(self.distinct)
 
 
 class Decoder:
@@ -99,10 +172,10 @@ class Decoder:
         (realtime's cheapest shortfall): the trade the objective makes, at the start that
         earns most net of that price.
         """
-        if compiled is None:
-            compiled = _packc is not None and scenario.T <= COMPILED_MAX_T
+        compiled = compiled_for(scenario, compiled)
         n = len(scenario.jobs)
-        start = np.full(n, -1, dtype=np.int64)
+        start = np.empty(n, dtype=np.int64)  # (fill, not np.full: eight decoders a plan)
+        start.fill(-1)
         first = start.copy()
         spare = None if spare is None else spare.astype(np.int64)
         if compiled:
@@ -122,11 +195,14 @@ class Decoder:
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         raise NotImplementedError
 
-    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+    def best_of(self, orders: tuple[tuple[int, ...], ...], rows: np.ndarray | None = None
+                ) -> tuple[Decoder | None, int]:
         """The greedy pass of each order from this state: the one earning most (the first
         on a tie) and its index; (None, -1) for no order. Passes are compared by what they
         gain from this state, as the compiled `best_of` does: adding the state's own value
-        first can round a one-ulp lead away, and the two then chose different orders."""
+        first can round a one-ulp lead away, and the two then chose different orders.
+        `rows`: `orders` as one int64 array, where the caller has it (the compiled pass
+        reads that)."""
         best: Decoder | None = None
         won, most = -1, -np.inf
         for k, order in enumerate(orders):
@@ -160,7 +236,7 @@ class _CDecoder(Decoder):
                 spare: np.ndarray | None) -> _CDecoder:
         """The busy words of every aligned block size (BlockIndex's), built in C."""
         count, offset = jobs.count, jobs.offset
-        words = np.empty(int(offset[-1] + count[-1]) if len(count) else 0, dtype=np.uint64)
+        words = np.empty(jobs.words, dtype=np.uint64)
         _packc.index(np.ascontiguousarray(busy, dtype=np.bool_), words, offset, count)
         return _CDecoder(words, offset, count, jobs, start, first, spare)
 
@@ -175,33 +251,26 @@ class _CDecoder(Decoder):
             clone.spare = self.spare.copy()
         return clone
 
-    def best_of(self, orders: tuple[tuple[int, ...], ...]) -> tuple[Decoder | None, int]:
+    def best_of(self, orders: tuple[tuple[int, ...], ...], rows: np.ndarray | None = None
+                ) -> tuple[Decoder | None, int]:
         """Decoder.best_of, every pass in one C call, which also leaves the winner's state
         in the fork (its spots, busy words and spare; its gain added as pack adds it)."""
         if not orders or not orders[0] or self.bound >= 0:
             return super().best_of(orders)
         j = self.jobs
         best = self.copy()
+        if rows is None:
+            rows = order_rows(orders)
         gained, won = _packc.best_of(
-            self.words, self.offset, self.count, self.spare,
-            np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus, j.length,
+            self.words, self.offset, self.count, self.spare, rows, j.gpus, j.length,
             j.arrival, j.weight, j.decay, best.start, best.first, self.best_fit, -1,
             self.spill, best.words, best.spare)
         best.value += gained
         return best, won
 
     def write(self, scenario: Scenario, grid: np.ndarray) -> None:
-        """`Decoder.write` from the job arrays (run lengths already cut at T): fast writes
-        a dozen grids per plan, in one C call where the grid is fast's own."""
-        if grid.dtype == np.int32 and grid.flags.c_contiguous and grid.flags.writeable:
-            _packc.write(grid, self.start, self.first, self.jobs.length, self.jobs.gpus)
-            return
-        placed = np.flatnonzero(self.start >= 0)
-        rows = zip(placed.tolist(), self.start[placed].tolist(), self.first[placed].tolist(),
-                   self.jobs.length[placed].tolist(), self.jobs.gpus[placed].tolist(),
-                   strict=True)
-        for i, start, first, length, gpus in rows:
-            grid[start : start + length, first : first + gpus] = i
+        """`Decoder.write` from the job arrays (`write_spots`)."""
+        write_spots(grid, self.start, self.first, self.jobs)
 
     def pack(self, order: tuple[int, ...] | list[int]) -> float:
         j = self.jobs

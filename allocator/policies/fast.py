@@ -101,7 +101,16 @@ from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import baselines, evac, layout_climb, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
-from allocator.policies.decoder import Decoder, Jobs, _CDecoder
+from allocator.policies.decoder import (
+    Decoder,
+    Jobs,
+    Orders,
+    _CDecoder,
+    best_searched,
+    compiled_for,
+    order_rows,
+    write_spots,
+)
 from allocator.policies.realtime import RealtimePlacer
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
 from allocator.policies.topup import swaps_hold as swaps_hold  # re-exported: the policy's check
@@ -228,8 +237,8 @@ class Prepared:
         alike)."""
         orders = self.orders
         for job in reserved:  # a trial reserves one job or a few: tuple slices, no rescan
-            orders = tuple(o[:o.index(job)] + o[o.index(job) + 1:] if job in o else o
-                           for o in orders)
+            orders = Orders(o[:o.index(job)] + o[o.index(job) + 1:] if job in o else o
+                            for o in orders)
         return orders
 
 
@@ -720,41 +729,59 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     busy = grid >= 0 if held is None or held.batch_busy is None else \
         (grid >= 0) | held.batch_busy
     jobs = Jobs.of(scenario) if jobs is None else jobs
-    empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
     if orders is None:
         orders = value_orders(scenario, held)
     if pinned:
         orders = tuple(tuple(i for i in order if i not in pinned) for order in orders)
     queued = orders[0] if orders else ()
-    distinct = tuple(dict.fromkeys(orders))  # each order once, first seen first
-    best, won = empty.best_of(distinct)
+    if isinstance(orders, Orders):  # (worked out once for every candidate of a plan)
+        distinct, rows = orders.distinct, orders.rows
+    else:
+        distinct, rows = tuple(dict.fromkeys(orders)), None  # each once, first seen first
+    searching = bool(queued) and search >= len(queued)
+    # Two pair neighbourhoods, each from the order search's result, where it pays; the
+    # better pass is kept (the back step on a tie).
+    budgets = (search, search // FRONT_SHARE) if searching and pair_step and PAIRS \
+        and search >= PAIR_MIN_PASSES * len(queued) else None
+    if queued and compiled_for(scenario, compiled):  # the steps below in one C call
+        searched, paired = best_searched(
+            busy, spare, jobs, order_rows(distinct) if rows is None else rows, spill,
+            search // len(queued) if searching else -1, budgets, PAIR_POLISH, SWAPS)
+        if paired is not None:
+            if before_pairs is not None and paired[2] > searched[2]:
+                kept = grid.copy()
+                write_spots(kept, searched[0], searched[1], jobs)
+                before_pairs.append((kept, paired[2] - searched[2]))
+            searched = paired
+        write_spots(grid, searched[0], searched[1], jobs)
+        return grid
+    empty = Decoder.new(scenario, busy, spare, jobs, compiled, spill=spill)
+    best, won = empty.best_of(distinct, rows)
     best_order = distinct[won] if won >= 0 else ()
-    if queued and best is not None and search >= len(queued):
+    if searching and best is not None:
         best, order = improve_order(scenario, empty, best_order, best, search // len(queued))
-        if pair_step and PAIRS and search >= PAIR_MIN_PASSES * len(queued):  # where it pays
-            # Two pair neighbourhoods, each from the order search's result; the better
-            # pass is kept (the back step on a tie).
-            back = pairs_back(scenario, empty, order, best, search)
-            ahead = pairs_front(scenario, empty, order, best, search // FRONT_SHARE)
-            paired = back if back.value >= ahead.value else ahead
-            if before_pairs is not None and paired.value > best.value:
+        if budgets is not None:
+            back = pairs_back(scenario, empty, order, best, budgets[0])
+            ahead = pairs_front(scenario, empty, order, best, budgets[1])
+            paired_pass = back if back.value >= ahead.value else ahead
+            if before_pairs is not None and paired_pass.value > best.value:
                 kept = grid.copy()
                 best.write(scenario, kept)
-                before_pairs.append((kept, paired.value - best.value))
-            best = paired
+                before_pairs.append((kept, paired_pass.value - best.value))
+            best = paired_pass
     if best is not None:
         best.write(scenario, grid)
     return grid
 
 
 def value_orders(scenario: Scenario, held: reservations.Holds | None = None
-                 ) -> tuple[tuple[int, ...], ...]:
+                 ) -> Orders:
     """The queued batch jobs (not running, not reserved) in each of ORDERS."""
     skip = frozenset() if held is None else held.reserved
     queued = {i: job for i, job in enumerate(scenario.jobs)
               if isinstance(job, BatchJob) and not job.running and i not in skip}
     ranks = ({i: key(job, i) for i, job in queued.items()} for key in ORDERS)
-    return tuple(tuple(sorted(queued, key=rank.__getitem__)) for rank in ranks)
+    return Orders(tuple(sorted(queued, key=rank.__getitem__)) for rank in ranks)
 
 
 # The order search can also try swapping the delayed job with the one at the target

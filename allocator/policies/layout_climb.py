@@ -17,7 +17,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
-from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
+from allocator.policies.decoder import Decoder, Jobs, Orders, _CDecoder, _packc
 
 
 def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
@@ -55,7 +55,12 @@ def owners(scenario: Scenario) -> np.ndarray:
 
 
 def best_order(empty: Decoder, orders: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """The order whose greedy pass from `empty` earns most (the first on a tie)."""
+    """The order whose greedy pass from `empty` earns most (the first on a tie). Value
+    orders (`Orders`) are passed once each, as their rows laid out for the plan: a
+    repeated order earns what its first copy did, so the same order wins."""
+    if isinstance(orders, Orders):
+        _, won = empty.best_of(orders.distinct, orders.rows)
+        return orders.distinct[won] if won >= 0 else ()
     _, won = empty.best_of(orders)
     return orders[won] if won >= 0 else ()
 
