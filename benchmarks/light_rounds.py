@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,8 @@ def main(sets: str = typer.Option("tuning,tuning2,tuning3", "--sets",
         stored = json.loads((ROOT / "benchmarks" / "stored" / f"full30-{name}.json").read_text())
         for case in small_cases(SEED_SETS[name]):
             scenario = scenario_for(case)
-            off_ms, off = _fastest(lambda s=scenario: fast(s, hot_hops=0), repeats)
-            on_ms, on = _fastest(lambda s=scenario: fast(s), repeats)
+            off_ms, off = _fastest(partial(fast, scenario, hot_hops=0), repeats)
+            on_ms, on = _fastest(partial(fast, scenario), repeats)
             a, b = gridlib.objective(scenario, on), gridlib.objective(scenario, off)
             row = stored.get(case.name, {})
             gain = 100 * (a - b) / row["full"] if row.get("status") == "optimal" else None

@@ -62,6 +62,11 @@ def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: 
          arrival: Array, weight: Array, decay: Array, largest: int, rounds: int,
          stride: int = 1, /) -> tuple[float, int]: ...
 
+def evacuate(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
+             offset: Array, count: Array, order: Array, gpus: Array, length: Array,
+             arrival: Array, weight: Array, decay: Array, sizes: Array, stride: int = 1,
+             /) -> tuple[float, int]: ...
+
 def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Array,
              current: Array, unused: Array, has_current: Array, limit: Array,
              changes: Array, rank: Array, largest: int, tail_first: bool, stack: bool,
