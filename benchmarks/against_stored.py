@@ -9,7 +9,7 @@ code, or on another checkout:
     python benchmarks/against_stored.py --set tuning2
     python benchmarks/against_stored.py --set test --tree /tmp/before
 
-Tuning sets (`tuning`, `tuning2`, `tuning3`) may be looked at while changing fast; `test` is run
+Tuning sets (`tuning` to `tuning4`) may be looked at while changing fast; `test` is run
 once, on the final code (BENCHMARKS.md, "Quality on a wider family").
 """
 
@@ -29,7 +29,7 @@ STORED = ROOT / "benchmarks" / "stored"
 
 
 def main(set_name: str = typer.Option("tuning", "--set",
-                                      help="tuning, tuning2, tuning3 or test"),
+                                      help="tuning, tuning2, tuning3, tuning4 or test"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),

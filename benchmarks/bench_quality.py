@@ -42,10 +42,14 @@ TUNING2_SEEDS: tuple[int, ...] = tuple(range(1030, 1090))
 # A third, added to look for the hot path's failure shapes the first two lack (the test
 # seeds' worst plan had no likeness in them). Tuning too.
 TUNING3_SEEDS: tuple[int, ...] = tuple(range(1090, 1150))
+# A fourth, drawn after the light rounds went to 16 GPUs: a first look at them on
+# scenarios nothing was chosen on, and more shapes for later rounds. Tuning too.
+TUNING4_SEEDS: tuple[int, ...] = tuple(range(1150, 1210))
 TEST_SEEDS: tuple[int, ...] = tuple(range(2000, 2060))
 # Every set by the name the scripts take (`--set`).
 SEED_SETS: dict[str, tuple[int, ...]] = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS,
-                                         "tuning3": TUNING3_SEEDS, "test": TEST_SEEDS}
+                                         "tuning3": TUNING3_SEEDS, "tuning4": TUNING4_SEEDS,
+                                         "test": TEST_SEEDS}
 SMALL_GPUS: tuple[int, ...] = (8, 10, 12, 14, 16)
 
 

@@ -171,8 +171,8 @@ def bench(
                                     help="--scale: where each run's record is kept."),
     quality: str | None = typer.Option(None, "--quality",
                                        help="Instead: fast against full mode on the wider "
-                                            "family's seeds ('tuning', 'tuning2', "
-                                            "'tuning3' or 'test')."),
+                                            "family's seeds ('tuning' to 'tuning4' "
+                                            "or 'test')."),
     quality_gpus: int = typer.Option(16, "--quality-gpus",
                                      help="--quality: 16 (8-16 GPUs), 64 or 256."),
     quality_count: int | None = typer.Option(None, "--quality-count",
