@@ -13,7 +13,7 @@ variant replays the same worlds in this process, one after another:
 
 `--sizes` gives the worlds other GPU counts (world k of each level gets the k-th, cycling):
 the suite's 8, 16 and 32 leave out the sizes where some of fast's steps run (the light
-hops run from 10 to 14 GPUs).
+hops run from 10 to 16 GPUs).
 
 Variants: `off` (no pair step), `pairs` (the default), `clear` (`clear_blocks=True`, no
 pair step), `both` (pair step and `clear_blocks=True`), `nostack` (the default without
@@ -29,10 +29,11 @@ holds above its demand, `fast.SURPLUS_TRADE = False`), `exchange` (any GPU runs 
 between services, `fast.EXCHANGE = True`; off by default), `relayout` (the second look
 at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = True`; off by default), `hot`
 (two light rounds of realtime hops on the hot path, `fast.HOT_HOPS = 2`, on by default from
-10 to 14 GPUs), `nohot` (none, `fast.HOT_HOPS = 0`), `hot16` (the light hops up to 16
-GPUs, `fast.HOT_MAX_GPUS = 16`), `hotevac` (the light evacuation at every size up to
-`fast.HOT_EVAC_MAX_GPUS`), `nohotevac` (none), `hot16evac` (both), `trials4` (4 pin
-trials per plan), `lag2`
+10 to 16 GPUs), `nohot` (none, `fast.HOT_HOPS = 0`), `hot14` (the light hops up to 14
+GPUs and no light evacuation: the defaults before they went to 16), `hot14evac` (the hops
+up to 14, the evacuation at 15-16 as by default), `nohotevac` (the default without the
+light evacuation), `hotevac` (the light evacuation at every size up to
+`fast.HOT_EVAC_MAX_GPUS`), `trials4` (4 pin trials per plan), `lag2`
 (the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
 and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 `realtime.HANDOVER_WAIT = 0`).
@@ -96,9 +97,9 @@ VARIANTS: dict[str, Variant] = {
     "nosurplus": _set(("fast", "SURPLUS_TRADE", False)),
     "relayout": _set(("fast", "RELAYOUT", True)),
     "hot": _set(("fast", "HOT_HOPS", 2)), "nohot": _set(("fast", "HOT_HOPS", 0)),
-    "hot16": _set(("fast", "HOT_MAX_GPUS", 16)),
+    "hot14": _set(("fast", "HOT_MAX_GPUS", 14), ("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
+    "hot14evac": _set(("fast", "HOT_MAX_GPUS", 14)),
     "hotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 0)),
-    "hot16evac": _set(("fast", "HOT_MAX_GPUS", 16), ("fast", "HOT_EVAC_MIN_GPUS", 0)),
     "nohotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
 }

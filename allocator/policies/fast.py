@@ -395,7 +395,7 @@ EVAC_MAX_GPUS = 64
 # +7.1) and lower none; rolling replay of 10-14 GPU worlds, +0.77% realized value. At 16,
 # with the light evacuation, 18 of 33 (+0.43 points on the proven optima) for about 2.8
 # ms a plan; the replay of 16-GPU worlds
-# (`benchmarks/replay_seeds.py --variants pairs,hot16 --sizes 16`): seeds 20-39 net value
+# (`benchmarks/replay_seeds.py --variants hot14,nohotevac --sizes 16`): seeds 20-39 net value
 # (batch value less realtime's penalty) +0.78% (se 0.29), seeds 40-59 +1.08% (se 0.42),
 # while the worst world's realtime shortfall rose 0.19 / 0.65 points: a tighter layout
 # leaves a service less room when a job overruns (seed 58's worst world: 6.8% against
