@@ -69,9 +69,14 @@ def main(set_name: str = typer.Option("tuning", "--set",
         grid = fast(scenario, **options)
         seconds.append(time.perf_counter() - began)
         value = gridlib.objective(scenario, grid)
-        found.append(value / max(row["full"], value))
+        if row["full"] <= 0:  # no share means anything against a reference at or below 0
+            print(f"  {case.name}: fast {value:.2f} against full's {row['full']:.2f}, not "
+                  "counted")
+            continue
+        # a plan at or below 0 against a positive reference counts as 0 (bench_quality)
+        found.append(max(value, 0.0) / max(row["full"], value))
         if row["status"] == "optimal":
-            proven.append((value / row["full"], case.name))
+            proven.append((max(value, 0.0) / row["full"], case.name))
     shares = [s for s, _ in proven]
     print(f"{set_name}: fast / proven optimum over {len(shares)} scenarios: mean "
           f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "

@@ -152,7 +152,10 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
 
 
 def _share(a: float, b: float | None) -> float | None:
-    return None if b is None or b <= 0 or a <= 0 else a / b
+    """a / b where b is a positive reference; a plan at or below zero against one counts as
+    0 (kept in, not dropped: a negative plan beside a positive optimum is the worst kind).
+    None where b is not positive: no share means anything there."""
+    return None if b is None or b <= 0 else max(a, 0.0) / b
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

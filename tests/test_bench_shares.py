@@ -1,0 +1,23 @@
+"""The quality benchmark's shares (benchmarks/bench_quality.py): a plan at or below zero
+beside a positive optimum counts as 0, not dropped (tuning4 s1184: fast -23.38 against an
+optimum of 8.90 was left out of the summary, which then read no failure at all)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.bench_quality import _share, summary
+
+
+def test_a_plan_below_zero_counts_as_zero_and_no_reference_as_none() -> None:
+    assert _share(-23.38, 8.90) == 0.0
+    assert _share(4.45, 8.90) == pytest.approx(0.5)
+    assert _share(5.0, 0.0) is None and _share(5.0, -1.0) is None and _share(5.0, None) is None
+
+
+def test_the_summary_keeps_a_negative_plan_among_the_failures() -> None:
+    rows = [{"fast": f, "full": 10.0, "optimal": True, "trials": 10.0, "lagrangian": 12.0,
+             "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0, "trials_ms": 9.0}
+            for f in (10.0, 9.9, -3.0)]
+    got = summary(rows)["fast_over_optimum"]
+    assert got["n"] == 3 and got["min"] == 0.0 and got["below_97"] == 1
