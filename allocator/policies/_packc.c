@@ -677,6 +677,124 @@ static int seen_add(Seen *s, const uint64_t *key, int add) {
     return 0;
 }
 
+/* What the layout searches (hops, evacuate) share: their 13 leading arguments, cells (T,
+ * G) int64, is_rt, has_current, limit, current, offset, count, orders (O, n) int64, gpus,
+ * length, arrival, weight, decay; the scratch their greedy passes use; and the layouts
+ * judged so far, by their busy cells. */
+typedef struct {
+    Py_buffer b[13];
+    int64_t *cells;
+    const unsigned char *is_rt, *has_current;
+    const int64_t *limit, *current, *offset, *count, *order;
+    int levels;
+    int64_t G, J, T;
+    Py_ssize_t W, O, len;
+    Jobs j;
+    size_t cells_n;
+    State st;
+    uint64_t *tw, *base;
+    int64_t *trial, *best, *ts, *tf, *scratch;
+    double *rem; /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add */
+    Seen seen;
+    int dedupe;
+} Judge;
+
+static void judge_close(Judge *q) {
+    free(q->seen.keys), free(q->seen.hash);
+    free(q->tw), free(q->base), free(q->trial), free(q->best), free(q->ts), free(q->tf);
+    free(q->scratch), free(q->rem);
+    release_all(q->b, 13);
+}
+
+/* The judge of the layouts given as `o` (the 13 leading arguments); 0 with the Python
+ * error set when a buffer is wrong or memory runs out. */
+static int judge_open(Judge *q, PyObject **o) {
+    memset(q, 0, sizeof(*q));
+    if (!take_buffers(o, q->b, 13, 1u)) return 0;
+    Py_buffer *b = q->b;
+    q->cells = b[0].buf;
+    q->is_rt = b[1].buf, q->has_current = b[2].buf;
+    q->limit = b[3].buf, q->current = b[4].buf;
+    q->offset = b[5].buf, q->count = b[6].buf, q->order = b[7].buf;
+    q->levels = (int)(b[5].len / 8);
+    q->G = b[4].len / 8, q->J = b[1].len;
+    q->T = q->G ? (int64_t)(b[0].len / 8) / q->G : 0;
+    q->W = q->levels ? q->offset[q->levels - 1] + q->count[q->levels - 1] : 0;
+    const Py_ssize_t n = b[7].len / 8, NJ = b[8].len / 8;
+    q->j = (Jobs){b[8].buf, b[9].buf, b[10].buf, b[11].buf, b[12].buf};
+    q->cells_n = (size_t)(q->T * q->G > 0 ? q->T * q->G : 1);
+    q->O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
+    q->len = q->O ? n / q->O : 0;
+    const size_t WS = (size_t)(q->W > 0 ? q->W : 1), NS = (size_t)(NJ > 0 ? NJ : 1);
+    q->tw = malloc(WS * 8), q->base = malloc(WS * 8);
+    q->trial = malloc(q->cells_n * 8), q->best = malloc(q->cells_n * 8);
+    q->ts = malloc(NS * 8), q->tf = malloc(NS * 8);
+    q->scratch = malloc((size_t)(q->J > 0 ? q->J : 1) * 8);
+    q->rem = malloc((size_t)(q->O * (q->len + 1) > 0 ? q->O * (q->len + 1) : 1) *
+                    sizeof(double));
+    if (!q->tw || !q->base || !q->trial || !q->best || !q->ts || !q->tf || !q->scratch ||
+        !q->rem) {
+        judge_close(q);
+        PyErr_NoMemory();
+        return 0;
+    }
+    q->st = (State){q->tw, q->offset, q->count, q->levels, NULL, (int)q->T, -1.0};
+    for (Py_ssize_t r = 0; r < q->O; r++) {
+        double *tail = q->rem + r * (q->len + 1);
+        tail[q->len] = 0.0;
+        for (Py_ssize_t p = q->len - 1; p >= 0; p--)
+            tail[p] = tail[p + 1] + best_reward(&q->j, q->order[r * q->len + p], q->T);
+    }
+    q->seen = (Seen){NULL, NULL, 0, 0, q->G};
+    /* with one order a pass costs about what the look-up does: judged again instead */
+    q->dedupe = q->levels && q->O > 1;
+    return 1;
+}
+
+/* The best greedy pass over the orders on `grid`, exact (no floor). */
+static double judge_value(Judge *q, const int64_t *grid) {
+    return layout_value(&q->st, &q->j, grid, q->T, q->G, q->base, q->W, q->order, q->O,
+                        q->len, q->rem, -INFINITY, q->ts, q->tf);
+}
+
+/* Whether `grid`'s busy cells were judged already (1), or not (0; then added if `add`);
+ * -1 out of memory. Always 0 without dedupe. */
+static int judge_seen(Judge *q, const int64_t *grid, int add) {
+    if (!q->dedupe) return 0;
+    words_of(grid, q->T, q->G, q->base, q->offset, q->count, 1);
+    return seen_add(&q->seen, q->base + q->offset[0], add);
+}
+
+/* A new round: nothing judged yet but `grid` itself. 0 out of memory. */
+static int judge_round(Judge *q, const int64_t *grid) {
+    q->seen.used = 0;
+    if (q->seen.hash) memset(q->seen.hash, 0, (size_t)q->seen.cap * 8);
+    return judge_seen(q, grid, 1) >= 0;
+}
+
+/* q->trial judged against the best so far, `top`: kept (1: copied into q->best, `top`
+ * raised) where its best pass earns more than top + 1e-9 and it keeps every swap limit;
+ * else 0; -1 out of memory. A layout with busy cells judged already is skipped (it earns
+ * no more than top); only a pass above top + 1e-9 can be kept, so the rest stop early. */
+static int judge_trial(Judge *q, double *top) {
+    const int seen = judge_seen(q, q->trial, 0);
+    if (seen) return seen < 0 ? -1 : 0;
+    const double v = layout_value(&q->st, &q->j, q->trial, q->T, q->G, q->base, q->W,
+                                  q->order, q->O, q->len, q->rem, *top + 1e-9, q->ts, q->tf);
+    const int better = v > *top + 1e-9;
+    const int legal = better && swaps_ok(q->trial, q->T, q->G, q->is_rt, q->has_current,
+                                         q->limit, q->current, q->J, q->scratch);
+    if (legal) {
+        *top = v;
+        memcpy(q->best, q->trial, q->cells_n * 8);
+    }
+    /* seen, unless it paid but broke a swap limit: another move leaving the same cells
+     * busy may keep the limits */
+    if (!better || legal)
+        if (judge_seen(q, q->trial, 1) < 0) return -1;
+    return legal;
+}
+
 /* hops(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
  *      (O, n) int64, gpus, length, arrival, weight, decay, largest, rounds[, stride])
  *      -> (value, kept): hops.py's search. `cells` (running and realtime placed, no batch
@@ -692,115 +810,44 @@ static PyObject *hops(PyObject *self, PyObject *args) {
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &largest,
                           &rounds, &stride))
         return NULL;
-    Py_buffer b[13];
     if (stride < 1) {
         PyErr_SetString(PyExc_ValueError, "hops: stride must be at least 1");
         return NULL;
     }
-    if (stride < 1) {
-        PyErr_SetString(PyExc_ValueError, "hops: stride must be at least 1");
-        return NULL;
-    }
-    if (!take_buffers(o, b, 13, 1u)) return NULL;
-    int64_t *cells = b[0].buf;
-    const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
-    const int64_t *limit = b[3].buf, *current = b[4].buf;
-    const int64_t *offset = b[5].buf, *count = b[6].buf, *order = b[7].buf;
-    const int levels = (int)(b[5].len / 8);
-    const int64_t G = b[4].len / 8, J = b[1].len;
-    const int64_t T = G ? (int64_t)(b[0].len / 8) / G : 0;
-    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
-    const Py_ssize_t n = b[7].len / 8, NJ = b[8].len / 8;
-    const Jobs j = {b[8].buf, b[9].buf, b[10].buf, b[11].buf, b[12].buf};
-    const size_t cells_n = (size_t)(T * G > 0 ? T * G : 1);
-    int64_t *trial = malloc(cells_n * 8), *best = malloc(cells_n * 8);
-    uint64_t *tw = malloc((size_t)(W > 0 ? W : 1) * 8);
-    int64_t *ts = malloc((size_t)(NJ > 0 ? NJ : 1) * 8), *tf = malloc((size_t)(NJ > 0 ? NJ : 1) * 8);
-    int64_t *flips = malloc((size_t)(J > 0 ? J : 1) * 8);
-    if (!trial || !best || !tw || !ts || !tf || !flips) {
-        free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
-        release_all(b, 13);
-        return PyErr_NoMemory();
-    }
-    State st = {tw, offset, count, levels, NULL, (int)T, -1.0};
-    const Py_ssize_t O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
-    const Py_ssize_t len = O ? n / O : 0;
-    /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add (each at its best start) */
-    double *rem = malloc((size_t)(O * (len + 1) > 0 ? O * (len + 1) : 1) * sizeof(double));
-    uint64_t *base = malloc((size_t)(W > 0 ? W : 1) * 8);
-    if (!rem || !base) {
-        free(trial), free(best), free(tw), free(ts), free(tf), free(flips), free(rem), free(base);
-        release_all(b, 13);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t r = 0; r < O; r++) {
-        double *tail = rem + r * (len + 1);
-        tail[len] = 0.0;
-        for (Py_ssize_t p = len - 1; p >= 0; p--)
-            tail[p] = tail[p + 1] + best_reward(&j, order[r * len + p], T);
-    }
-    double value = layout_value(&st, &j, cells, T, G, base, W, order, O, len, rem, -INFINITY,
-                                ts, tf);
+    Judge q;
+    if (!judge_open(&q, o)) return NULL;
+    const int64_t T = q.T, G = q.G;
+    double value = judge_value(&q, q.cells);
     long long kept = 0;
-    Seen seen = {NULL, NULL, 0, 0, G};
-    /* with one order a pass costs about what the look-up does: judged again instead */
-    const int dedupe = levels && O > 1;
     int oom = 0;
     for (long long round = 0; round < rounds && !oom; round++) {
         double top = value;
         int found = 0;
-        seen.used = 0;
-        if (seen.hash) memset(seen.hash, 0, (size_t)seen.cap * 8);
-        if (dedupe) { /* the layout itself */
-            words_of(cells, T, G, base, offset, count, 1);
-            if (seen_add(&seen, base + offset[0], 1) < 0) {
-                oom = 1;
-                break;
-            }
+        if (!judge_round(&q, q.cells)) {
+            oom = 1;
+            break;
         }
         for (int64_t k = 1; k <= largest && 2 * k <= G; k *= 2)
             for (int64_t y = 0; y + k <= G; y += k)
-                for (int64_t x = 0; x + k <= G; x += k) {
+                for (int64_t x = 0; x + k <= G && !oom; x += k) {
                     if (x == y) continue;
                     for (int64_t m = 1; m < T; m += stride)
                         for (int side = 0; side < 2; side++) {
                             const int64_t a = side ? m : 0, e = side ? T : m;
-                            if (!hop_apply(cells, trial, T, G, is_rt, J, k, y, x, a, e))
+                            if (!hop_apply(q.cells, q.trial, T, G, q.is_rt, q.J, k, y, x, a,
+                                           e))
                                 continue;
-                            if (dedupe) {
-                                words_of(trial, T, G, base, offset, count, 1);
-                                if (seen_add(&seen, base + offset[0], 0))
-                                    continue; /* judged already: no better than top */
-                            }
-                            /* only a pass above top + 1e-9 can be kept: the rest stop early */
-                            const double v = layout_value(&st, &j, trial, T, G, base, W, order,
-                                                          O, len, rem, top + 1e-9, ts, tf);
-                            const int better = v > top + 1e-9;
-                            const int legal = better && swaps_ok(trial, T, G, is_rt,
-                                                                 has_current, limit, current,
-                                                                 J, flips);
-                            if (legal) {
-                                top = v;
-                                found = 1;
-                                memcpy(best, trial, cells_n * 8);
-                            }
-                            /* seen, unless it paid but broke a swap limit: another hop
-                             * leaving the same cells busy may keep the limits */
-                            if (dedupe && (!better || legal)) {
-                                words_of(trial, T, G, base, offset, count, 1);
-                                if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
-                            }
+                            const int got = judge_trial(&q, &top);
+                            if (got < 0) oom = 1;
+                            found |= got > 0;
                         }
                 }
-        if (!found) break;
-        memcpy(cells, best, cells_n * 8);
+        if (!found || oom) break;
+        memcpy(q.cells, q.best, q.cells_n * 8);
         value = top;
         kept++;
     }
-    free(seen.keys), free(seen.hash);
-    free(rem), free(base);
-    free(trial), free(best), free(tw), free(ts), free(tf), free(flips);
-    release_all(b, 13);
+    judge_close(&q);
     if (oom) return PyErr_NoMemory();
     return Py_BuildValue("(dL)", value, kept);
 }
@@ -883,52 +930,25 @@ static PyObject *evacuate(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "evacuate: stride must be at least 1");
         return NULL;
     }
-    Py_buffer b[14];
-    if (!take_buffers(o, b, 14, 1u)) return NULL;
-    int64_t *cells = b[0].buf;
-    const unsigned char *is_rt = b[1].buf, *has_current = b[2].buf;
-    const int64_t *limit = b[3].buf, *current = b[4].buf;
-    const int64_t *offset = b[5].buf, *count = b[6].buf, *order = b[7].buf;
-    const int64_t *sizes = b[13].buf;
-    const Py_ssize_t S = b[13].len / 8;
-    const int levels = (int)(b[5].len / 8);
-    const int64_t G = b[4].len / 8, J = b[1].len;
-    const int64_t T = G ? (int64_t)(b[0].len / 8) / G : 0;
-    const Py_ssize_t W = levels ? offset[levels - 1] + count[levels - 1] : 0;
-    const Py_ssize_t n = b[7].len / 8, NJ = b[8].len / 8;
-    const Jobs j = {b[8].buf, b[9].buf, b[10].buf, b[11].buf, b[12].buf};
-    const size_t cells_n = (size_t)(T * G > 0 ? T * G : 1);
-    const Py_ssize_t O = b[7].ndim == 2 ? b[7].shape[0] : (n ? 1 : 0);
-    const Py_ssize_t len = O ? n / O : 0;
-    int64_t *trial = malloc(cells_n * 8), *best = malloc(cells_n * 8);
-    int64_t *runs = malloc(cells_n * 4 * 8); /* a block's runs: at most one per cell */
-    uint64_t *tw = malloc((size_t)(W > 0 ? W : 1) * 8), *base = malloc((size_t)(W > 0 ? W : 1) * 8);
-    int64_t *ts = malloc((size_t)(NJ > 0 ? NJ : 1) * 8), *tf = malloc((size_t)(NJ > 0 ? NJ : 1) * 8);
-    int64_t *scratch = malloc((size_t)(J > 0 ? J : 1) * 8);
-    double *rem = malloc((size_t)(O * (len + 1) > 0 ? O * (len + 1) : 1) * sizeof(double));
-    if (!trial || !best || !runs || !tw || !base || !ts || !tf || !scratch || !rem) {
-        free(trial), free(best), free(runs), free(tw), free(base), free(ts), free(tf);
-        free(scratch), free(rem);
-        release_all(b, 14);
+    Py_buffer sb;
+    if (!GET(sb, o[13], 0)) return NULL;
+    Judge q;
+    if (!judge_open(&q, o)) {
+        PyBuffer_Release(&sb);
+        return NULL;
+    }
+    const int64_t *sizes = sb.buf;
+    const Py_ssize_t S = sb.len / 8;
+    const int64_t T = q.T, G = q.G;
+    int64_t *runs = malloc(q.cells_n * 4 * 8); /* a block's runs: at most one per cell */
+    if (!runs) {
+        judge_close(&q);
+        PyBuffer_Release(&sb);
         return PyErr_NoMemory();
     }
-    State st = {tw, offset, count, levels, NULL, (int)T, -1.0};
-    for (Py_ssize_t r = 0; r < O; r++) {
-        double *tail = rem + r * (len + 1);
-        tail[len] = 0.0;
-        for (Py_ssize_t p = len - 1; p >= 0; p--)
-            tail[p] = tail[p + 1] + best_reward(&j, order[r * len + p], T);
-    }
-    double top = layout_value(&st, &j, cells, T, G, base, W, order, O, len, rem, -INFINITY,
-                              ts, tf);
+    double top = judge_value(&q, q.cells);
     const double value = top;
-    int found = 0, oom = 0;
-    Seen seen = {NULL, NULL, 0, 0, G};
-    const int dedupe = levels && O > 1; /* one order: a pass costs about the look-up */
-    if (dedupe) {
-        words_of(cells, T, G, base, offset, count, 1);
-        if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
-    }
+    int found = 0, oom = !judge_round(&q, q.cells);
     for (Py_ssize_t z = 0; z < S && !oom; z++) {
         const int64_t k = sizes[z];
         if (k < 1 || k > G) continue;
@@ -936,10 +956,10 @@ static PyObject *evacuate(PyObject *self, PyObject *args) {
             int64_t R = 0;
             for (int64_t g = first; g < first + k; g++)
                 for (int64_t u = 0; u < T;) {
-                    const int64_t v = cells[u * G + g];
-                    if (v >= 0 && v < J && is_rt[v]) {
+                    const int64_t v = q.cells[u * G + g];
+                    if (v >= 0 && v < q.J && q.is_rt[v]) {
                         const int64_t s = u;
-                        while (u < T && cells[u * G + g] == v) u++;
+                        while (u < T && q.cells[u * G + g] == v) u++;
                         int64_t *row = runs + 4 * R++;
                         row[0] = s, row[1] = u, row[2] = v, row[3] = g;
                     } else {
@@ -950,37 +970,19 @@ static PyObject *evacuate(PyObject *self, PyObject *args) {
             qsort(runs, (size_t)R, 4 * sizeof(int64_t), run_order);
             for (int64_t t = 1; t < T && !oom; t += stride)
                 for (int side = 0; side < 2 && !oom; side++) {
-                    if (!evac_apply(cells, trial, T, G, runs, R, limit, current, k, first, t,
-                                    side == 0, scratch, J))
+                    if (!evac_apply(q.cells, q.trial, T, G, runs, R, q.limit, q.current, k,
+                                    first, t, side == 0, q.scratch, q.J))
                         continue;
-                    if (dedupe) {
-                        words_of(trial, T, G, base, offset, count, 1);
-                        if (seen_add(&seen, base + offset[0], 0))
-                            continue; /* judged already: no better than top */
-                    }
-                    const double v = layout_value(&st, &j, trial, T, G, base, W, order, O,
-                                                  len, rem, top + 1e-9, ts, tf);
-                    const int better = v > top + 1e-9;
-                    const int legal = better && swaps_ok(trial, T, G, is_rt, has_current,
-                                                         limit, current, J, scratch);
-                    if (legal) {
-                        top = v;
-                        found = 1;
-                        memcpy(best, trial, cells_n * 8);
-                    }
-                    /* seen, unless it paid but broke a swap limit (as in hops) */
-                    if (dedupe && (!better || legal)) {
-                        words_of(trial, T, G, base, offset, count, 1);
-                        if (seen_add(&seen, base + offset[0], 1) < 0) oom = 1;
-                    }
+                    const int got = judge_trial(&q, &top);
+                    if (got < 0) oom = 1;
+                    found |= got > 0;
                 }
         }
     }
-    if (found && !oom) memcpy(cells, best, cells_n * 8);
-    free(seen.keys), free(seen.hash);
-    free(trial), free(best), free(runs), free(tw), free(base), free(ts), free(tf);
-    free(scratch), free(rem);
-    release_all(b, 14);
+    if (found && !oom) memcpy(q.cells, q.best, q.cells_n * 8);
+    free(runs);
+    judge_close(&q);
+    PyBuffer_Release(&sb);
     if (oom) return PyErr_NoMemory();
     return Py_BuildValue("(di)", found ? top : value, found);
 }
