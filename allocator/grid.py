@@ -93,6 +93,10 @@ class Scorer:
                                  dtype=np.float64).reshape(len(realtime), T).T
         self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
                                    for _, j in realtime], dtype=np.float64)
+        # the compiled counts (None: bincount), looked up here: allocator.policies
+        # imports this module
+        from allocator.policies.decoder import _packc
+        self._packc = _packc
 
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
@@ -117,13 +121,12 @@ class Scorer:
         if self.n == 0 or not grids:
             counted = [self.counts(g) for g in grids]
             return counted, [self.split(c) for c in counted]
-        cells = self.T * (self.n + 1)
-        flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
-        # grid k's step t starts at (k * T + t) * (n + 1): `rows` tiled, each copy offset
-        # by k's cells (numpy calls are most of the cost here)
-        flat += np.repeat(np.arange(len(grids) * self.T) * (self.n + 1), self.G)
-        counts = np.bincount(flat, minlength=cells * len(grids)).reshape(
-            len(grids), self.T, self.n + 1)
+        if self._packc is not None and all(_compiled(g) for g in grids):
+            out = np.empty((len(grids), self.T, self.n + 1), dtype=np.int64)
+            self._packc.counts(list(grids), self.n + 1, out)  # the same counts, in C
+            counts = out
+        else:
+            counts = self._bincounts(grids)
         batch = (counts[:, :, self.batch] * self.batch_weight).reshape(len(grids), -1)
         values = batch.sum(axis=1)
         if len(self.realtime):
@@ -133,12 +136,26 @@ class Scorer:
             lost = [0.0] * len(grids)
         return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
 
+    def _bincounts(self, grids: list[Grid]) -> np.ndarray:
+        """`counts` of every grid as one (grids, T, n + 1) array, by one bincount."""
+        cells = self.T * (self.n + 1)
+        flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
+        # grid k's step t starts at (k * T + t) * (n + 1): `rows` tiled, each copy offset
+        # by k's cells (numpy calls are most of the cost here)
+        flat += np.repeat(np.arange(len(grids) * self.T) * (self.n + 1), self.G)
+        return np.bincount(flat, minlength=cells * len(grids)).reshape(
+            len(grids), self.T, self.n + 1)
+
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""
         return self._short(self.counts(grid)) if self.n else 0.0
 
     def counts(self, grid: Grid) -> np.ndarray:
         """Cells per (step, job) of `grid`, FREE ones in the last column."""
+        if self._packc is not None and _compiled(grid):
+            out = np.empty((self.T, self.n + 1), dtype=np.int64)
+            self._packc.counts([grid], self.n + 1, out)  # the same counts, in C
+            return out
         return np.bincount(self.rows + grid.ravel() % (self.n + 1),
                            minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
 
@@ -147,3 +164,8 @@ class Scorer:
             return 0.0
         short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
         return float(short @ self.penalty)
+
+
+def _compiled(grid: Grid) -> bool:
+    """Whether the compiled counts read `grid` (fast's own: int32, C-contiguous, 2-D)."""
+    return grid.dtype == np.int32 and grid.ndim == 2 and grid.flags.c_contiguous

@@ -83,6 +83,17 @@ def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> 
     steps only does not count (it is whole again soon; counting it spread services over
     several blocks on the tuning seeds).
     """
+    if _packc is not None:  # the same ranks in one C call (fast ranks GPUs on every plan)
+        rank = np.empty(G, dtype=np.float64)
+        _packc.prefer(None if pinned is None else np.ascontiguousarray(pinned, dtype=np.bool_),
+                      largest_block, rank)
+        return rank
+    return _preference_py(G, largest_block, pinned)
+
+
+def _preference_py(G: int, largest_block: int, pinned: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """`preference` in numpy: the reference for the compiled one."""
     gpus = np.arange(G)
     outside = np.zeros(G, dtype=np.int64)
     broken = np.zeros(G, dtype=np.int64)  # bit log2(k): the GPU's k-block stays broken
