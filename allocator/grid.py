@@ -131,7 +131,10 @@ class Scorer:
         values = batch.sum(axis=1)
         if len(self.realtime):
             short = np.maximum(self.demand - counts[:, :, self.realtime], 0).sum(axis=1)
-            lost = [float(row @ self.penalty) for row in short]
+            if len(self.realtime) == 1:  # a dot of one term is 0.0 plus its product
+                lost = (0.0 + short[:, 0] * self.penalty[0]).tolist()
+            else:
+                lost = [float(row @ self.penalty) for row in short]
         else:
             lost = [0.0] * len(grids)
         return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
