@@ -5,7 +5,7 @@ Job indices are positions in `scenario.jobs`; ids appear only at the edges.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -81,8 +81,6 @@ class Scorer:
     def __init__(self, scenario: Scenario) -> None:
         n, T = len(scenario.jobs), scenario.T
         self.n, self.T, self.G = n, T, scenario.G
-        # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
-        self.rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
         decay = scenario.weights.decay ** np.arange(T)
         batch = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob)]
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
@@ -93,10 +91,7 @@ class Scorer:
                                  dtype=np.float64).reshape(len(realtime), T).T
         self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
                                    for _, j in realtime], dtype=np.float64)
-        # the compiled counts (None: bincount), looked up here: allocator.policies
-        # imports this module
-        from allocator.policies.decoder import _packc
-        self._packc = _packc
+        self._packc = _compiled_module()  # the compiled counts (None: bincount)
 
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
@@ -159,7 +154,9 @@ class Scorer:
             out = np.empty((self.T, self.n + 1), dtype=np.int64)
             self._packc.counts([grid], self.n + 1, out)  # the same counts, in C
             return out
-        return np.bincount(self.rows + grid.ravel() % (self.n + 1),
+        # cells per (step, job); FREE (-1) wraps to the last column
+        rows = np.repeat(np.arange(self.T) * (self.n + 1), self.G)
+        return np.bincount(rows + grid.ravel() % (self.n + 1),
                            minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
 
     def _short(self, counts: np.ndarray) -> float:
@@ -172,3 +169,15 @@ class Scorer:
 def _compiled(grid: Grid) -> bool:
     """Whether the compiled counts read `grid` (fast's own: int32, C-contiguous, 2-D)."""
     return grid.dtype == np.int32 and grid.ndim == 2 and grid.flags.c_contiguous
+
+
+_PACKC: list[Any] = []  # the compiled extension (or None), once looked up
+
+
+def _compiled_module() -> Any:
+    """allocator.policies' compiled extension, None where it is not built (looked up on
+    first use: allocator.policies imports this module)."""
+    if not _PACKC:
+        from allocator.policies.decoder import _packc
+        _PACKC.append(_packc)
+    return _PACKC[0]
