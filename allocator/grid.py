@@ -92,6 +92,10 @@ class Scorer:
         self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
                                    for _, j in realtime], dtype=np.float64)
         self._packc = _compiled_module()  # the compiled counts (None: bincount)
+        # the columns of counts each sum reads: a slice where the jobs are consecutive
+        # (a view, not a gathered copy; the same cells in the same order)
+        self._batch_cols = _columns(batch)
+        self._realtime_cols = _columns([i for i, _ in realtime])
 
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
@@ -107,7 +111,7 @@ class Scorer:
         if self.n == 0:
             return 0.0, 0.0
         lost = self._short(counts)
-        return float((counts[:, self.batch] * self.batch_weight).sum()) - lost, lost
+        return float((counts[:, self._batch_cols] * self.batch_weight).sum()) - lost, lost
 
     def split_all(self, grids: list[Grid]) -> tuple[list[np.ndarray], list[tuple[float, float]]]:
         """`counts` and `split` of every grid, counted in one pass over them all (fast
@@ -122,10 +126,10 @@ class Scorer:
             counts = out
         else:
             counts = self._bincounts(grids)
-        batch = (counts[:, :, self.batch] * self.batch_weight).reshape(len(grids), -1)
+        batch = (counts[:, :, self._batch_cols] * self.batch_weight).reshape(len(grids), -1)
         values = batch.sum(axis=1)
         if len(self.realtime):
-            short = np.maximum(self.demand - counts[:, :, self.realtime], 0).sum(axis=1)
+            short = np.maximum(self.demand - counts[:, :, self._realtime_cols], 0).sum(axis=1)
             if len(self.realtime) == 1:  # a dot of one term is 0.0 plus its product
                 lost = (0.0 + short[:, 0] * self.penalty[0]).tolist()
             else:
@@ -162,7 +166,9 @@ class Scorer:
     def _short(self, counts: np.ndarray) -> float:
         if not len(self.realtime):
             return 0.0
-        short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
+        short = np.maximum(self.demand - counts[:, self._realtime_cols], 0).sum(axis=0)
+        if len(short) == 1:  # a dot of one term is 0.0 plus its product
+            return float(0.0 + short[0] * self.penalty[0])
         return float(short @ self.penalty)
 
 
@@ -181,3 +187,10 @@ def _compiled_module() -> Any:
         from allocator.policies.decoder import _packc
         _PACKC.append(_packc)
     return _PACKC[0]
+
+
+def _columns(indices: list[int]) -> slice | np.ndarray:
+    """`indices` as a slice where they are consecutive and ascending, else as an array."""
+    if indices and indices == list(range(indices[0], indices[-1] + 1)):
+        return slice(indices[0], indices[-1] + 1)
+    return np.asarray(indices, dtype=np.int64)
