@@ -5,7 +5,8 @@ Job indices are positions in `scenario.jobs`; ids appear only at the edges.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -91,7 +92,7 @@ class Scorer:
                                  dtype=np.float64).reshape(len(realtime), T).T
         self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
                                    for _, j in realtime], dtype=np.float64)
-        self._packc = _compiled_module()  # the compiled counts (None: bincount)
+        self._count = _COUNTS[0] if _COUNTS else None  # compiled (None: bincount)
         # the columns of counts each sum reads: a slice where the jobs are consecutive
         # (a view, not a gathered copy; the same cells in the same order)
         self._batch_cols = _columns(batch)
@@ -120,9 +121,9 @@ class Scorer:
         if self.n == 0 or not grids:
             counted = [self.counts(g) for g in grids]
             return counted, [self.split(c) for c in counted]
-        if self._packc is not None and all(_compiled(g) for g in grids):
+        if self._count is not None and all(_compiled(g) for g in grids):
             out = np.empty((len(grids), self.T, self.n + 1), dtype=np.int64)
-            self._packc.counts(list(grids), self.n + 1, out)  # the same counts, in C
+            self._count(list(grids), self.n + 1, out)  # the same counts, in C
             counts = out
         else:
             counts = self._bincounts(grids)
@@ -154,9 +155,9 @@ class Scorer:
 
     def counts(self, grid: Grid) -> np.ndarray:
         """Cells per (step, job) of `grid`, FREE ones in the last column."""
-        if self._packc is not None and _compiled(grid):
+        if self._count is not None and _compiled(grid):
             out = np.empty((self.T, self.n + 1), dtype=np.int64)
-            self._packc.counts([grid], self.n + 1, out)  # the same counts, in C
+            self._count([grid], self.n + 1, out)  # the same counts, in C
             return out
         # cells per (step, job); FREE (-1) wraps to the last column
         rows = np.repeat(np.arange(self.T) * (self.n + 1), self.G)
@@ -177,16 +178,15 @@ def _compiled(grid: Grid) -> bool:
     return grid.dtype == np.int32 and grid.ndim == 2 and grid.flags.c_contiguous
 
 
-_PACKC: list[Any] = []  # the compiled extension (or None), once looked up
+# The compiled counts (allocator/policies/_packc.c's `counts(grids, n + 1, out)`),
+# registered by allocator.policies.decoder once the extension loads (the policies sit
+# above this module); empty: numpy's bincount, the same counts.
+_COUNTS: list[Callable[[list[Grid], int, np.ndarray], None]] = []
 
 
-def _compiled_module() -> Any:
-    """allocator.policies' compiled extension, None where it is not built (looked up on
-    first use: allocator.policies imports this module)."""
-    if not _PACKC:
-        from allocator.policies.decoder import _packc
-        _PACKC.append(_packc)
-    return _PACKC[0]
+def use_compiled_counts(counts: Callable[[list[Grid], int, np.ndarray], None]) -> None:
+    """Count cells with `counts` from now on (allocator.policies.decoder registers it)."""
+    _COUNTS[:] = [counts]
 
 
 def _columns(indices: list[int]) -> slice | np.ndarray:

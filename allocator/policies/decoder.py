@@ -21,6 +21,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
@@ -35,6 +36,8 @@ if _packc is not None and getattr(_packc, "ABI", None) != PACKC_ABI:  # pragma: 
     warnings.warn("allocator/policies/_packc is stale (rebuild: pip install -e .); "
                   "fast runs its Python decoder", RuntimeWarning, stacklevel=1)
     _packc = None  # type: ignore[assignment]  # stale extension: callers test for None
+if _packc is not None:  # the scorer's cell counts too (allocator.grid sits below here)
+    gridlib.use_compiled_counts(_packc.counts)
 
 COMPILED_MAX_T = 63
 
