@@ -607,7 +607,8 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
             candidates.append(last)
             tags.append("last")
     if not scenario.reservations and only is None:  # the baselines know nothing of them
-        more = baselines.both(scenario, jobs)
+        more = baselines.both(scenario, jobs, base)  # (no reservations: base is the
+        # empty grid with running jobs pinned)
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
