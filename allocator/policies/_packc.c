@@ -193,11 +193,14 @@ static inline double spill_value(const Jobs *j, int64_t i, int start, int T, con
 /* The greedy pass: each job of order[0..n) at its earliest feasible start; what they earn
  * is added to `value` one job at a time (a pass resumed from a saved prefix with that
  * prefix's sum adds in the order a whole pass would: the same double, bit for bit). */
+/* With `rem` (pack_above's bounds), the pass stops (-INFINITY) before job p once value +
+ * rem[p] is below `floor`: one loop, no call per job. */
 static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first,
-                      double value) {
+                      double value, const double *rem, double floor) {
     const int T = s->T;
     for (Py_ssize_t p = 0; p < n; p++) {
+        if (rem && value + rem[p] < floor) return -INFINITY;
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
         out_start[i] = -1;
@@ -260,7 +263,7 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
 
 static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
                        int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
-    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0);
+    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0, NULL, 0.0);
 }
 
 /* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
@@ -1014,11 +1017,8 @@ static double pack_above(State *s, const Jobs *j, const int64_t *order, Py_ssize
                          int64_t *out_start, int64_t *out_first, double value,
                          const double *rem, double need, double margin) {
     int no_bound = -1;
-    for (Py_ssize_t p = 0; p < n; p++) {
-        if (value + rem[p] < need - margin) return -INFINITY;
-        value = pack_on(s, j, order + p, 1, 1, &no_bound, out_start, out_first, value);
-    }
-    return value;
+    return pack_on(s, j, order, n, 1, &no_bound, out_start, out_first, value, rem,
+                   need - margin);
 }
 
 /* fast.improve_order from the empty state: `cur`, `start`, `first` hold the best pass on
@@ -1200,7 +1200,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 if (budget <= 0) break;
                 if (c > a + 1) /* the head grows by the job the last trial sent back */
                     head = pack_on(&run, &j, cur + c - 1, 1, 1, &no_bound, rstart, rfirst,
-                                   head);
+                                   head, NULL, 0.0);
                 Py_ssize_t k = 0;
                 for (Py_ssize_t p = 0; p < n; p++)
                     if (p != a && p != c) trial[k++] = cur[p];
