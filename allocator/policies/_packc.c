@@ -2454,11 +2454,15 @@ static PyObject *counts_of(PyObject *self, PyObject *args) {
         }
         const int32_t *c = g.buf;
         int64_t *row = o + k * per;
-        for (Py_ssize_t x = 0; x < cells; x++) {
-            Py_ssize_t m = (Py_ssize_t)c[x] % n1;
-            if (m < 0) m += n1;
-            row[(x / G) * n1 + m]++;
-        }
+        for (Py_ssize_t x = 0; x < cells; x += G, row += n1) /* step by step */
+            for (Py_ssize_t y = x; y < x + G; y++) {
+                Py_ssize_t m = (Py_ssize_t)c[y];
+                if (m < 0 || m >= n1) { /* (FREE and codes out of range: Python's modulo) */
+                    m %= n1;
+                    if (m < 0) m += n1;
+                }
+                row[m]++;
+            }
         PyBuffer_Release(&g);
     }
     PyBuffer_Release(&out);
