@@ -383,18 +383,25 @@ class _CompiledJobs:
             if state.current:  # (most services have none: no empty fancy store)
                 current[r, list(state.current)] = True
         # each phase's rows in queue order, `_in_phase` inlined: one pass, no call per row
-        rows: dict[str, list[tuple[int, int, int]]] = {"all": [], "first": [], "later": []}
+        # (flat: a row's three numbers in turn, reshaped once)
+        every: list[int] = []
+        first: list[int] = []
+        later: list[int] = []
         for _, _, a, i, b in placer.intervals:
             row = (a, at[i], b)
-            rows["all"].append(row)
-            rows["first" if a == 0 else "later"].append(row)
+            every += row
+            if a == 0:
+                first += row
+            else:
+                later += row
+        rows = {"all": every, "first": first, "later": later}
         return _CompiledJobs(
             slots, np.array(slots, dtype=np.int64),
             np.array([s.job.priority for s in ledgers], dtype=np.float64),
             np.array([placer.allowed[i] for i in slots], dtype=bool).reshape(len(slots), G),
             current, np.array([s.job.current_gpus is not None for s in ledgers], dtype=bool),
             np.array([s.job.swap_limit for s in ledgers], dtype=np.int64),
-            {phase: np.array(r, dtype=np.int64).reshape(len(r), 3)
+            {phase: np.array(r, dtype=np.int64).reshape(len(r) // 3, 3)
              for phase, r in rows.items()})
 
 
