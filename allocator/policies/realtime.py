@@ -209,7 +209,9 @@ class RealtimePlacer:
     @property
     def rank_moved(self) -> bool:
         """Running work moved the preference off the static top-first order."""
-        return not np.array_equal(self.rank, self.static_rank)
+        # (ranks are whole numbers as floats, never -0.0 or NaN: equal values, equal bytes)
+        return self.rank.shape != self.static_rank.shape or \
+            self.rank.tobytes() != self.static_rank.tobytes()
 
     def copy(self, tail_first: bool | None = None, stack: bool | None = None,
              mirror: bool = False, static_rank: bool = False) -> RealtimePlacer:
