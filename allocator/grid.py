@@ -5,6 +5,7 @@ Job indices are positions in `scenario.jobs`; ids appear only at the edges.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -81,8 +82,6 @@ class Scorer:
     def __init__(self, scenario: Scenario) -> None:
         n, T = len(scenario.jobs), scenario.T
         self.n, self.T, self.G = n, T, scenario.G
-        # Cells per (step, job); FREE (-1) wraps to the last column, which is dropped.
-        self.rows = np.repeat(np.arange(T) * (n + 1), scenario.G)
         decay = scenario.weights.decay ** np.arange(T)
         batch = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob)]
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
@@ -93,6 +92,11 @@ class Scorer:
                                  dtype=np.float64).reshape(len(realtime), T).T
         self.penalty = np.asarray([scenario.weights.realtime_penalty * j.priority
                                    for _, j in realtime], dtype=np.float64)
+        self._count = _COUNTS[0] if _COUNTS else None  # compiled (None: bincount)
+        # the columns of counts each sum reads: a slice where the jobs are consecutive
+        # (a view, not a gathered copy; the same cells in the same order)
+        self._batch_cols = _columns(batch)
+        self._realtime_cols = _columns([i for i, _ in realtime])
 
     def __call__(self, grid: Grid) -> float:
         if self.n == 0:
@@ -108,7 +112,7 @@ class Scorer:
         if self.n == 0:
             return 0.0, 0.0
         lost = self._short(counts)
-        return float((counts[:, self.batch] * self.batch_weight).sum()) - lost, lost
+        return float((counts[:, self._batch_cols] * self.batch_weight).sum()) - lost, lost
 
     def split_all(self, grids: list[Grid]) -> tuple[list[np.ndarray], list[tuple[float, float]]]:
         """`counts` and `split` of every grid, counted in one pass over them all (fast
@@ -117,21 +121,33 @@ class Scorer:
         if self.n == 0 or not grids:
             counted = [self.counts(g) for g in grids]
             return counted, [self.split(c) for c in counted]
+        if self._count is not None and all(_compiled(g) for g in grids):
+            out = np.empty((len(grids), self.T, self.n + 1), dtype=np.int64)
+            self._count(list(grids), self.n + 1, out)  # the same counts, in C
+            counts = out
+        else:
+            counts = self._bincounts(grids)
+        batch = (counts[:, :, self._batch_cols] * self.batch_weight).reshape(len(grids), -1)
+        values = batch.sum(axis=1)
+        if len(self.realtime):
+            short = np.maximum(self.demand - counts[:, :, self._realtime_cols], 0).sum(axis=1)
+            if len(self.realtime) == 1:  # a dot of one term is 0.0 plus its product
+                lost = (0.0 + short[:, 0] * self.penalty[0]).tolist()
+            else:
+                lost = [float(row @ self.penalty) for row in short]
+        else:
+            lost = [0.0] * len(grids)
+        return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
+
+    def _bincounts(self, grids: list[Grid]) -> np.ndarray:
+        """`counts` of every grid as one (grids, T, n + 1) array, by one bincount."""
         cells = self.T * (self.n + 1)
         flat = np.concatenate([g.ravel() for g in grids]) % (self.n + 1)
         # grid k's step t starts at (k * T + t) * (n + 1): `rows` tiled, each copy offset
         # by k's cells (numpy calls are most of the cost here)
         flat += np.repeat(np.arange(len(grids) * self.T) * (self.n + 1), self.G)
-        counts = np.bincount(flat, minlength=cells * len(grids)).reshape(
+        return np.bincount(flat, minlength=cells * len(grids)).reshape(
             len(grids), self.T, self.n + 1)
-        batch = (counts[:, :, self.batch] * self.batch_weight).reshape(len(grids), -1)
-        values = batch.sum(axis=1)
-        if len(self.realtime):
-            short = np.maximum(self.demand - counts[:, :, self.realtime], 0).sum(axis=1)
-            lost = [float(row @ self.penalty) for row in short]
-        else:
-            lost = [0.0] * len(grids)
-        return list(counts), [(float(v) - cost, cost) for v, cost in zip(values, lost, strict=True)]
 
     def shortfall_cost(self, grid: Grid) -> float:
         """What `grid`'s realtime shortfall takes off the objective."""
@@ -139,11 +155,42 @@ class Scorer:
 
     def counts(self, grid: Grid) -> np.ndarray:
         """Cells per (step, job) of `grid`, FREE ones in the last column."""
-        return np.bincount(self.rows + grid.ravel() % (self.n + 1),
+        if self._count is not None and _compiled(grid):
+            out = np.empty((self.T, self.n + 1), dtype=np.int64)
+            self._count([grid], self.n + 1, out)  # the same counts, in C
+            return out
+        # cells per (step, job); FREE (-1) wraps to the last column
+        rows = np.repeat(np.arange(self.T) * (self.n + 1), self.G)
+        return np.bincount(rows + grid.ravel() % (self.n + 1),
                            minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
 
     def _short(self, counts: np.ndarray) -> float:
         if not len(self.realtime):
             return 0.0
-        short = np.maximum(self.demand - counts[:, self.realtime], 0).sum(axis=0)
+        short = np.maximum(self.demand - counts[:, self._realtime_cols], 0).sum(axis=0)
+        if len(short) == 1:  # a dot of one term is 0.0 plus its product
+            return float(0.0 + short[0] * self.penalty[0])
         return float(short @ self.penalty)
+
+
+def _compiled(grid: Grid) -> bool:
+    """Whether the compiled counts read `grid` (fast's own: int32, C-contiguous, 2-D)."""
+    return grid.dtype == np.int32 and grid.ndim == 2 and grid.flags.c_contiguous
+
+
+# The compiled counts (allocator/policies/_packc.c's `counts(grids, n + 1, out)`),
+# registered by allocator.policies.decoder once the extension loads (the policies sit
+# above this module); empty: numpy's bincount, the same counts.
+_COUNTS: list[Callable[[list[Grid], int, np.ndarray], None]] = []
+
+
+def use_compiled_counts(counts: Callable[[list[Grid], int, np.ndarray], None]) -> None:
+    """Count cells with `counts` from now on (allocator.policies.decoder registers it)."""
+    _COUNTS[:] = [counts]
+
+
+def _columns(indices: list[int]) -> slice | np.ndarray:
+    """`indices` as a slice where they are consecutive and ascending, else as an array."""
+    if indices and indices == list(range(indices[0], indices[-1] + 1)):
+        return slice(indices[0], indices[-1] + 1)
+    return np.asarray(indices, dtype=np.int64)

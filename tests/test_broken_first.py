@@ -95,6 +95,7 @@ def test_the_preference_puts_blocks_that_stay_broken_first(
     remaining = rng.integers(1, T + 1, G) * (rng.random(G) < density)
     pinned = np.arange(T)[:, None] < remaining[None, :]
     rank = preference(G, largest, pinned)
+    assert np.array_equal(rank, realtime._preference_py(G, largest, pinned))  # compiled = numpy
     assert sorted(rank.tolist()) == list(range(G))
     sizes = [k for k in (2 ** e for e in range(1, 12)) if k <= min(largest, G)]
 

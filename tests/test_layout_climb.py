@@ -16,7 +16,12 @@ from allocator.model import RealtimeJob, Scenario
 from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Decoder, Jobs, _packc
 from allocator.policies.fast import fast, value_orders
-from allocator.policies.layout_climb import best_order, climb, movable_runs
+from allocator.policies.layout_climb import (
+    _movable_runs_py,
+    best_order,
+    climb,
+    movable_runs,
+)
 from allocator.policies.realtime import place_realtime
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
@@ -121,5 +126,8 @@ def test_movable_runs_are_every_services_runs_in_order(scenario: Scenario, seed:
     same order (the climb tries them in it)."""
     ids = np.array([-1] + [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)])
     layout = np.random.default_rng(seed).choice(ids, size=(scenario.T, scenario.G))
-    assert np.array_equal(movable_runs(scenario, layout),
-                          _runs_one_service_at_a_time(scenario, layout))
+    expected = _runs_one_service_at_a_time(scenario, layout)
+    assert np.array_equal(movable_runs(scenario, layout), expected)
+    # fast's int32 grids take the compiled scan, whose rows are the Python scan's
+    assert np.array_equal(movable_runs(scenario, layout.astype(np.int32)), expected)
+    assert np.array_equal(_movable_runs_py(scenario, layout.astype(np.int32)), expected)

@@ -193,11 +193,14 @@ static inline double spill_value(const Jobs *j, int64_t i, int start, int T, con
 /* The greedy pass: each job of order[0..n) at its earliest feasible start; what they earn
  * is added to `value` one job at a time (a pass resumed from a saved prefix with that
  * prefix's sum adds in the order a whole pass would: the same double, bit for bit). */
+/* With `rem` (pack_above's bounds), the pass stops (-INFINITY) before job p once value +
+ * rem[p] is below `floor`: one loop, no call per job. */
 static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
                       int best_fit, int *bound, int64_t *out_start, int64_t *out_first,
-                      double value) {
+                      double value, const double *rem, double floor) {
     const int T = s->T;
     for (Py_ssize_t p = 0; p < n; p++) {
+        if (rem && value + rem[p] < floor) return -INFINITY;
         const int64_t i = order[p];
         const int64_t g = j->gpus[i];
         out_start[i] = -1;
@@ -260,7 +263,7 @@ static double pack_on(State *s, const Jobs *j, const int64_t *order, Py_ssize_t 
 
 static double pack_run(State *s, const Jobs *j, const int64_t *order, Py_ssize_t n,
                        int best_fit, int *bound, int64_t *out_start, int64_t *out_first) {
-    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0);
+    return pack_on(s, j, order, n, best_fit, bound, out_start, out_first, 0.0, NULL, 0.0);
 }
 
 /* Buffers 0..11: words, offset, count, spare|None, order, gpus, length, arrival, weight,
@@ -1016,11 +1019,8 @@ static double pack_above(State *s, const Jobs *j, const int64_t *order, Py_ssize
                          int64_t *out_start, int64_t *out_first, double value,
                          const double *rem, double need, double margin) {
     int no_bound = -1;
-    for (Py_ssize_t p = 0; p < n; p++) {
-        if (value + rem[p] < need - margin) return -INFINITY;
-        value = pack_on(s, j, order + p, 1, 1, &no_bound, out_start, out_first, value);
-    }
-    return value;
+    return pack_on(s, j, order, n, 1, &no_bound, out_start, out_first, value, rem,
+                   need - margin);
 }
 
 /* fast.improve_order from the empty state: `cur`, `start`, `first` hold the best pass on
@@ -1202,7 +1202,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 if (budget <= 0) break;
                 if (c > a + 1) /* the head grows by the job the last trial sent back */
                     head = pack_on(&run, &j, cur + c - 1, 1, 1, &no_bound, rstart, rfirst,
-                                   head);
+                                   head, NULL, 0.0);
                 Py_ssize_t k = 0;
                 for (Py_ssize_t p = 0; p < n; p++)
                     if (p != a && p != c) trial[k++] = cur[p];
@@ -2422,7 +2422,178 @@ static PyObject *layers(PyObject *self, PyObject *args) {
     return runs;
 }
 
+/* counts(grids: list of (T, G) int32, n1, out (K, T, n1) int64) -> None: cells per step
+ * and job of each grid, a cell's code taken modulo n1 as Python takes it (FREE, -1, in
+ * the last column): grid.Scorer's bincount, per grid, without the concatenation. */
+static PyObject *counts_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *grids, *oout;
+    Py_ssize_t n1;
+    if (!PyArg_ParseTuple(args, "OnO:counts", &grids, &n1, &oout)) return NULL;
+    if (!PyList_Check(grids) || n1 <= 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: a list of grids and n1 > 0");
+        return NULL;
+    }
+    Py_buffer out;
+    if (!GET(out, oout, 1)) return NULL;
+    const Py_ssize_t K = PyList_GET_SIZE(grids);
+    int64_t *o = out.buf;
+    const Py_ssize_t per = K ? out.len / (Py_ssize_t)sizeof(int64_t) / K : 0;
+    memset(out.buf, 0, (size_t)out.len);
+    for (Py_ssize_t k = 0; k < K; k++) {
+        Py_buffer g;
+        if (!GET(g, PyList_GET_ITEM(grids, k), 0)) {
+            PyBuffer_Release(&out);
+            return NULL;
+        }
+        const Py_ssize_t cells = g.len / (Py_ssize_t)sizeof(int32_t);
+        const Py_ssize_t G = g.ndim == 2 ? g.shape[1] : 0;
+        if (g.itemsize != 4 || G <= 0 || (cells / G) * n1 != per) {
+            PyBuffer_Release(&g);
+            PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_ValueError, "counts: an int32 (T, G) grid per (T, n1) block");
+            return NULL;
+        }
+        const int32_t *c = g.buf;
+        int64_t *row = o + k * per;
+        for (Py_ssize_t x = 0; x < cells; x += G, row += n1) /* step by step */
+            for (Py_ssize_t y = x; y < x + G; y++) {
+                Py_ssize_t m = (Py_ssize_t)c[y];
+                if (m < 0 || m >= n1) { /* (FREE and codes out of range: Python's modulo) */
+                    m %= n1;
+                    if (m < 0) m += n1;
+                }
+                row[m]++;
+            }
+        PyBuffer_Release(&g);
+    }
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    int64_t outside, broken, gpu;
+} PrefKey;
+
+static int pref_order(const void *x, const void *y) {
+    const PrefKey *a = x, *b = y;
+    if (a->outside != b->outside) return a->outside < b->outside ? -1 : 1;
+    if (a->broken != b->broken) return a->broken < b->broken ? -1 : 1;
+    return a->gpu < b->gpu ? -1 : a->gpu > b->gpu;
+}
+
+/* prefer(pinned (T, G) bool or None, largest, rank (G,) float64) -> None: realtime.preference
+ * (the same keys: outside every aligned block, broken for at least half the steps, GPU),
+ * each GPU's position in that order written as its rank. */
+static PyObject *prefer(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *opinned, *orank;
+    long largest;
+    if (!PyArg_ParseTuple(args, "OlO:prefer", &opinned, &largest, &orank)) return NULL;
+    Py_buffer pb, rb;
+    const int has = opinned != Py_None;
+    if (!GET(rb, orank, 1)) return NULL;
+    if (has && !GET(pb, opinned, 0)) {
+        PyBuffer_Release(&rb);
+        return NULL;
+    }
+    const Py_ssize_t G = rb.len / (Py_ssize_t)sizeof(double);
+    const Py_ssize_t steps = has && G ? pb.len / G : 0;
+    const unsigned char *pin = has ? pb.buf : NULL;
+    PrefKey *key = PyMem_Calloc(G ? (size_t)G : 1, sizeof(PrefKey));
+    if (!key) {
+        if (has) PyBuffer_Release(&pb);
+        PyBuffer_Release(&rb);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t g = 0; g < G; g++) key[g].gpu = g;
+    const Py_ssize_t half = (steps + 1) / 2;
+    for (Py_ssize_t k = 2; k <= largest; k *= 2) {
+        const Py_ssize_t whole = (G / k) * k;
+        for (Py_ssize_t g = whole; g < G; g++) key[g].outside++;
+        if (!has || !steps || !whole) continue;
+        for (Py_ssize_t j = 0; j < whole; j += k) {
+            Py_ssize_t busy = 0;
+            for (Py_ssize_t t = 0; t < steps; t++) {
+                const unsigned char *row = pin + t * G + j;
+                for (Py_ssize_t u = 0; u < k; u++)
+                    if (row[u]) {
+                        busy++;
+                        break;
+                    }
+            }
+            if (busy >= half)
+                for (Py_ssize_t u = 0; u < k; u++) key[j + u].broken += k;
+        }
+    }
+    qsort(key, (size_t)G, sizeof(PrefKey), pref_order);
+    double *rank = rb.buf;
+    for (Py_ssize_t r = 0; r < G; r++) rank[key[r].gpu] = (double)r;
+    PyMem_Free(key);
+    if (has) PyBuffer_Release(&pb);
+    PyBuffer_Release(&rb);
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    int64_t a, b, g, job;
+} RunRow;
+
+static int run_row_order(const void *x, const void *y) {
+    const RunRow *p = x, *q = y;
+    const int64_t lp = p->a - p->b, lq = q->a - q->b;
+    if (lp != lq) return lp < lq ? -1 : 1;
+    if (p->g != q->g) return p->g < q->g ? -1 : 1;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* runs(layout (T, G) int32, kind (n,) int8, out (T * G, 4) int64) -> R: layout_climb's
+ * movable runs (start, end, gpu, job) in out's first R rows: each maximal run of one
+ * realtime job on a GPU (kind 1: no current GPUs; 2: with, whose runs held at step 0
+ * stay), the longest first, then by GPU and start. */
+static PyObject *runs_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[3];
+    if (!PyArg_ParseTuple(args, "OOO:runs", &o[0], &o[1], &o[2])) return NULL;
+    Py_buffer b[3];
+    if (!take_buffers(o, b, 3, 4u)) return NULL;
+    const Py_ssize_t G = b[0].ndim == 2 ? b[0].shape[1] : 0;
+    const Py_ssize_t cells = b[0].len / (Py_ssize_t)sizeof(int32_t);
+    const Py_ssize_t n = b[1].len;
+    if (b[0].itemsize != 4 || G <= 0 || b[2].len < cells * 4 * (Py_ssize_t)sizeof(int64_t)) {
+        release_all(b, 3);
+        PyErr_SetString(PyExc_ValueError, "runs: an int32 (T, G) layout and (T * G, 4) rows");
+        return NULL;
+    }
+    const Py_ssize_t T = cells / G;
+    const int32_t *cell = b[0].buf;
+    const signed char *kind = b[1].buf;
+    RunRow *out = b[2].buf;
+    Py_ssize_t R = 0;
+    for (Py_ssize_t g = 0; g < G; g++) {
+        Py_ssize_t since = 0;
+        for (Py_ssize_t t = 1; t <= T; t++) {
+            const int32_t held = cell[since * G + g];
+            if (t < T && cell[t * G + g] == held) continue;
+            if (held >= 0 && held < n && kind[held] > 0 && !(since == 0 && kind[held] == 2)) {
+                out[R].a = since;
+                out[R].b = t;
+                out[R].g = g;
+                out[R].job = held;
+                R++;
+            }
+            since = t;
+        }
+    }
+    qsort(out, (size_t)R, sizeof(RunRow), run_row_order);
+    release_all(b, 3);
+    return PyLong_FromSsize_t(R);
+}
+
 static PyMethodDef methods[] = {
+    {"counts", counts_of, METH_VARARGS, "cells per step and job of each grid."},
+    {"prefer", prefer, METH_VARARGS, "realtime's GPU preference as a rank per GPU."},
+    {"runs", runs_of, METH_VARARGS, "the realtime runs the layout climb may move, in order."},
     {"choose", choose, METH_VARARGS, "realtime's GPU choice for one layer interval."},
     {"stack_pick", stack_pick, METH_VARARGS, "the stacked layout's GPU for an interval."},
     {"improve", improve, METH_VARARGS, "fast's order search over the greedy decoder."},
@@ -2448,7 +2619,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 22
+#define PACKC_ABI 23
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -15,9 +15,14 @@ from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.peak_reservation import reserve_peak
 
 
-def _start(scenario: Scenario) -> tuple[Grid, Mask]:
-    grid = gridlib.empty(scenario)
-    gridlib.pin_running(scenario, grid)
+def _start(scenario: Scenario, pinned: Grid | None = None) -> tuple[Grid, Mask]:
+    """The grid with running jobs pinned (a copy of `pinned`, where the caller has it)
+    and realtime's peak reservation; the cells batch work may not take."""
+    if pinned is None:
+        grid = gridlib.empty(scenario)
+        gridlib.pin_running(scenario, grid)
+    else:
+        grid = pinned.copy()
     busy = grid >= 0
     reserve_peak(scenario, grid, busy)
     return grid, busy
@@ -61,9 +66,10 @@ def priority(scenario: Scenario, *, compiled: bool | None = None) -> Grid:
     return _place(scenario, _priority_order(scenario), fifo=False, compiled=compiled)
 
 
-def both(scenario: Scenario, jobs: Jobs) -> tuple[Grid, Grid]:
+def both(scenario: Scenario, jobs: Jobs, pinned: Grid | None = None) -> tuple[Grid, Grid]:
     """priority's and fifo's grids from one peak reservation and fast's job arrays: fast
-    scores both on every plan, so the shared start is worth keeping."""
-    start = _start(scenario)
+    scores both on every plan, so the shared start is worth keeping. `pinned`: the empty
+    grid with running jobs pinned (gridlib.pin_running's), where the caller has it."""
+    start = _start(scenario, pinned)
     return (_place(scenario, _priority_order(scenario), False, None, start, jobs),
             _place(scenario, _fifo_order(scenario), True, None, start, jobs))

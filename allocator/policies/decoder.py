@@ -21,11 +21,12 @@ from typing import TypeVar
 
 import numpy as np
 
+from allocator import grid as gridlib
 from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 22  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 23  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -35,6 +36,8 @@ if _packc is not None and getattr(_packc, "ABI", None) != PACKC_ABI:  # pragma: 
     warnings.warn("allocator/policies/_packc is stale (rebuild: pip install -e .); "
                   "fast runs its Python decoder", RuntimeWarning, stacklevel=1)
     _packc = None  # type: ignore[assignment]  # stale extension: callers test for None
+if _packc is not None:  # the scorer's cell counts too (allocator.grid sits below here)
+    gridlib.use_compiled_counts(_packc.counts)
 
 COMPILED_MAX_T = 63
 
@@ -66,7 +69,9 @@ class Jobs:
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, BatchJob):  # past the horizon, T behaves like any larger value
                 gpus[i], weight[i] = job.gpus, job.priority * job.gpus
-                length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
+                run = job.running.remaining_steps if job.running else job.duration_steps
+                length[i] = run if run < T else T  # (run_length, inlined: min(run, T))
+                arrival[i] = job.arrival_step if job.arrival_step < T else T
         decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
         count = [G >> level for level in range(G.bit_length())]
         offset = [0, *accumulate(count[:-1])] if count else []

@@ -288,7 +288,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
         orders = value_orders(scenario, held)  # and the same value orders
         placer = RealtimePlacer(scenario, base)
-    ready = Prepared(scenario, score, jobs, orders, placer)  # for step 8's replans
+    # for step 8's replans (made where they run: the same parts, none changed before)
+    ready = partial(Prepared, scenario, score, jobs, orders, placer)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
@@ -327,7 +328,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0,
-                                                         prepared=ready),
+                                                         prepared=ready()),
                                  cheap_trials, score)
     if ((RELAYOUT if relayout is None else relayout)
             and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
@@ -351,7 +352,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if pin_trials > 0 and not anchors:
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          exchange=exchange, hot_hops=0,
-                                                         prepared=ready),
+                                                         prepared=ready()),
                                  pin_trials, score)
     if defer_trials > 0 and not anchors:
         best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
@@ -548,7 +549,7 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         if only is not None and only != f"layout{m}" and not (climbing and mode == CLIMB_FROM):
             continue
         grid = _lay_out(placer.copy(**mode), base, held)
-        same = [k for k, seen in enumerate(layouts) if np.array_equal(grid, seen)]
+        same = [k for k, seen in enumerate(layouts) if _equal(grid, seen)]
         if not same:
             layouts.append(grid)
             names.append(f"layout{m}")
@@ -607,10 +608,19 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
             candidates.append(last)
             tags.append("last")
     if not scenario.reservations and only is None:  # the baselines know nothing of them
-        more = baselines.both(scenario, jobs)
+        more = baselines.both(scenario, jobs, base)  # (no reservations: base is the
+        # empty grid with running jobs pinned)
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """np.array_equal for two grids (same cells, same shape), by their bytes where they
+    are of one dtype: fewer numpy calls, as fast compares every layout it builds."""
+    if a.dtype != b.dtype:
+        return bool(np.array_equal(a, b))
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def relaid(scenario: Scenario, best: np.ndarray, base: np.ndarray, held: reservations.Holds,

@@ -28,6 +28,20 @@ def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
     the numpy version's calls (a mask per service, diffs, argwhere) cost several times
     the scan. A GPU holds one job per step, so (gpu, start) tells runs apart and the sort
     is total."""
+    if (_packc is not None and layout.dtype == np.int32 and layout.ndim == 2
+            and layout.shape[1] > 0):  # the same rows from one C scan
+        kind = np.zeros(len(scenario.jobs), dtype=np.int8)
+        for i, job in enumerate(scenario.jobs):
+            if isinstance(job, RealtimeJob):
+                kind[i] = 2 if job.current_gpus is not None else 1
+        out = np.empty((layout.size, 4), dtype=np.int64)
+        found = _packc.runs(np.ascontiguousarray(layout), kind, out)
+        return out[:found]
+    return _movable_runs_py(scenario, layout)
+
+
+def _movable_runs_py(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+    """`movable_runs` in plain Python: the reference for the compiled scan."""
     # per service: whether it has current GPUs (its runs held at step 0 stay: moving one
     # is a swap)
     pinned = {i: job.current_gpus is not None for i, job in enumerate(scenario.jobs)

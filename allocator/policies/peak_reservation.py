@@ -7,6 +7,8 @@ swap limit (acquire missing GPUs first, highest first, then release, highest fir
 
 from __future__ import annotations
 
+from itertools import islice
+
 import numpy as np
 
 from allocator.grid import Grid, Mask
@@ -31,18 +33,21 @@ def reserve_peak(scenario: Scenario, grid: Grid, busy: Mask,
     for job in scenario.realtime_jobs:
         if job.current_gpus:
             someones_current[list(job.current_gpus)] = True
-    taken = pinned.copy()
+    taken_mask = pinned.copy()
     if blocked is not None:
-        taken |= blocked
+        taken_mask |= blocked
+    # plain lists for the per-GPU scans below (numpy's scalar reads cost more)
+    taken, others = taken_mask.tolist(), someones_current.tolist()
     for index, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
         size = max(job.demand)
         own = sorted(job.current_gpus or (), reverse=True)[:size]
-        top_up = [g for g in range(G - 1, -1, -1)
-                  if not taken[g] and not someones_current[g]][: size - len(own)]
+        top_up = list(islice((g for g in range(G - 1, -1, -1)
+                              if not taken[g] and not others[g]), max(size - len(own), 0)))
         reservation = set(own) | set(top_up)
-        taken[list(reservation)] = True
+        for g in reservation:
+            taken[g] = True
         if job.current_gpus is None:
             grid[:, sorted(reservation)] = index
         else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -83,6 +84,17 @@ def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> 
     steps only does not count (it is whole again soon; counting it spread services over
     several blocks on the tuning seeds).
     """
+    if _packc is not None:  # the same ranks in one C call (fast ranks GPUs on every plan)
+        rank = np.empty(G, dtype=np.float64)
+        _packc.prefer(None if pinned is None else np.ascontiguousarray(pinned, dtype=np.bool_),
+                      largest_block, rank)
+        return rank
+    return _preference_py(G, largest_block, pinned)
+
+
+def _preference_py(G: int, largest_block: int, pinned: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """`preference` in numpy: the reference for the compiled one."""
     gpus = np.arange(G)
     outside = np.zeros(G, dtype=np.int64)
     broken = np.zeros(G, dtype=np.int64)  # bit log2(k): the GPU's k-block stays broken
@@ -197,7 +209,9 @@ class RealtimePlacer:
     @property
     def rank_moved(self) -> bool:
         """Running work moved the preference off the static top-first order."""
-        return not np.array_equal(self.rank, self.static_rank)
+        # (ranks are whole numbers as floats, never -0.0 or NaN: equal values, equal bytes)
+        return self.rank.shape != self.static_rank.shape or \
+            self.rank.tobytes() != self.static_rank.tobytes()
 
     def copy(self, tail_first: bool | None = None, stack: bool | None = None,
              mirror: bool = False, static_rank: bool = False) -> RealtimePlacer:
@@ -255,6 +269,13 @@ class RealtimePlacer:
         """GPUs per step the not-yet-placed (later) layers will ask for: every interval's
         start counted up and its end down, summed over the steps (a slice added per
         interval cost 50 us a call at 64 GPUs)."""
+        if len(self.intervals) <= SMALL_SPANS:  # a few: plain lists, the same counts
+            steps = [0] * (self.T + 1)
+            for _, _, a, _, b in self.intervals:
+                if a > 0 or not later_only:
+                    steps[a] += 1
+                    steps[b] -= 1
+            return np.array(list(accumulate(steps[: self.T])), dtype=np.int64)
         spans = self.spans[self.spans[:, 0] > 0] if later_only else self.spans
         ups = np.bincount(spans[:, 0], minlength=self.T + 1)
         return np.cumsum(ups - np.bincount(spans[:, 1], minlength=self.T + 1))[: self.T]
@@ -326,6 +347,11 @@ class RealtimePlacer:
         _keep_current_at_step_zero(grid, self.jobs)
 
 
+# Up to this many layer intervals, `later_demand` counts them in plain Python (numpy's
+# calls cost more there).
+SMALL_SPANS = 32
+
+
 def _in_phase(start: int, phase: str) -> bool:
     """Whether a layer interval starting at `start` is placed in `phase` ("all"; "first":
     held at step 0; "later": the rest)."""
@@ -359,18 +385,25 @@ class _CompiledJobs:
             if state.current:  # (most services have none: no empty fancy store)
                 current[r, list(state.current)] = True
         # each phase's rows in queue order, `_in_phase` inlined: one pass, no call per row
-        rows: dict[str, list[tuple[int, int, int]]] = {"all": [], "first": [], "later": []}
+        # (flat: a row's three numbers in turn, reshaped once)
+        every: list[int] = []
+        first: list[int] = []
+        later: list[int] = []
         for _, _, a, i, b in placer.intervals:
             row = (a, at[i], b)
-            rows["all"].append(row)
-            rows["first" if a == 0 else "later"].append(row)
+            every += row
+            if a == 0:
+                first += row
+            else:
+                later += row
+        rows = {"all": every, "first": first, "later": later}
         return _CompiledJobs(
             slots, np.array(slots, dtype=np.int64),
             np.array([s.job.priority for s in ledgers], dtype=np.float64),
             np.array([placer.allowed[i] for i in slots], dtype=bool).reshape(len(slots), G),
             current, np.array([s.job.current_gpus is not None for s in ledgers], dtype=bool),
             np.array([s.job.swap_limit for s in ledgers], dtype=np.int64),
-            {phase: np.array(r, dtype=np.int64).reshape(len(r), 3)
+            {phase: np.array(r, dtype=np.int64).reshape(len(r) // 3, 3)
              for phase, r in rows.items()})
 
 

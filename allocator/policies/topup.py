@@ -34,6 +34,9 @@ def gain_bound(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray,
     column, as `gridlib.Scorer.counts` gives them; `penalty` per service."""
     if not len(realtime):
         return 0.0
+    if len(realtime) == 1:  # one service: the same terms, with no gathers and no dot
+        return _gain_bound_one(counts, int(realtime[0]), demand[:, 0], float(penalty[0]),
+                               surplus)
     held = counts[:, realtime]
     short = np.maximum(demand - held, 0)
     dearest = np.where(short > 0, penalty, 0).max(axis=1)
@@ -41,6 +44,19 @@ def gain_bound(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray,
     if surplus:
         spare = spare + np.floor(np.maximum(held - demand, 0)).sum(axis=1)
     return float(np.minimum(short @ penalty, spare * dearest).sum())
+
+
+def _gain_bound_one(counts: np.ndarray, service: int, demand: np.ndarray, penalty: float,
+                    surplus: bool) -> float:
+    """`gain_bound` for one service: its column alone (a one-term dot or max is that
+    term; 0.0 plus a product is what the dot of one term gives)."""
+    held = counts[:, service]
+    short = np.maximum(demand - held, 0)
+    dearest = np.where(short > 0, penalty, 0.0)
+    spare = counts[:, -1].astype(np.float64)
+    if surplus:
+        spare = spare + np.floor(np.maximum(held - demand, 0))
+    return float(np.minimum(0.0 + short * penalty, spare * dearest).sum())
 
 
 def top_up(scenario: Scenario, grid: np.ndarray, keep_off: np.ndarray | None = None) -> bool:
@@ -208,8 +224,13 @@ def swaps_hold(scenario: Scenario, grid: np.ndarray) -> bool:
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, RealtimeJob):
             continue
-        _, flips = holding(job, grid == i)
-        if flips.max(initial=0) > job.swap_limit:
+        # `holding`'s flips, step 0 apart (its flips count only against current GPUs):
+        # fewer numpy calls, as fast checks every realtime-last candidate
+        mine = grid == i
+        if (mine[1:] ^ mine[:-1]).sum(axis=1).max(initial=0) > job.swap_limit:
+            return False
+        if job.current_gpus is not None and len(mine) and \
+                (mine[0] ^ _current(job, mine.shape[1])).sum() > job.swap_limit:
             return False
     return True
 
