@@ -435,7 +435,7 @@ CASES: list[tuple[str, Callable[[World], list[object]], int, tuple[str, ...]]] =
      ("b",)),
     ("bench-time-limit-nan", lambda w: ["bench", "--full", "--time-limit", "nan", "--out-dir",
                                         w.path("b")], 2, ("b",)),
-    ("bench-quality-unknown-set", lambda w: ["bench", "--quality", "tuning4", "--out-dir",
+    ("bench-quality-unknown-set", lambda w: ["bench", "--quality", "tuning9", "--out-dir",
                                              w.path("b")], 2, ("b",)),
     ("synth-history-seed-negative", lambda w: ["synth-history", "--seed", -1, "--out",
                                                w.path("h")], 2, ("h",)),
