@@ -10,6 +10,8 @@ GPUs for one step, and a service's second and later hand-overs are staggered a s
 apart (two where its swap limit is 1), so it changes one GPU at a time. A move that
 still breaks a swap limit is not taken. As with hops, the best greedy pass of the batch work
 over the value orders judges a layout, and a round keeps the evacuation that earns most.
+The search runs in C (`_packc.evacuate`, rule "low"); the Python one is its reference
+and runs the other rules.
 """
 
 from __future__ import annotations
