@@ -324,30 +324,22 @@ def test_the_exchange_prefilter_never_hides_a_move(scenario: Scenario, seed: int
             assert topup_module._may_move(realtime, grid, price, kept, surplus_only)
 
 
-def _gain_bound_general(counts: np.ndarray, realtime: np.ndarray, demand: np.ndarray,
-                        penalty: np.ndarray, surplus: bool) -> float:
-    """gain_bound's terms for any number of services (its general path, written out)."""
-    held = counts[:, realtime]
-    short = np.maximum(demand - held, 0)
-    dearest = np.where(short > 0, penalty, 0).max(axis=1)
-    spare = counts[:, -1].astype(np.float64)
-    if surplus:
-        spare = spare + np.floor(np.maximum(held - demand, 0)).sum(axis=1)
-    return float(np.minimum(short @ penalty, spare * dearest).sum())
-
-
 @settings(max_examples=examples(1.0))
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 30), jobs=st.integers(1, 6),
        priority=st.sampled_from([1.0, 5.0, 8.0, 10.0, 12.0]), surplus=st.booleans())
 def test_the_one_service_gain_bound_is_the_general_one_to_the_bit(
         seed: int, steps: int, jobs: int, priority: float, surplus: bool) -> None:
     # gain_bound takes a shortcut for one service (no gathers, no one-term dot); it must
-    # give the general formula's float exactly, or a tie between candidates could turn
+    # give the general path's float exactly, or a tie between candidates could turn. The
+    # general path is made to run by a second service that holds, wants and costs nothing
+    # (its terms add exact zeros).
     rng = np.random.default_rng(seed)
     counts = rng.integers(0, 5, size=(steps, jobs + 1))
     service = int(rng.integers(0, jobs))
     demand = rng.integers(0, 6, size=(steps, 1)).astype(np.float64)
     penalty = np.array([8.0 * priority])
-    realtime = np.array([service])
-    got = gain_bound(counts, realtime, demand, penalty, surplus)
-    assert got == _gain_bound_general(counts, realtime, demand, penalty, surplus)
+    got = gain_bound(counts, np.array([service]), demand, penalty, surplus)
+    idle = np.insert(counts, jobs, 0, axis=1)  # a job column of zeros before FREE's
+    general = gain_bound(idle, np.array([service, jobs]), np.hstack([demand, 0 * demand]),
+                         np.array([penalty[0], 0.0]), surplus)
+    assert got == general
