@@ -915,24 +915,18 @@ static int run_order(const void *x, const void *y) {
 }
 
 /* evacuate(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
- *          (O, n) int64, gpus, length, arrival, weight, decay, sizes int64[, stride])
+ *          (O, n) int64, gpus, length, arrival, weight, decay, sizes int64)
  *          -> (value, found): evac.py's search with rule "low". Of every evacuation of the
- * aligned blocks of each size in `sizes`, windows [t, T) and [0, t) for t = 1, 1 + stride,
- * ..., the one whose best greedy pass over the orders earns most (the first on a tie) and
+ * aligned blocks of each size in `sizes`, windows [t, T) and [0, t) for t = 1 .. T - 1,
+ * the one whose best greedy pass over the orders earns most (the first on a tie) and
  * that keeps every swap limit replaces `cells` (running and realtime, no batch work) if
  * it earns more than `cells` do; `found` says whether one did. */
 static PyObject *evacuate(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[14];
-    long long stride = 1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO|L:evacuate", &o[0], &o[1], &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
-                          &o[13], &stride))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO:evacuate", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13]))
         return NULL;
-    if (stride < 1) {
-        PyErr_SetString(PyExc_ValueError, "evacuate: stride must be at least 1");
-        return NULL;
-    }
     Py_buffer sb;
     if (!GET(sb, o[13], 0)) return NULL;
     Judge q;
@@ -971,7 +965,7 @@ static PyObject *evacuate(PyObject *self, PyObject *args) {
                 }
             if (!R) continue;
             qsort(runs, (size_t)R, 4 * sizeof(int64_t), run_order);
-            for (int64_t t = 1; t < T && !oom; t += stride)
+            for (int64_t t = 1; t < T && !oom; t++)
                 for (int side = 0; side < 2 && !oom; side++) {
                     if (!evac_apply(q.cells, q.trial, T, G, runs, R, q.limit, q.current, k,
                                     first, t, side == 0, q.scratch, q.J))
@@ -2619,7 +2613,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 23
+#define PACKC_ABI 24
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

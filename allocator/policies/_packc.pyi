@@ -64,8 +64,8 @@ def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: 
 
 def evacuate(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
              offset: Array, count: Array, order: Array, gpus: Array, length: Array,
-             arrival: Array, weight: Array, decay: Array, sizes: Array, stride: int = 1,
-             /) -> tuple[float, int]: ...
+             arrival: Array, weight: Array, decay: Array, sizes: Array, /
+             ) -> tuple[float, int]: ...
 
 def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Array,
              current: Array, unused: Array, has_current: Array, limit: Array,

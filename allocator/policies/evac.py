@@ -20,7 +20,14 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import Scenario
-from allocator.policies.decoder import Decoder, Jobs, _CDecoder, _packc
+from allocator.policies.decoder import (
+    Decoder,
+    Jobs,
+    _CDecoder,
+    _packc,
+    compiled_for,
+    order_rows,
+)
 from allocator.policies.hops import _realtime
 from allocator.policies.realtime import preference
 from allocator.policies.topup import swaps_hold
@@ -39,11 +46,11 @@ RULES: tuple[str, ...] = ("low",)
 Move = tuple[int, int, int, bool]  # (size, first GPU, t, suffix)
 
 
-def moves(G: int, T: int, stride: int = 1) -> list[Move]:
+def moves(G: int, T: int) -> list[Move]:
     """Every evacuation (k, first, t, suffix) in the order the search tries them:
-    suffix clears [t, T), else [0, t); window edges t every `stride`-th step."""
+    suffix clears [t, T), else [0, t)."""
     return [(k, first, t, suffix) for k in SIZES if k <= G
-            for first in range(0, G - k + 1, k) for t in range(1, T, stride)
+            for first in range(0, G - k + 1, k) for t in range(1, T)
             for suffix in (True, False)]
 
 
@@ -63,32 +70,6 @@ def _runs(column: np.ndarray, is_rt: np.ndarray) -> list[tuple[int, int, int]]:
     return out
 
 
-class Layout:
-    """What every move on one layout reads: each GPU's realtime runs and its busy cells as
-    prefix sums (a search tries hundreds of moves on one layout; scanning its columns
-    again for each was most of the search's time)."""
-
-    def __init__(self, cells: np.ndarray, is_rt: np.ndarray) -> None:
-        self.runs = [_runs(cells[:, g], is_rt) for g in range(cells.shape[1])]
-        self.busy = np.zeros((cells.shape[0] + 1, cells.shape[1]), dtype=np.int64)
-        np.cumsum(cells != gridlib.FREE, axis=0, out=self.busy[1:])
-        self.free: dict[tuple[int, int, int], list[int]] = {}  # (job, a, b) -> GPUs it may
-        # take that are free over [a, b)
-        self._blocks: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
-
-    def block(self, first: int, k: int) -> list[tuple[int, int, int, int, int]]:
-        """The realtime runs (-length, GPU, start, end, job) on GPUs [first, first + k),
-        the longest first, then by GPU: the order a move takes them in."""
-        runs = self._blocks.get((first, k))
-        if runs is None:
-            runs = self._blocks[first, k] = sorted(
-                (s - e, g, s, e, v) for g in range(first, first + k) for s, e, v in self.runs[g])
-        return runs
-
-
-Change = tuple[int, tuple[int, int], tuple[int, int], int, int]  # GPU, freed, span, target, job
-
-
 class Evacuation:
     """A layout's evacuations: the fixed inputs built once, a move applied by `apply`."""
 
@@ -100,23 +81,21 @@ class Evacuation:
         self.rank = preference(scenario.G, self.largest)
         self.jobs = jobs
 
-    def apply(self, cells: np.ndarray, move: Move, rule: str,
-              layout: Layout | None = None) -> np.ndarray | None:
+    def apply(self, cells: np.ndarray, move: Move, rule: str) -> np.ndarray | None:
         """`cells` with block `move`'s realtime runs moved off it by `rule`, or None where
-        the move does not apply (nothing to move, or a run with nowhere to go).
-        `layout`: `cells`' Layout, where the caller tries many moves on the same cells (rule
-        "low" then reads it instead of the cells; without it, the reference)."""
+        the move does not apply (nothing to move, or a run with nowhere to go)."""
         k, first, t, suffix = move
         T = cells.shape[0]
-        runs = (layout or Layout(cells, self.is_rt)).block(first, k)
-        pending = [run for run in runs  # the longest first, then by GPU
-                   if ((run[3] > t) if suffix else (run[2] < t))]
+        pending = []
+        for g in range(first, first + k):
+            for s, e, v in _runs(cells[:, g], self.is_rt):
+                if (e > t) if suffix else (s < t):
+                    pending.append((s - e, g, s, e, v))
         if not pending:
             return None
-        changes: list[Change] = []
-        taken: dict[int, list[tuple[int, int]]] = {}  # per GPU outside: the spans moved in
+        pending.sort()  # the longest first, then by GPU
+        out = cells.copy()
         handed: dict[int, int] = {}
-        out = None if rule == "low" and layout is not None else cells.copy()
         for _, g, s, e, v in pending:
             gap = 1 if self.limit[v] >= 2 else 2
             j = handed.get(v, 0)
@@ -138,42 +117,13 @@ class Evacuation:
                         return None
                     span, freed = (s, edge + 1), (s, edge)
                     handed[v] = j + 1
-            if out is None:
-                assert layout is not None
-                target = self._lowest(layout, taken, v, first, k, *span)
-                if target is not None:
-                    taken.setdefault(target, []).append(span)
-            else:
-                target = self._target(out, v, first, k, *span, rule)
-                if target is not None:
-                    out[freed[0]:freed[1], g] = gridlib.FREE
-                    out[span[0]:span[1], target] = v
+            target = self._target(out, v, first, k, *span, rule)
             if target is None:
                 return None
-            changes.append((g, freed, span, target, v))
-        if out is None:
-            out = cells.copy()
-            for g, freed, span, target, v in changes:
-                out[freed[0]:freed[1], g] = gridlib.FREE
-                out[span[0]:span[1], target] = v
+            out[freed[0]:freed[1], g] = gridlib.FREE
+            out[span[0]:span[1], target] = v
         moved: np.ndarray = out
         return moved
-
-    def _lowest(self, layout: Layout, taken: dict[int, list[tuple[int, int]]], v: int,
-                first: int, k: int, a: int, b: int) -> int | None:
-        """Rule "low" on `layout`: the lowest GPU outside [first, first + k) `v` may take,
-        free over [a, b). A move frees cells in the block only, so the layout's busy cells
-        and the spans the move has `taken` so far decide it."""
-        free = layout.free.get((v, a, b))
-        if free is None:  # (moves on one layout ask for the same spans again and again)
-            mine = (self.owner == -1) | (self.owner == v)
-            free = layout.free[v, a, b] = np.flatnonzero(
-                mine & (layout.busy[b] == layout.busy[a])).tolist()
-        for g in free:
-            if first <= g < first + k or any(c < b and a < d for c, d in taken.get(g, ())):
-                continue
-            return int(g)
-        return None
 
     def _target(self, cells: np.ndarray, v: int, first: int, k: int, a: int, b: int,
                 rule: str) -> int | None:
@@ -213,44 +163,36 @@ class Evacuation:
 
 
 def search(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None,
-           stride: int = 1) -> np.ndarray | None:
+           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None
+           ) -> np.ndarray | None:
     """The layout `cells` (running and realtime, no batch work) after the evacuation whose
     best greedy pass earns most, if one earns more than `cells` and keeps every swap
-    limit; else None. `stride`: window edges every stride-th step only."""
+    limit; else None."""
     orders = tuple(dict.fromkeys(orders))
     if not orders or not orders[0] or not scenario.realtime_jobs:
         return None
-    empty = Decoder.new(scenario, cells >= 0, None, jobs, compiled)
-    if isinstance(empty, _CDecoder) and _packc is not None and RULES == ("low",):
+    if _packc is not None and compiled_for(scenario, compiled) and RULES == ("low",):
         moved = np.ascontiguousarray(cells, dtype=np.int64).copy()
-        _, found = _packc.evacuate(moved, *_realtime(scenario), empty.offset, empty.count,
-                                   np.array(orders, dtype=np.int64).reshape(len(orders), -1),
-                                   jobs.gpus, jobs.length, jobs.arrival, jobs.weight,
-                                   jobs.decay, np.array(SIZES, dtype=np.int64), stride)
+        _, found = _packc.evacuate(moved, *_realtime(scenario), jobs.offset, jobs.count,
+                                   order_rows(orders), jobs.gpus, jobs.length, jobs.arrival,
+                                   jobs.weight, jobs.decay, np.array(SIZES, dtype=np.int64))
         return moved if found else None
-    return _search_py(scenario, cells, jobs, orders, compiled, stride)
+    return _search_py(scenario, cells, jobs, orders, compiled)
 
 
 def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-               orders: tuple[tuple[int, ...], ...], compiled: bool | None, stride: int
+               orders: tuple[tuple[int, ...], ...], compiled: bool | None
                ) -> np.ndarray | None:
     """`search` in Python (each layout judged by `compiled`'s decoder): the reference for
     the compiled one, and every rule's search."""
     ev = Evacuation(scenario, jobs)
-    layout = Layout(cells, ev.is_rt)
     top = ev.value(cells, orders, compiled)
     best = None
-    seen: set[bytes] = set()  # a layout two moves both give is judged once (the same value)
-    for move in moves(scenario.G, scenario.T, stride):
+    for move in moves(scenario.G, scenario.T):
         for rule in RULES:
-            trial = ev.apply(cells, move, rule, layout)
+            trial = ev.apply(cells, move, rule)
             if trial is None:
                 continue
-            key = trial.tobytes()
-            if key in seen:
-                continue
-            seen.add(key)
             got = ev.value(trial, orders, compiled)
             if got > top + 1e-9 and swaps_hold(scenario, trial):
                 top, best = got, trial

@@ -446,9 +446,8 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
         judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
                                          tuple(dict.fromkeys(orders))),)
     hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
-    clear = evac.search
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
-    for step in [hop] * rounds + [clear] * evac_rounds:
+    for step in [hop] * rounds + [evac.search] * evac_rounds:
         moved = None if step in stuck else step(scenario, cells, jobs, judge)
         if moved is None:
             stuck.add(step)  # (evacuations still run after the hops stop)
