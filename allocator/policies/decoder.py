@@ -69,9 +69,7 @@ class Jobs:
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, BatchJob):  # past the horizon, T behaves like any larger value
                 gpus[i], weight[i] = job.gpus, job.priority * job.gpus
-                run = job.running.remaining_steps if job.running else job.duration_steps
-                length[i] = run if run < T else T  # (run_length, inlined: min(run, T))
-                arrival[i] = job.arrival_step if job.arrival_step < T else T
+                length[i], arrival[i] = min(run_length(job), T), min(job.arrival_step, T)
         decay = np.concatenate(([0.0], np.cumsum(scenario.weights.decay ** np.arange(T))))
         count = [G >> level for level in range(G.bit_length())]
         offset = [0, *accumulate(count[:-1])] if count else []
