@@ -444,7 +444,7 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     judge = orders
     if one_order:  # the pass of the order that earns most on the starting layout
         judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
-                                         tuple(dict.fromkeys(orders))),)
+                                         orders),)
     hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
     for step in [hop] * rounds + [evac.search] * evac_rounds:

@@ -24,7 +24,13 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
-from allocator.policies.decoder import COMPILED_MAX_T, Decoder, Jobs, _CDecoder, _packc
+from allocator.policies.decoder import (
+    Decoder,
+    Jobs,
+    _packc,
+    compiled_for,
+    order_rows,
+)
 from allocator.policies.layout_climb import owners
 from allocator.policies.topup import swaps_hold
 
@@ -37,7 +43,7 @@ MAX_GPUS = 16
 
 def compiled(scenario: Scenario) -> bool:
     """Whether the compiled search can run (built, and a horizon of at most 63 steps)."""
-    return _packc is not None and scenario.T <= COMPILED_MAX_T
+    return _packc is not None and compiled_for(scenario, None)
 
 
 def layout(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
@@ -62,13 +68,10 @@ def search(scenario: Scenario, start: np.ndarray, jobs: Jobs,
     orders = tuple(dict.fromkeys(orders))
     if rounds <= 0 or not orders or not orders[0] or not scenario.realtime_jobs:
         return cells, 0
-    empty = Decoder.new(scenario, cells >= 0, None, jobs, compiled)
-    rt = _realtime(scenario)
-    if isinstance(empty, _CDecoder) and _packc is not None:
-        _, kept = _packc.hops(cells, *rt, empty.offset, empty.count,
-                              np.array(orders, dtype=np.int64).reshape(len(orders), -1),
-                              jobs.gpus, jobs.length, jobs.arrival, jobs.weight, jobs.decay,
-                              LARGEST_BLOCK, rounds, stride)
+    if _packc is not None and compiled_for(scenario, compiled):
+        _, kept = _packc.hops(cells, *_realtime(scenario), jobs.offset, jobs.count,
+                              order_rows(orders), jobs.gpus, jobs.length, jobs.arrival,
+                              jobs.weight, jobs.decay, LARGEST_BLOCK, rounds, stride)
         return cells, int(kept)
     return _search_py(scenario, cells, jobs, orders, rounds, stride)
 
