@@ -35,7 +35,9 @@ def main(set_name: str = typer.Option("tuning", "--set",
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
          mirror: bool = typer.Option(False, "--mirror", help="fast's mirrored layout too"),
          defer_trials: int = typer.Option(0, "--defer-trials", help="fast's defer trials"),
-         hops: int = typer.Option(0, "--hops", help="fast's rounds of realtime hops")
+         hops: int = typer.Option(0, "--hops", help="fast's rounds of realtime hops"),
+         trial_passes: int = typer.Option(1, "--trial-passes",
+                                          help="fast's passes of the trials")
          ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
@@ -66,6 +68,8 @@ def main(set_name: str = typer.Option("tuning", "--set",
             options["defer_trials"] = defer_trials
         if hops:
             options["hops"] = hops
+        if trial_passes != 1:
+            options["trial_passes"] = trial_passes
         grid = fast(scenario, **options)
         seconds.append(time.perf_counter() - began)
         value = gridlib.objective(scenario, grid)

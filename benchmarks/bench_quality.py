@@ -106,8 +106,10 @@ def large_cases(seeds: tuple[int, ...], gpus: int, jobs: int) -> list[Case]:
 
 
 # fast as `gpuplan plan-day` runs it (pipelines/plan_day.py's DAY_PIN_TRIALS and
-# DAY_DEFER_TRIALS, DAY_HOPS; that module loads pandas): a plan made once a day spends more.
-DAY_TRIALS: dict[str, Any] = {"pin_trials": 24, "defer_trials": 12, "hops": 2}
+# DAY_DEFER_TRIALS, DAY_HOPS, DAY_TRIAL_PASSES; that module loads pandas): a plan made once
+# a day spends more.
+DAY_TRIALS: dict[str, Any] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
+                              "trial_passes": 4}
 
 
 def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, Any]:

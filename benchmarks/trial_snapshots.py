@@ -35,7 +35,7 @@ from benchmarks.real_snapshots import snapshots  # noqa: E402
 
 WAYS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("fast", {}), ("pin 24", {"pin_trials": DAY_TRIALS["pin_trials"]}),
-    ("pin 24 + defer 12", {k: v for k, v in DAY_TRIALS.items() if k != "hops"}),
+    ("pin 24 + defer 48, 4 passes", {k: v for k, v in DAY_TRIALS.items() if k != "hops"}),
     ("plan-day (+ hops 2)", DAY_TRIALS))
 
 

@@ -47,11 +47,19 @@ def pin_trials_option(default: int) -> Any:
 
 
 def defer_trials_option(default: int) -> Any:
-    """fast's `--defer-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 12)."""
+    """fast's `--defer-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 48)."""
     return typer.Option(default, "--defer-trials", min=0, max=1000,
                         help="fast: after the pin trials, replan up to N times, each with "
                              "one started job held back a step; the best plan wins (each "
                              "trial about one more fast run; 0 = none).")
+
+
+def trial_passes_option(default: int) -> Any:
+    """fast's `--trial-passes` (`gpuplan plan`: 1, `gpuplan plan-day`: 4)."""
+    return typer.Option(default, "--trial-passes", min=1, max=100,
+                        help="fast: run the pin and defer trials again from the plan they "
+                             "found, up to N passes, until a pass lifts nothing (each pass "
+                             "about as long as the first).")
 
 
 def hops_option(default: int) -> Any:

@@ -17,6 +17,7 @@ from pipelines.cliutil import (
     hops_option,
     input_errors,
     pin_trials_option,
+    trial_passes_option,
 )
 from pipelines.home import bundled
 from pipelines.home import out_dir as out_dir_default
@@ -56,6 +57,7 @@ def plan(
                                            "lowers realized value in the rolling replay)."),
     pin_trials: int = pin_trials_option(0),
     defer_trials: int = defer_trials_option(0),
+    trial_passes: int = trial_passes_option(1),
     hops: int = hops_option(0),
     mirror: bool = typer.Option(False, "--mirror",
                                 help="fast: also try realtime stacked at the bottom (better "
@@ -91,7 +93,7 @@ def plan(
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound, mirror=mirror, exchange=exchange,
                     defer_trials=defer_trials, hops=hops, relayout=relayout,
-                    light_rounds=light_rounds)
+                    light_rounds=light_rounds, trial_passes=trial_passes)
     with input_errors():
         result = plan_file(args)
     m = result.metrics

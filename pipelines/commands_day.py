@@ -13,6 +13,7 @@ from pipelines.cliutil import (
     hops_option,
     input_errors,
     pin_trials_option,
+    trial_passes_option,
 )
 
 
@@ -76,7 +77,8 @@ def plan_day(
     time_limit: float = typer.Option(60.0, "--time-limit", callback=finite,
                                      help="--full: solver seconds."),
     pin_trials: int = pin_trials_option(24),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
-    defer_trials: int = defer_trials_option(12),  # plan_day.DAY_DEFER_TRIALS
+    defer_trials: int = defer_trials_option(48),  # plan_day.DAY_DEFER_TRIALS
+    trial_passes: int = trial_passes_option(4),  # plan_day.DAY_TRIAL_PASSES
     hops: int = hops_option(2),  # plan_day.DAY_HOPS
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
@@ -101,6 +103,7 @@ def plan_day(
                    profile=profile, running=running, models=models, start=start,
                    step_minutes=step_minutes, steps=steps, full=full, time_limit=time_limit,
                    pin_trials=pin_trials, defer_trials=defer_trials, hops=hops,
+                   trial_passes=trial_passes,
                    out_dir=out_dir or home_out("day"), duration_from=duration_from,
                    guard=guard, previous_plan=previous_plan, age=age)
     with input_errors():

@@ -45,6 +45,7 @@ class PlanArgs:
     exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
     defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
     hops: int = 0  # fast: step 9, rounds of realtime hops
+    trial_passes: int = 1  # fast: step 8, passes of the trials until one lifts nothing
     relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)
     light_rounds: bool = True  # fast: step 9's light rounds on the hot path (10-16 GPUs)
 
@@ -87,7 +88,8 @@ def plan_file(a: PlanArgs) -> Plan:
         options = {"time_limit": a.time_limit, "solver": a.solver, "lp_bound": a.lp_bound}
     elif a.policy == "fast":
         options = {"clear_blocks": a.clear_blocks, "pin_trials": a.pin_trials,
-                   "defer_trials": a.defer_trials, "hops": a.hops, "mirror": a.mirror,
+                   "defer_trials": a.defer_trials, "hops": a.hops,
+                   "trial_passes": a.trial_passes, "mirror": a.mirror,
                    "exchange": a.exchange, "relayout": a.relayout}
         if not a.light_rounds:
             options["hot_hops"] = 0

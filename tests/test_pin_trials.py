@@ -30,14 +30,17 @@ WINS = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins.json"
 WINS_16 = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins_16.json"
 CHEAP = Path(__file__).parent / "data" / "quality_cases" / "cheap_trial_wins.json"
 DEFERS = Path(__file__).parent / "data" / "quality_cases" / "defer_trial_wins.json"
+PASSES = Path(__file__).parent / "data" / "quality_cases" / "trial_pass_wins.json"
 
 
 # Whole pin trials, cheap ones forced on small clusters too (by default they run past
-# 16 GPUs only), so that every construction a cheap trial replays alone is exercised, and
-# defer trials.
+# 16 GPUs only), so that every construction a cheap trial replays alone is exercised,
+# defer trials, and both in passes.
 TRIALS = pytest.mark.parametrize("trials", [{"pin_trials": 3}, {"cheap_trials": 3},
-                                            {"defer_trials": 3}],
-                                 ids=["whole", "cheap", "defer"])
+                                            {"defer_trials": 3},
+                                            {"pin_trials": 2, "defer_trials": 2,
+                                             "trial_passes": 3}],
+                                 ids=["whole", "cheap", "defer", "passes"])
 
 
 @TRIALS
@@ -49,6 +52,9 @@ def test_pin_trials_are_legal_and_never_worse(scenario: Scenario,
     grid = fast(scenario, **trials)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     assert gridlib.objective(scenario, grid) >= plain - 1e-6
+    if trials.get("trial_passes", 1) > 1:  # and more passes never lower one pass's plan
+        one = fast(scenario, **{**trials, "trial_passes": 1})
+        assert gridlib.objective(scenario, grid) >= gridlib.objective(scenario, one) - 1e-6
 
 
 @TRIALS
@@ -121,6 +127,20 @@ def test_a_defer_trial_finds_a_plan_the_earliest_starts_miss() -> None:
     plain = gridlib.objective(scenario, fast(scenario))
     assert gridlib.objective(scenario, fast(scenario, defer_trials=2)) == plain
     assert gridlib.objective(scenario, fast(scenario, defer_trials=3)) > 1.04 * plain
+
+
+def test_a_second_pass_of_the_trials_finds_what_the_first_could_not() -> None:
+    """A generated tuning scenario (16 GPUs, 31 jobs): after a pass of pin and defer trials
+    stops lifting, a second pass from the plan it found lifts it again; further passes stop
+    once one lifts nothing, and no pass lowers the plan."""
+    scenario = load_scenario(PASSES)
+    trials = {"pin_trials": 12, "defer_trials": 12}
+    values = [gridlib.objective(scenario, fast(scenario, **trials, trial_passes=n))
+              for n in (1, 2, 3, 9)]
+    assert values[1] > values[0] + 5
+    assert values[3] == values[2] >= values[1]
+    grid = fast(scenario, **trials, trial_passes=9)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
 
 
 def test_defers_hold_back_started_queued_jobs_the_largest_first() -> None:

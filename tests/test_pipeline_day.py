@@ -167,7 +167,7 @@ def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
     import typer.main
 
     from pipelines.cli import build_app
-    from pipelines.plan_day import DAY_DEFER_TRIALS, DAY_HOPS, DAY_PIN_TRIALS
+    from pipelines.plan_day import DAY_DEFER_TRIALS, DAY_HOPS, DAY_PIN_TRIALS, DAY_TRIAL_PASSES
 
     command = typer.main.get_command(build_app())
     day = command.commands["plan-day"]  # type: ignore[attr-defined]
@@ -177,7 +177,9 @@ def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
     assert option.default == DAY_DEFER_TRIALS == DayArgs.defer_trials
     option = next(p for p in day.params if p.name == "hops")
     assert option.default == DAY_HOPS == DayArgs.hops
+    option = next(p for p in day.params if p.name == "trial_passes")
+    assert option.default == DAY_TRIAL_PASSES == DayArgs.trial_passes
     # and the benchmarks that measure plan-day's fast (benchmarks/bench_quality.py)
     from benchmarks.bench_quality import DAY_TRIALS
     assert DAY_TRIALS == {"pin_trials": DAY_PIN_TRIALS, "defer_trials": DAY_DEFER_TRIALS,
-                          "hops": DAY_HOPS}
+                          "hops": DAY_HOPS, "trial_passes": DAY_TRIAL_PASSES}

@@ -59,7 +59,9 @@
    construction (steps 2-4) that built the winning grid. Then, only with
    `defer_trials=N`: up to N replans, each with one started job's earliest start a step
    past the start the plan gave it: every job starts at its earliest feasible start
-   here, and the optimum often holds one back (same module).
+   here, and the optimum often holds one back (same module). With `trial_passes=N`,
+   both kinds of trials run again from the plan they found, up to N passes in all,
+   until a pass lifts nothing: a deferral opens pins the first pass had no room for.
 9. Only with `hops=N`: up to N rounds of realtime hops on the best grid's layout
    (allocator/policies/hops.py): a block of realtime GPUs moved to another free block
    for a window that opens at step 0 or closes at the horizon's end, handing over one
@@ -248,7 +250,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          only: str | None = None, cheap_trials: int | None = None,
          exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
          hot_hops: int | None = None, relayout: bool | None = None,
-         prepared: Prepared | None = None) -> np.ndarray:
+         prepared: Prepared | None = None, trial_passes: int = 1) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -264,6 +266,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `exchange`: services hand GPU runs to each other in step 6 (None: `EXCHANGE`);
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
     `defer_trials`: step 8's replans with a started job held back a step (0: none).
+    `trial_passes`: step 8's passes of both trials (each from the best plan so far).
     `hops`: step 9's rounds of realtime hops (0: none).
     `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`; 0 also
     turns off the light evacuation).
@@ -349,15 +352,21 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     early = best
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
-    if pin_trials > 0 and not anchors:
-        best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         exchange=exchange, hot_hops=0,
-                                                         prepared=ready()),
-                                 pin_trials, score)
-    if defer_trials > 0 and not anchors:
-        best = trials.defer_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                           exchange=exchange, hot_hops=0),
-                                   defer_trials)
+    for _ in range(trial_passes if (pin_trials > 0 or defer_trials > 0) and not anchors
+                   else 0):
+        before = score(best)
+        if pin_trials > 0:
+            best = trials.pin_trials(scenario, best,
+                                     partial(fast, search=search, mirror=mirror,
+                                             exchange=exchange, hot_hops=0, prepared=ready()),
+                                     pin_trials, score)
+        if defer_trials > 0:
+            best = trials.defer_trials(scenario, best,
+                                       partial(fast, search=search, mirror=mirror,
+                                               exchange=exchange, hot_hops=0),
+                                       defer_trials)
+        if score(best) <= before + 1e-9:
+            break  # a pass that lifted nothing: the next would try the same replans
     if hops > 0 and not anchors:
         if pin_trials > 0 or defer_trials > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
