@@ -351,9 +351,9 @@ DAY_DEFER_TRIALS = 48
 # (BENCHMARKS.md, "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.59%
 # and 99.26 -> 99.52% of the optima, minimum 93.42 -> 96.17%; tens of ms more a plan).
 DAY_HOPS = 2
-# And the trials again from the plan they found, until a pass lifts nothing (BENCHMARKS.md,
-# "Trial passes": with 48 defer trials, on the tuning seeds, below 97% of the optima 5 -> 3,
-# 21 of 189 plans lifted and 1 lowered, about 40% more time at 16 GPUs).
+# And the trials (and hops) again from the plan they found, until a pass lifts nothing
+# (BENCHMARKS.md, "Trial passes": with 48 defer trials, on the tuning seeds, below 97% of
+# the optima 5 -> 3, 24 of 189 plans lifted and 1 lowered, about 60% more time at 16 GPUs).
 DAY_TRIAL_PASSES = 4
 
 

@@ -60,8 +60,9 @@
    `defer_trials=N`: up to N replans, each with one started job's earliest start a step
    past the start the plan gave it: every job starts at its earliest feasible start
    here, and the optimum often holds one back (same module). With `trial_passes=N`,
-   both kinds of trials run again from the plan they found, up to N passes in all,
-   until a pass lifts nothing: a deferral opens pins the first pass had no room for.
+   both kinds of trials (and step 9's hops, when asked for) run again from the plan
+   they found, up to N passes in all, until a pass lifts nothing: a deferral or a hop
+   opens room for pins the first pass could not make.
 9. Only with `hops=N`: up to N rounds of realtime hops on the best grid's layout
    (allocator/policies/hops.py): a block of realtime GPUs moved to another free block
    for a window that opens at step 0 or closes at the horizon's end, handing over one
@@ -70,8 +71,8 @@
    included) and the plan kept if it is worth more.
    Every layout holds a service's GPUs for whole runs, and the optimum often moves a
    service off the block a large job needs later. On the plan of steps 1-7 (a candidate
-   beside the trials' plan) and on what step 8's trials found, which start from the
-   plan without hops, so hops never lower what the trials alone give. Up to 16 GPUs
+   beside the trials' plan) and on what each pass of step 8's trials found (the first
+   starts from the plan without hops), so hops never lower what the trials alone give. Up to 16 GPUs
    and 63 steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
    (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
    off it from a step on (or up to one), which needs several services or runs to leave
@@ -365,13 +366,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                        partial(fast, search=search, mirror=mirror,
                                                exchange=exchange, hot_hops=0),
                                        defer_trials)
+        if hops > 0:  # what the trials found, hopped in turn
+            best = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if score(best) <= before + 1e-9:
             break  # a pass that lifted nothing: the next would try the same replans
-    if hops > 0 and not anchors:
-        if pin_trials > 0 or defer_trials > 0:  # what the trials found, hopped in turn
-            best = hopped(scenario, best, held, score, jobs, orders, search, hops)
-        if score(early) > score(best) + 1e-9:
-            best = early
+    if hops > 0 and not anchors and score(early) > score(best) + 1e-9:
+        best = early  # steps 1-7's plan hopped beat the trials'
     # the light plan (without light rounds, trials or hops it is the plan itself: a score
     # of a grid against itself, two full counts, decides nothing)
     if not anchors and light is not best and score(light) > score(best) + 1e-9:
