@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(sets: list[str] = typer.Option([], "--set",
-                                        help="tuning, tuning2, test (tuning without --philly)"),
+                                        help="tuning .. tuning4 or test (tuning without --philly)"),
          repeats: int = typer.Option(3, "--repeats", min=1),
          scale: bool = typer.Option(True, "--scale/--no-scale",
                                     help="also the scale scenarios of 8 to 256 GPUs"),
@@ -47,7 +47,7 @@ def main(sets: list[str] = typer.Option([], "--set",
     from allocator.lagrange import lagrangian_bound
     from allocator.policies.fast import fast
     from benchmarks.bench import machine
-    from benchmarks.bench_quality import TEST_SEEDS, TUNING2_SEEDS, TUNING_SEEDS, small_cases
+    from benchmarks.bench_quality import SEED_SETS, small_cases
     from benchmarks.bench_quality import scenario_for as family_scenario
     from benchmarks.bench_scale import ScaleCase
     from benchmarks.bench_scale import scenario_for as scale_scenario
@@ -71,7 +71,7 @@ def main(sets: list[str] = typer.Option([], "--set",
     print(f"Machine: {machine()}\n")
     if not sets and not philly:
         sets = ["tuning"]
-    seeds = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS, "test": TEST_SEEDS}
+    seeds = SEED_SETS
     rows = []
     for name in sets:
         stored = json.loads((ROOT / "benchmarks" / "stored" / f"full30-{name}.json").read_text())
