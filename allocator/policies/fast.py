@@ -456,7 +456,13 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
                                          orders),)
     hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
+    kept = cells  # the layout of the best plan so far
     for step in [hop] * rounds + [evac.search] * evac_rounds:
+        if step is evac.search:
+            # from the best plan's layout, not the last hop's: a hop the greedy pass liked
+            # but the full placement did not can hide the block worth clearing (tuning
+            # seed 1197 with plan-day's trials: 97.03 -> 100% of the optimum)
+            cells = kept
         moved = None if step in stuck else step(scenario, cells, jobs, judge)
         if moved is None:
             stuck.add(step)  # (evacuations still run after the hops stop)
@@ -470,7 +476,7 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
                     "surplus" if _surplus_trade(scenario) else None)
         got = score(grid)
         if got > value + 1e-9:
-            best, value = grid, got
+            best, value, kept = grid, got, cells
     return best
 
 
