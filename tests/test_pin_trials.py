@@ -192,6 +192,31 @@ def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
     assert values[True] > 1.04 * values[False]
 
 
+def test_plan_command_passes_trial_passes_to_fast(tmp_path: Path) -> None:
+    """`gpuplan plan --pin-trials 12 --defer-trials 12 --trial-passes 3` plans with the
+    passes (the second lifts this scenario); without `--trial-passes`, one pass."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli import build_app
+
+    trials = ["--pin-trials", "12", "--defer-trials", "12"]
+    values = {}
+    for flag in ([], ["--trial-passes", "3"]):
+        out = tmp_path / f"plan{len(flag)}.json"
+        result = CliRunner().invoke(build_app(), ["plan", str(PASSES), "--out", str(out),
+                                                  *trials, *flag])
+        assert result.exit_code == 0, result.output
+        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    scenario = load_scenario(PASSES)
+    one = {"pin_trials": 12, "defer_trials": 12}
+    assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario, **one)))
+    assert values[True] == pytest.approx(gridlib.objective(
+        scenario, fast(scenario, **one, trial_passes=3)))
+    assert values[True] > values[False] + 5
+
+
 def _spots_by_window_sums(scenario: Scenario, grid: np.ndarray) -> list[R.Reservation]:
     """`spots` as first written: one grid scan per job and a window sum per start and
     block. The reference the one-pass version must match."""
