@@ -1,4 +1,4 @@
-"""The quality benchmark's shares (benchmarks/bench_quality.py): a plan at or below zero
+"""The quality benchmarks' shares (benchmarks/bench_quality.py): a plan at or below zero
 beside a positive optimum counts as 0, not dropped (tuning4 s1184: fast -23.38 against an
 optimum of 8.90 was left out of the summary, which then read no failure at all)."""
 
@@ -21,3 +21,17 @@ def test_the_summary_keeps_a_negative_plan_among_the_failures() -> None:
             for f in (10.0, 9.9, -3.0)]
     got = summary(rows)["fast_over_optimum"]
     assert got["n"] == 3 and got["min"] == 0.0 and got["below_97"] == 1
+
+
+def test_the_plan_day_variants_refuse_the_test_seeds() -> None:
+    """benchmarks/day_variants.py chooses settings: it runs on tuning sets only."""
+    import typer
+    from typer.testing import CliRunner
+
+    from benchmarks.day_variants import main
+
+    app = typer.Typer()
+    app.command()(main)
+    for sets in ("test", "tuning,test", "nosuchset"):
+        result = CliRunner().invoke(app, ["--sets", sets])
+        assert result.exit_code == 2, result.output
