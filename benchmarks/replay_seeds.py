@@ -102,6 +102,7 @@ VARIANTS: dict[str, Variant] = {
     "hotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 0)),
     "nohotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
+    "norunner": _set(("fast", "HOT_RUNNER_UP", False)),
 }
 
 

@@ -69,6 +69,54 @@ def test_the_light_evacuation_is_legal_and_never_lowers_the_hot_path(scenario: S
     assert got >= plain - 1e-6
 
 
+@needs_c
+@settings(max_examples=examples(0.2), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16))
+def test_the_runner_ups_rounds_are_legal_and_never_lower_the_plan(scenario: Scenario
+                                                                   ) -> None:
+    """The hot path's light rounds on a runner-up that leaves realtime less short, and
+    plan-day's hops on every construction's plan: legal, never below the plan without.
+    The runner-up is forced (any other candidate, shortfall or not), so that drawn
+    scenarios, where the check rarely picks one, exercise its rounds."""
+    def any_other(score: gridlib.Scorer, candidates: list[np.ndarray], won: int
+                  ) -> int | None:
+        return next((k for k in range(len(candidates)) if k != won), None)
+
+    for constant, options in (("HOT_RUNNER_UP", {}), ("HOP_OTHERS", {"hops": 1})):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fastlib, constant, False)
+            plain = gridlib.objective(scenario, fast(scenario, **options))
+            mp.setattr(fastlib, constant, True)
+            mp.setattr(fastlib, "_less_short", any_other)
+            grid = fast(scenario, **options)
+        assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+        got = gridlib.objective(scenario, grid)
+        event(f"{constant} lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+        assert got >= plain - 1e-6
+
+
+RUNNER_UP = Path(__file__).parent / "data" / "quality_cases" / "runner_up_wins_8.json"
+
+
+def test_a_runner_ups_layout_serves_the_dearer_services_first() -> None:
+    """Tuning seed 1184 (8 GPUs, one free GPU at the first step, three services): the
+    winning layout gives it to the cheapest service and the plan sits below zero; the
+    first layout serves a dearer one but loses batch value later, which hops win back.
+    The hot path's light rounds on it lift the plan to 6.67, plan-day's hops on every
+    construction's plan to the proven optimum (8.90)."""
+    scenario = load_scenario(RUNNER_UP)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_RUNNER_UP", False)
+        mp.setattr(fastlib, "HOP_OTHERS", False)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(-23.38, abs=0.01)
+        assert gridlib.objective(scenario, fast(scenario, hops=2)) == pytest.approx(
+            -23.38, abs=0.01)
+    assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(6.67, abs=0.01)
+    grid = fast(scenario, hops=2)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert gridlib.objective(scenario, grid) == pytest.approx(8.90, abs=0.01)
+
+
 LIGHT_WINS = Path(__file__).parent / "data" / "quality_cases" / "light_rounds_wins_16.json"
 
 
