@@ -70,18 +70,21 @@
    orders earns more; after each round the batch work is placed again (order search
    included) and the plan kept if it is worth more.
    Every layout holds a service's GPUs for whole runs, and the optimum often moves a
-   service off the block a large job needs later. On the plan of steps 1-7 (a candidate
-   beside the trials' plan) and on what each pass of step 8's trials found (the first
-   starts from the plan without hops), so hops never lower what the trials alone give. Up to 16 GPUs
-   and 63 steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
-   (allocator/policies/evac.py): every realtime run of an aligned 4- or 8-GPU block moved
-   off it from a step on (or up to one), which needs several services or runs to leave
-   together and so no single hop makes; judged the same way. From 17 to 64 GPUs
-   (`EVAC_MAX_GPUS`) the evacuations run without the hops.
+   service off the block a large job needs later. On the plan of steps 1-7 and on every
+   other construction's plan of steps 1-4 (`HOP_OTHERS`: candidates beside the trials'
+   plan), and on what each pass of step 8's trials found (the first starts from the plan
+   without hops), so hops never lower what the trials alone give. Up to 16 GPUs and 63
+   steps; on in `gpuplan plan-day`. After the hop rounds, block evacuations
+   (allocator/policies/evac.py), from the best plan's layout: every realtime run of an
+   aligned 4- or 8-GPU block moved off it from a step on (or up to one), which needs
+   several services or runs to leave together and so no single hop makes; judged the
+   same way. From 17 to 64 GPUs (`EVAC_MAX_GPUS`) the evacuations run without the hops.
    Without `hops` or trials, from 10 to 16 GPUs, a light version (`hot_hops`, default
    `HOT_HOPS` = 2 rounds): each round judged by one greedy pass, windows every other
    step, and at 15-16 GPUs one evacuation round after them; with anchors, before the
-   stable candidate is judged. Its plan is a candidate beside the trials' and hops' too.
+   stable candidate is judged. From 8 to 16 GPUs the light rounds also run on the
+   best-scoring candidate that leaves realtime less short than the winner
+   (`HOT_RUNNER_UP`). Its plan is a candidate beside the trials' and hops' too.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
