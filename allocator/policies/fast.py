@@ -518,8 +518,10 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
 def _less_short(score: gridlib.Scorer, candidates: list[np.ndarray], won: int) -> int | None:
     """The best-scoring candidate whose realtime shortfall costs less than the winner's
     (None if the winner's costs nothing, or none does)."""
-    (_, lost), = score.split_all([candidates[won]])[1]
-    if lost <= 0 or len(candidates) < 2:
+    if len(candidates) < 2:
+        return None
+    _, lost = score.split(score.counts(candidates[won]))
+    if lost <= 0:
         return None
     _, split = score.split_all(candidates)
     short = [k for k in range(len(candidates)) if k != won and split[k][1] < lost - 1e-9]
