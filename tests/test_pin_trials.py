@@ -170,51 +170,43 @@ def test_defers_hold_back_started_queued_jobs_the_largest_first() -> None:
         [j for k, j in enumerate(scenario.jobs) if k != 2]
 
 
-def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
-    """`gpuplan plan --defer-trials 3` plans with the trials; the default command does not."""
+def _planned(tmp_path: Path, scenario: Path, *flags: str) -> float:
+    """The objective `gpuplan plan SCENARIO FLAGS...` writes to its plan JSON."""
     import json
 
     from typer.testing import CliRunner
 
     from pipelines.cli import build_app
 
-    values = {}
-    for flag in ([], ["--defer-trials", "3"]):
-        out = tmp_path / f"plan{len(flag)}.json"
-        result = CliRunner().invoke(build_app(), ["plan", str(DEFERS), "--out", str(out),
-                                                  *flag])
-        assert result.exit_code == 0, result.output
-        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    out = tmp_path / f"plan{len(list(tmp_path.iterdir()))}.json"
+    result = CliRunner().invoke(build_app(), ["plan", str(scenario), "--out", str(out),
+                                              *flags])
+    assert result.exit_code == 0, result.output
+    return float(json.loads(out.read_text())["metrics"]["objective"])
+
+
+def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
+    """`gpuplan plan --defer-trials 3` plans with the trials; the default command does not."""
+    plain = _planned(tmp_path, DEFERS)
+    tried = _planned(tmp_path, DEFERS, "--defer-trials", "3")
     scenario = load_scenario(DEFERS)
-    assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario)))
-    assert values[True] == pytest.approx(gridlib.objective(scenario,
-                                                           fast(scenario, defer_trials=3)))
-    assert values[True] > 1.04 * values[False]
+    assert plain == pytest.approx(gridlib.objective(scenario, fast(scenario)))
+    assert tried == pytest.approx(gridlib.objective(scenario, fast(scenario, defer_trials=3)))
+    assert tried > 1.04 * plain
 
 
 def test_plan_command_passes_trial_passes_to_fast(tmp_path: Path) -> None:
     """`gpuplan plan --pin-trials 12 --defer-trials 12 --trial-passes 3` plans with the
     passes (the second lifts this scenario); without `--trial-passes`, one pass."""
-    import json
-
-    from typer.testing import CliRunner
-
-    from pipelines.cli import build_app
-
-    trials = ["--pin-trials", "12", "--defer-trials", "12"]
-    values = {}
-    for flag in ([], ["--trial-passes", "3"]):
-        out = tmp_path / f"plan{len(flag)}.json"
-        result = CliRunner().invoke(build_app(), ["plan", str(PASSES), "--out", str(out),
-                                                  *trials, *flag])
-        assert result.exit_code == 0, result.output
-        values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
+    trials = ("--pin-trials", "12", "--defer-trials", "12")
+    one_pass = _planned(tmp_path, PASSES, *trials)
+    passes = _planned(tmp_path, PASSES, *trials, "--trial-passes", "3")
     scenario = load_scenario(PASSES)
     one = {"pin_trials": 12, "defer_trials": 12}
-    assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario, **one)))
-    assert values[True] == pytest.approx(gridlib.objective(
+    assert one_pass == pytest.approx(gridlib.objective(scenario, fast(scenario, **one)))
+    assert passes == pytest.approx(gridlib.objective(
         scenario, fast(scenario, **one, trial_passes=3)))
-    assert values[True] > values[False] + 5
+    assert passes > one_pass + 5
 
 
 def _spots_by_window_sums(scenario: Scenario, grid: np.ndarray) -> list[R.Reservation]:
