@@ -54,6 +54,7 @@ LARGE_PLACE_SHARE = 0.5
 ZONE_GPUS = 8
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
+ZONE_SHARE = 0.5  # and at most this share of the time left
 SOLVE_CAP_SECONDS = 10.0  # a relaxation re-solve's cap: half the time left, at most this
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
@@ -329,6 +330,9 @@ class FullSolve:
         so its first solve may take up to BLOCK_SHARE of the limit."""
         return max(min(self.left() * BLOCK_SHARE, BLOCK_SECONDS), 0.1)
 
+    def _zone_limit(self) -> float:
+        return max(min(self.left() * ZONE_SHARE, ZONE_SECONDS), 0.1)
+
     def _half_left(self) -> float:
         return max(min(self.left() / 2, SOLVE_CAP_SECONDS), 0.1)
 
@@ -448,7 +452,7 @@ class FullSolve:
                 return False
         start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
         got = self._count(bounds.solve_block(zone, start=start,
-                                             time_limit=min(self._half_left(), ZONE_SECONDS)))
+                                             time_limit=self._zone_limit()))
         self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
         if got.value is None or got.value >= tied:
             return False
