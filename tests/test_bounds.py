@@ -295,3 +295,26 @@ def test_a_cut_on_the_swap_closure_keeps_the_bound_above_the_optimum(scenario, l
     after = bounds.solve_block(relax, time_limit=10.0)
     ceiling = worth if after.value is None else max(worth, after.value)
     assert above(ceiling, best)
+
+
+def test_an_interrupted_relaxation_keeps_a_bound_above_its_optimum() -> None:
+    """solve_block's `interrupt` (seconds, bound with the running jobs' value included)
+    is asked during the solve; when it says stop, the solve stops with a dual bound that
+    is still a ceiling, and one that never says stop changes nothing."""
+    scenario = generate("training-heavy")
+    whole = bounds.solve_block(bounds.build_zone_model(scenario, 4), time_limit=30.0)
+    assert whole.status == "optimal" and whole.value is not None
+    asked: list[tuple[float, float]] = []
+
+    def stop(seconds: float, bound: float) -> bool:
+        asked.append((seconds, bound))
+        return True
+
+    cut = bounds.solve_block(bounds.build_zone_model(scenario, 4), time_limit=30.0,
+                             interrupt=stop)
+    assert asked and all(above(b, whole.value) for _, b in asked)
+    assert cut.status == "interrupted" and above(cut.value, whole.value)
+    never = bounds.solve_block(bounds.build_zone_model(scenario, 4), time_limit=30.0,
+                               interrupt=lambda seconds, bound: False)
+    assert never.status == "optimal"
+    assert never.value == pytest.approx(whole.value, rel=1e-6)

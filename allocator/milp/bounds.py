@@ -32,7 +32,7 @@ from allocator.milp.model import (
     running_value,
     touched_values,
 )
-from allocator.milp.solvers import solve_highs
+from allocator.milp.solvers import Interrupt, solve_highs
 from allocator.model import BatchJob, RealtimeJob, Scenario
 
 
@@ -161,19 +161,23 @@ BLOCK_OPTIONS = {"mip_allow_restart": False}
 
 
 def solve_block(model: BlockModel, time_limit: float = 10.0, mip_gap: float = 1e-6,
-                start: dict[str, float] | None = None, cutoff: float | None = None) -> Bound:
+                start: dict[str, float] | None = None, cutoff: float | None = None,
+                interrupt: Interrupt | None = None) -> Bound:
     """The relaxation's proven bound (its dual bound) and the starts of its best solution.
 
     `start` (BlockModel.start_values of a legal grid) gives HiGHS an incumbent to prune by;
     `cutoff` (a plan's objective, when the model has cuts that start no longer fits) prunes
     the same way: the bound is then at least the cutoff ("infeasible": nothing above it).
+    `interrupt` (seconds, the dual bound with `model.fixed` included) may stop it early.
     """
     began = time.perf_counter()
     if model.empty:
         return Bound(model.fixed, "optimal", 0.0)
     result = solve_highs(model.prob, time_limit=max(time_limit, 0.1), mip_gap=mip_gap,
                          start=start, options=BLOCK_OPTIONS,
-                         cutoff=None if cutoff is None else cutoff - model.fixed)
+                         cutoff=None if cutoff is None else cutoff - model.fixed,
+                         interrupt=None if interrupt is None else
+                         lambda seconds, bound: interrupt(seconds, bound + model.fixed))
     # The dual bound, not the incumbent: the relaxation's optimum may sit up to a gap above.
     value = None if result.bound is None else result.bound + model.fixed
     if cutoff is not None and (result.status == "infeasible" or value is not None):

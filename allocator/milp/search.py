@@ -54,6 +54,15 @@ LARGE_PLACE_SHARE = 0.5
 ZONE_GPUS = 8
 ZONE_CHECK_SECONDS = 3.0  # the quick check that the zones cannot lower the bound
 ZONE_SECONDS = 8.0  # the zone relaxation's cap (at 16 GPUs it can take far longer)
+# ... unless by then its bound is still no lower than the block relaxation's: it then runs
+# on, up to this share of the time left and this many seconds, since a zone solve cut off
+# before it is below the block bound is worth nothing (tuning seeds 1061, 1079, 1107,
+# 1162: their zone solves take 10-14 s and each proves the plan optimal).
+ZONE_SHARE, ZONE_LONG_SECONDS = 0.8, 20.0
+# The first placement of the zone bound's starts may take this share of the time left (at
+# most 10 s): after a long zone solve little is left, and the cuts that would follow seldom
+# fit (tuning seed 1061 at a 25 s limit: its zone bound met, but not placed in half of it).
+ZONE_PLACE_SHARE = 0.9
 SOLVE_CAP_SECONDS = 10.0  # a relaxation re-solve's cap: half the time left, at most this
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
@@ -249,6 +258,7 @@ class FullSolve:
         self.cuts = 0
         self.zoned = False  # the zone relaxation has run (it runs at most once)
         self.zone_bound = False  # and lowered the bound: its model took the block one's place
+        self.zone_placed = False  # its first starts have been placed
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
@@ -329,6 +339,9 @@ class FullSolve:
         so its first solve may take up to BLOCK_SHARE of the limit."""
         return max(min(self.left() * BLOCK_SHARE, BLOCK_SECONDS), 0.1)
 
+    def _zone_limit(self) -> float:
+        return max(min(self.left() * ZONE_SHARE, ZONE_LONG_SECONDS), 0.1)
+
     def _half_left(self) -> float:
         return max(min(self.left() / 2, SOLVE_CAP_SECONDS), 0.1)
 
@@ -378,6 +391,9 @@ class FullSolve:
             model.restrict_starts(pairs)
             allowed = keep_starts(scenario, search.grid, pairs) if self.warm_start else None
             cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
+            if self.zone_bound and not self.zone_placed:
+                cap = min(self.left() * ZONE_PLACE_SHARE, 10.0)
+                self.zone_placed = True
             # After a cut, only plans above the incumbent matter: prune the rest. (The first
             # placement keeps its warm start, which a cutoff above it would throw away.)
             cutoff = search.objective if cutting and CUTOFF and self.cuts else None
@@ -447,8 +463,21 @@ class FullSolve:
                 self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
                 return False
         start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
+        short = min(self._half_left(), ZONE_SECONDS)
+
+        decided: list[bool] = []
+
+        def useful(seconds: float, bound: float) -> bool:
+            """At the usual cap, stop if the zone bound is already below the others (what
+            the cap did); if not, run on to the end (no stop the moment it dips below:
+            seed 1079's bound falls past the block bound to the optimum within a second)."""
+            if not decided and seconds >= short:
+                decided.append(bound < tied)
+            return bool(decided) and decided[0]
+
         got = self._count(bounds.solve_block(zone, start=start,
-                                             time_limit=min(self._half_left(), ZONE_SECONDS)))
+                                             time_limit=max(self._zone_limit(), short),
+                                             interrupt=useful))
         self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
         if got.value is None or got.value >= tied:
             return False

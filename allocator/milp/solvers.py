@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 import warnings as pywarnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,12 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
 
     def __init__(self, start: dict[str, float] | None = None, target: float | None = None,
                  options: dict[str, Any] | None = None, cutoff: float | None = None,
-                 **kwargs: Any) -> None:
+                 interrupt: Interrupt | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start = start
         self.target = target
         self.cutoff = cutoff
+        self.interrupt = interrupt
         self.options = options or {}
         self.result: Solve | None = None
 
@@ -93,7 +95,13 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
             h.setOptionValue("objective_target", -self.target)  # HiGHS minimises -objective
         if self.cutoff is not None:  # look only for solutions at least this good
             h.setOptionValue("objective_bound", -self.cutoff)
-        self.callSolver(lp)
+        if self.interrupt is not None:
+            self._watch(h, lp.sense == pulp.LpMaximize)
+        try:
+            self.callSolver(lp)
+        finally:
+            if self.interrupt is not None:
+                h.stopCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
         status = h.getModelStatus()
         info = h.getInfo()
         has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
@@ -106,6 +114,7 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
             highspy.HighsModelStatus.kTimeLimit: "time_limit",
             highspy.HighsModelStatus.kObjectiveTarget: "target",
             highspy.HighsModelStatus.kInfeasible: "infeasible",
+            highspy.HighsModelStatus.kInterrupt: "interrupted",
         }
         name = names.get(status, h.modelStatusToString(status))
         sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
@@ -121,6 +130,26 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
         lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
         return int(lp.status)
 
+
+    def _watch(self, h: Any, maximise: bool) -> None:
+        """Ask `interrupt` (seconds into the solve, the dual bound in the model's own
+        terms) at HiGHS's MIP interrupt points; stop the solve when it says so."""
+        import highspy
+
+        interrupt, sense = self.interrupt, -1.0 if maximise else 1.0
+        assert interrupt is not None
+
+        def check(_kind: int, _message: str, out: Any, into: Any, _data: object) -> None:
+            bound = sense * out.mip_dual_bound
+            if math.isfinite(bound) and interrupt(out.running_time, bound):
+                into.user_interrupt = True
+
+        h.setCallback(check, None)
+        h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+
+
+# (seconds into the solve, dual bound) -> stop now? For a HiGHS MIP solve (solve_highs).
+Interrupt = Callable[[float, float], bool]
 
 _BANNER = {"quiet": False}
 
@@ -151,11 +180,12 @@ def _quiet_banner() -> None:
 def solve_highs(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
                 start: dict[str, float] | None = None, target: float | None = None,
                 mip: bool = True, options: dict[str, Any] | None = None,
-                cutoff: float | None = None) -> Solve:
+                cutoff: float | None = None, interrupt: Interrupt | None = None) -> Solve:
     """One HiGHS solve. With `cutoff`, only solutions worth at least it are sought, and
-    "infeasible" means none exists: every solution is worth less."""
+    "infeasible" means none exists: every solution is worth less. With `interrupt`, the
+    solve stops early when it says so (status "interrupted"; the dual bound still holds)."""
     solver = _HiGHS(start=start, target=target, options=options, cutoff=cutoff, mip=mip,
-                    msg=False,
+                    interrupt=interrupt, msg=False,
                     timeLimit=max(time_limit, 0.0), gapRel=mip_gap)
     began = time.perf_counter()
     try:
