@@ -67,7 +67,7 @@ def hops_option(default: int) -> Any:
     return typer.Option(default, "--hops", min=0, max=100,
                         help="fast: up to N rounds of realtime hops, a block of a service's "
                              "GPUs moved to another free block for part of the day where "
-                             "the batch work gains (<= 16 GPUs; tens of milliseconds a "
+                             "the batch work gains (<= 16 GPUs; up to about 100 ms a "
                              "plan; 0 = none).")
 
 

@@ -349,7 +349,8 @@ DAY_PIN_TRIALS = 24
 DAY_DEFER_TRIALS = 48
 # And two rounds of realtime hops, on fast's plan beside the trials and on what they found
 # (BENCHMARKS.md, "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.59%
-# and 99.26 -> 99.52% of the optima, minimum 93.42 -> 96.17%; tens of ms more a plan).
+# and 99.26 -> 99.52% of the optima, minimum 93.42 -> 96.17%; with every construction's
+# plan hopped, up to about 100 ms more a plan at 16 GPUs).
 DAY_HOPS = 2
 # And the trials (and hops) again from the plan they found, until a pass lifts nothing
 # (BENCHMARKS.md, "Trial passes": with 48 defer trials, on the tuning seeds, below 97% of
