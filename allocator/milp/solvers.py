@@ -130,7 +130,6 @@ class _HiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP has no types: its HiGHS 
         lp.assignStatus(pulp.LpStatusOptimal if has_solution else pulp.LpStatusNotSolved)
         return int(lp.status)
 
-
     def _watch(self, h: Any, maximise: bool) -> None:
         """Ask `interrupt` (seconds into the solve, the dual bound in the model's own
         terms) at HiGHS's MIP interrupt points; stop the solve when it says so."""

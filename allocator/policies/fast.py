@@ -366,15 +366,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = hopped(scenario, best, held, score, jobs, orders, search, hops)
         if HOP_OTHERS and tags[won] != "held" and scenario.G <= hopping.MAX_GPUS:
+            early_value = score(early)
             for k in range(len(candidates)):  # and every other construction's plan
                 if k != won:
                     other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                                    hops)
-                    if score(other) > score(early) + 1e-9:
-                        early = other
-    for _ in range(trial_passes if (pin_trials > 0 or defer_trials > 0) and not anchors
-                   else 0):
-        before = score(best)
+                    if (got := score(other)) > early_value + 1e-9:
+                        early, early_value = other, got
+    trying = (pin_trials > 0 or defer_trials > 0) and not anchors
+    before = score(best) if trying else 0.0
+    for _ in range(trial_passes if trying else 0):
         if pin_trials > 0:
             best = trials.pin_trials(scenario, best,
                                      partial(fast, search=search, mirror=mirror,
@@ -387,8 +388,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                        defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops)
-        if score(best) <= before + 1e-9:
+        lifted = score(best)
+        if lifted <= before + 1e-9:
             break  # a pass that lifted nothing: the next would try the same replans
+        before = lifted  # the next pass starts from this plan
     if hops > 0 and not anchors and score(early) > score(best) + 1e-9:
         best = early  # steps 1-7's plan hopped beat the trials'
     # the light plan (without light rounds, trials or hops it is the plan itself: a score
