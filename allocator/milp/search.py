@@ -7,6 +7,7 @@ one clock and writes the solve's report. `allocator.policies.full` lists the ste
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ ZONE_SHARE, ZONE_LONG_SECONDS = 0.8, 20.0
 # most 10 s): after a long zone solve little is left, and the cuts that would follow seldom
 # fit (tuning seed 1061 at a 25 s limit: its zone bound met, but not placed in half of it).
 ZONE_PLACE_SHARE = 0.9
+# The zone relaxation (its quick check, then its solve) starts on a second thread as soon as
+# the block relaxation's bound is known, beside the first placement rather than after it:
+# HiGHS's MIP search runs on one core and lets go of the GIL while it runs, and the
+# machines this runs on have two. The placement, when it meets the bound, stops it.
+PARALLEL_ZONES = True
 SOLVE_CAP_SECONDS = 10.0  # a relaxation re-solve's cap: half the time left, at most this
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
@@ -259,6 +265,12 @@ class FullSolve:
         self.zoned = False  # the zone relaxation has run (it runs at most once)
         self.zone_bound = False  # and lowered the bound: its model took the block one's place
         self.zone_placed = False  # its first starts have been placed
+        self.zone_thread: threading.Thread | None = None  # the zone relaxation, beside
+        self.zone_stop = threading.Event()  # tells it that its bound is no longer wanted
+        self.zone_out: list[Any] = []  # what it gave: (zone model and solve, or None), solves
+        self.zone_taken = False  # and `_bound_by_zones` has taken it
+        self.excluded = -math.inf  # the best objective of any plan whose start set was cut off
+        self.cut_sets: list[set[tuple[int, int]]] = []  # the start sets cut off so far
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
@@ -277,6 +289,7 @@ class FullSolve:
         return blk
 
     def result(self, grid: np.ndarray) -> PolicyResult:
+        self._stop_zones()
         self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
         # Solver effort, beside the seconds: nodes and iterations do not grow with load.
         milp = self.search.effort if self.search is not None else {"nodes": 0, "iterations": 0}
@@ -376,93 +389,130 @@ class FullSolve:
         cutting = self.solver == "highs" and scenario.G < LNS_MIN_GPUS \
             and self.block_model is not None
         cut_until = self.began + CUT_SHARE * self.time_limit
-        excluded = -math.inf  # the best objective of any plan whose start set was cut off
         # One placement only at 32+ GPUs: its LP alone takes seconds, and windows need the rest.
         large = scenario.G >= LNS_MIN_GPUS
         if large and LARGE_PLACE_SHARE <= 0:
             self.relaxed_starts = None
-        while self.relaxed_starts is not None and model.start_counts:
-            starts = self.relaxed_starts
-            # Placed and cut after the first cut: the start set with its trades between
-            # alike jobs. Not the first placement: without a cutoff the freedom costs it
-            # (tuning seed 1049: at its 10 s cap, where the exact starts prove in 4 s).
-            pairs = bounds.swap_closure(scenario, starts) \
-                if cutting and SWAP_CLOSURE and self.cuts else set(starts.items())
-            model.restrict_starts(pairs)
-            allowed = keep_starts(scenario, search.grid, pairs) if self.warm_start else None
-            cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
-            if self.zone_bound and not self.zone_placed:
-                cap = min(self.left() * ZONE_PLACE_SHARE, 10.0)
-                self.zone_placed = True
-            # After a cut, only plans above the incumbent matter: prune the rest. (The first
-            # placement keeps its warm start, which a cutoff above it would throw away.)
-            cutoff = search.objective if cutting and CUTOFF and self.cuts else None
-            placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
-            model.restrict_starts(None)
-            if self._at_target():
-                break
-            if self._bound_by_zones():  # a tighter relaxation: its bound, then its starts
+        while True:
+            while self.relaxed_starts is not None and model.start_counts:
+                starts = self.relaxed_starts
+                # Placed and cut after the first cut: the start set with its trades between
+                # alike jobs. Not the first placement: without a cutoff the freedom costs it
+                # (tuning seed 1049: at its 10 s cap, where the exact starts prove in 4 s).
+                pairs = bounds.swap_closure(scenario, starts) \
+                    if cutting and SWAP_CLOSURE and self.cuts else set(starts.items())
+                model.restrict_starts(pairs)
+                allowed = keep_starts(scenario, search.grid, pairs) if self.warm_start else None
+                cap = self.left() * LARGE_PLACE_SHARE if large else min(self.left() / 2, 10.0)
+                if self.zone_bound and not self.zone_placed:
+                    cap = min(self.left() * ZONE_PLACE_SHARE, 10.0)
+                    self.zone_placed = True
+                # After a cut, only plans above the incumbent matter: prune the rest. (The first
+                # placement keeps its warm start, which a cutoff above it would throw away.)
+                cutoff = search.objective if cutting and CUTOFF and self.cuts else None
+                placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
+                model.restrict_starts(None)
                 if self._at_target():
                     break
-                continue
-            if placed.status == "optimal" and placed.bound is not None:
-                best_here = placed.bound + model.fixed_value
-                if cutoff is not None:
-                    # Plans below the cutoff were pruned, not weighed: HiGHS may then call
-                    # it optimal at its warm start's value, below the cutoff, which
-                    # is no bound on them. The cutoff (the incumbent) is.
-                    best_here = max(best_here, cutoff)
-            elif placed.status == "infeasible" and cutoff is not None:
-                best_here = cutoff  # nothing with these starts reaches the incumbent
-            else:
+                if self._bound_by_zones(wait=False):  # a tighter relaxation: its bound, its starts
+                    if self._at_target():
+                        break
+                    continue
+                if placed.status == "optimal" and placed.bound is not None:
+                    best_here = placed.bound + model.fixed_value
+                    if cutoff is not None:
+                        # Plans below the cutoff were pruned, not weighed: HiGHS may then call
+                        # it optimal at its warm start's value, below the cutoff, which
+                        # is no bound on them. The cutoff (the incumbent) is.
+                        best_here = max(best_here, cutoff)
+                elif placed.status == "infeasible" and cutoff is not None:
+                    best_here = cutoff  # nothing with these starts reaches the incumbent
+                else:
+                    break
+                if not cutting or time.perf_counter() > cut_until:
+                    break
+                # No plan with exactly these starts beats `best_here`: cut the set off.
+                self.excluded = max(self.excluded, best_here)
+                assert self.block_model is not None
+                self.block_model.exclude(pairs)
+                self.cut_sets.append(pairs)
+                self.cuts += 1
+                # Only relaxation solutions above the incumbent matter: prune the rest.
+                nxt = self._count(bounds.solve_block(
+                    self.block_model, time_limit=self._half_left(),
+                    cutoff=search.objective if RELAX_CUTOFF else None))
+                if nxt.value is None:
+                    break
+                self.target = self._tighten(max(self.excluded, nxt.value))
+                if self._at_target():
+                    break
+                self.relaxed_starts = nxt.starts if nxt.value > self.excluded else None
+            # Out of starts to place or of time to cut, with the zone relaxation still
+            # running beside: wait for it, and go on from its starts if it is lower.
+            if self.zone_thread is None or self.zone_taken or self._at_target() \
+                    or not self._bound_by_zones(wait=True) or self._at_target():
                 break
-            if not cutting or time.perf_counter() > cut_until:
-                break
-            # No plan with exactly these starts beats `best_here`: cut the set off.
-            excluded = max(excluded, best_here)
-            assert self.block_model is not None
-            self.block_model.exclude(pairs)
-            self.cuts += 1
-            # Only relaxation solutions above the incumbent matter: prune the rest.
-            nxt = self._count(bounds.solve_block(
-                self.block_model, time_limit=self._half_left(),
-                cutoff=search.objective if RELAX_CUTOFF else None))
-            if nxt.value is None:
-                break
-            self.target = self._tighten(max(excluded, nxt.value))
-            if self._at_target():
-                break
-            self.relaxed_starts = nxt.starts if nxt.value > excluded else None
         self.report["phases"]["cuts"] = self.cuts
         self.phase("place_relaxed_starts")
         self.met_relaxation = self._at_target()
 
-    def _bound_by_zones(self) -> bool:
-        """Once, when the block relaxation's first starts fall short (`zone_gpus(G)` < G <
-        LNS_MIN_GPUS): the zone relaxation, warm-started from the incumbent. True if its
-        bound is below every bound so far; it then replaces the block relaxation for the
-        starts to place and the cuts."""
-        size = zone_gpus(self.scenario.G)
-        if self.zoned or not size < self.scenario.G < LNS_MIN_GPUS \
-                or self.block_model is None or not self.proven:
-            return False
+    def _zones_apply(self) -> bool:
+        """The zone relaxation runs once, between `zone_gpus(G)` and LNS_MIN_GPUS GPUs, after
+        the block relaxation has given a bound."""
+        return zone_gpus(self.scenario.G) < self.scenario.G < LNS_MIN_GPUS \
+            and self.block_model is not None and bool(self.proven) \
+            and solver_available("highs")
+
+    def start_zones(self) -> None:
+        """With PARALLEL_ZONES, the zone relaxation on a second thread from now on, beside
+        the first placement; `_bound_by_zones` takes its answer if the placement falls short."""
+        if not PARALLEL_ZONES or self.zoned or not self._zones_apply():
+            return
         self.zoned = True
-        assert self.search is not None
-        began = time.perf_counter()
+        starts = dict(self.relaxed_starts) if self.relaxed_starts is not None else None
+
+        def run() -> None:
+            began = time.perf_counter()
+            try:
+                got = self._zone_relaxation(starts, self.fast_grid)
+            except BaseException as err:  # handed to the main thread, which raises it
+                self.zone_out.append(err)
+                return
+            self.zone_out.extend([*got, time.perf_counter() - began])
+
+        self.zone_thread = threading.Thread(target=run, name="gpuplan-zones", daemon=True)
+        self.zone_thread.start()
+
+    def _stop_zones(self) -> None:
+        if self.zone_thread is not None:
+            self.zone_stop.set()
+            self.zone_thread.join()
+
+    def _zone_relaxation(self, starts: dict[int, int] | None, grid: np.ndarray
+                         ) -> tuple[tuple[bounds.BlockModel, bounds.Bound] | None,
+                                    list[bounds.Bound]]:
+        """The zone relaxation's solve (model and bound), or None when the quick check shows
+        it cannot lower the bound; with the solves made, for their effort. Touches nothing
+        of `self` but what it reads, so that it may run on a thread of its own."""
+        size = zone_gpus(self.scenario.G)
         best = min(self.proven)
         tied = best - REL_TOL * max(1.0, abs(best))
         zone = bounds.build_zone_model(self.scenario, size)
+        stop = self.zone_stop
+        solves: list[bounds.Bound] = []
         # The zone relaxation is a restriction of the block one: if the block solution's
         # starts earn the block bound in it too, its bound is the same. A quick check first.
-        if self.relaxed_starts is not None:
-            zone.restrict(self.relaxed_starts)
-            same = self._count(bounds.solve_block(zone, time_limit=min(self._half_left(),
-                                                                       ZONE_CHECK_SECONDS)))
+        if starts is not None:
+            zone.restrict(starts)
+            same = bounds.solve_block(zone, time_limit=min(self._half_left(), ZONE_CHECK_SECONDS),
+                                      interrupt=lambda _seconds, _bound: stop.is_set())
+            solves.append(same)
             zone.restrict(None)
             if same.status == "optimal" and same.value is not None and same.value >= tied:
-                self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
-                return False
-        start = zone.start_values(self.scenario, self.search.grid) if self.warm_start else None
+                return None, solves
+        if stop.is_set():
+            return None, solves
+        start = zone.start_values(self.scenario, grid) if self.warm_start else None
         short = min(self._half_left(), ZONE_SECONDS)
 
         decided: list[bool] = []
@@ -471,19 +521,62 @@ class FullSolve:
             """At the usual cap, stop if the zone bound is already below the others (what
             the cap did); if not, run on to the end (no stop the moment it dips below:
             seed 1079's bound falls past the block bound to the optimum within a second)."""
+            if stop.is_set():
+                return True
             if not decided and seconds >= short:
                 decided.append(bound < tied)
             return bool(decided) and decided[0]
 
-        got = self._count(bounds.solve_block(zone, start=start,
-                                             time_limit=max(self._zone_limit(), short),
-                                             interrupt=useful))
-        self.report["phases"]["zone_seconds"] = round(time.perf_counter() - began, 3)
-        if got.value is None or got.value >= tied:
+        got = bounds.solve_block(zone, start=start, time_limit=max(self._zone_limit(), short),
+                                 interrupt=useful)
+        solves.append(got)
+        return (zone, got), solves
+
+    def _bound_by_zones(self, wait: bool = True) -> bool:
+        """Once, when the block relaxation's first starts fall short: the zone relaxation
+        (on its own thread since `start_zones`, else here, warm-started from the incumbent).
+        True if its bound is below every bound so far; it then replaces the block relaxation
+        for the starts to place and the cuts."""
+        began = time.perf_counter()
+        if self.zone_thread is not None:
+            if self.zone_taken or (not wait and self.zone_thread.is_alive()):
+                return False
+            self.zone_taken = True
+            self.zone_thread.join()
+            self.report["phases"]["zone_wait"] = round(time.perf_counter() - began, 3)
+            if isinstance(self.zone_out[0], BaseException):
+                raise self.zone_out[0]
+            solved, solves, seconds = self.zone_out
+        else:
+            if self.zoned or not self._zones_apply():
+                return False
+            self.zoned = True
+            assert self.search is not None
+            solved, solves = self._zone_relaxation(self.relaxed_starts, self.search.grid)
+            seconds = time.perf_counter() - began
+        for solve in solves:
+            self._count(solve)
+        self.report["phases"]["zone_seconds"] = round(seconds, 3)
+        if solved is None:
+            return False
+        zone, got = solved
+        best = min(self.proven)
+        if got.value is None or got.value >= best - REL_TOL * max(1.0, abs(best)):
             return False
         self.target = self._tighten(got.value)
         self.block_model, self.relaxed_starts = zone, got.starts
         self.zone_bound = True
+        # Start sets cut off the block relaxation while the zones ran beside it are cut off
+        # this one too; if its own starts are among them, it is solved again with the cuts.
+        for pairs in self.cut_sets:
+            zone.exclude(pairs)
+        if any(set(got.starts.items()) <= pairs for pairs in self.cut_sets):
+            assert self.search is not None
+            nxt = self._count(bounds.solve_block(zone, time_limit=self._half_left(),
+                                                 cutoff=self.search.objective))
+            if nxt.value is not None:
+                self.target = self._tighten(max(self.excluded, nxt.value))
+                self.relaxed_starts = nxt.starts if nxt.value > self.excluded else None
         return True
 
     def _at_target(self) -> bool:

@@ -43,6 +43,7 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     run.phase("bounds")
     if run.fast_meets_bound():
         return run.result(run.fast_grid)
+    run.start_zones()
     run.build()
     run.place_relaxed_starts()
     if not run.improve_by_windows():
