@@ -231,6 +231,39 @@ def checked(scenario: Scenario, model: MilpModel,
     return grid, gridlib.objective(scenario, grid)
 
 
+class Beside:
+    """One solve on a thread of its own (HiGHS lets go of the GIL while it runs); `stop`
+    ends it at HiGHS's next interrupt point, and `answer` hands back what it returned or
+    raises what it raised."""
+
+    def __init__(self, solve: Callable[[threading.Event], Any], name: str) -> None:
+        self.stop = threading.Event()
+        self._out: list[Any] = []
+        self._failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._out.append(solve(self.stop))
+            except BaseException as err:  # handed to the caller of `answer`
+                self._failed.append(err)
+
+        self.thread = threading.Thread(target=run, name=name, daemon=True)
+        self.thread.start()
+
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def answer(self) -> Any:
+        self.thread.join()
+        if self._failed:
+            raise self._failed[0]
+        return self._out[0]
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 class FullSolve:
     """One run of `full` under one clock: the warm start, the proven bounds, the incumbent
     and the report. Each method is one step of `allocator.policies.full.full`; a step that
@@ -265,10 +298,8 @@ class FullSolve:
         self.zoned = False  # the zone relaxation has run (it runs at most once)
         self.zone_bound = False  # and lowered the bound: its model took the block one's place
         self.zone_placed = False  # its first starts have been placed
-        self.zone_thread: threading.Thread | None = None  # the zone relaxation, beside
-        self.zone_stop = threading.Event()  # tells it that its bound is no longer wanted
-        self.zone_out: list[Any] = []  # what it gave: (zone model and solve, or None), solves
-        self.zone_taken = False  # and `_bound_by_zones` has taken it
+        self.zones_beside: Beside | None = None  # the zone relaxation on its own thread
+        self.zone_taken = False  # and `_bound_by_zones` has taken its answer
         self.excluded = -math.inf  # the best objective of any plan whose start set was cut off
         self.cut_sets: list[set[tuple[int, int]]] = []  # the start sets cut off so far
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
@@ -449,7 +480,7 @@ class FullSolve:
                 self.relaxed_starts = nxt.starts if nxt.value > self.excluded else None
             # Out of starts to place or of time to cut, with the zone relaxation still
             # running beside: wait for it, and go on from its starts if it is lower.
-            if self.zone_thread is None or self.zone_taken or self._at_target() \
+            if self.zones_beside is None or self.zone_taken or self._at_target() \
                     or not self._bound_by_zones(wait=True) or self._at_target():
                 break
         self.report["phases"]["cuts"] = self.cuts
@@ -465,30 +496,25 @@ class FullSolve:
 
     def start_zones(self) -> None:
         """With PARALLEL_ZONES, the zone relaxation on a second thread from now on, beside
-        the first placement; `_bound_by_zones` takes its answer if the placement falls short."""
+        the first placement and the cuts; `_bound_by_zones` takes its answer."""
         if not PARALLEL_ZONES or self.zoned or not self._zones_apply():
             return
         self.zoned = True
         starts = dict(self.relaxed_starts) if self.relaxed_starts is not None else None
 
-        def run() -> None:
+        def solve(stop: threading.Event) -> tuple[Any, list[bounds.Bound], float]:
             began = time.perf_counter()
-            try:
-                got = self._zone_relaxation(starts, self.fast_grid)
-            except BaseException as err:  # handed to the main thread, which raises it
-                self.zone_out.append(err)
-                return
-            self.zone_out.extend([*got, time.perf_counter() - began])
+            solved, solves = self._zone_relaxation(starts, self.fast_grid, stop)
+            return solved, solves, time.perf_counter() - began
 
-        self.zone_thread = threading.Thread(target=run, name="gpuplan-zones", daemon=True)
-        self.zone_thread.start()
+        self.zones_beside = Beside(solve, "gpuplan-zones")
 
     def _stop_zones(self) -> None:
-        if self.zone_thread is not None:
-            self.zone_stop.set()
-            self.zone_thread.join()
+        if self.zones_beside is not None:
+            self.zones_beside.cancel()
 
-    def _zone_relaxation(self, starts: dict[int, int] | None, grid: np.ndarray
+    def _zone_relaxation(self, starts: dict[int, int] | None, grid: np.ndarray,
+                         stop: threading.Event
                          ) -> tuple[tuple[bounds.BlockModel, bounds.Bound] | None,
                                     list[bounds.Bound]]:
         """The zone relaxation's solve (model and bound), or None when the quick check shows
@@ -498,7 +524,6 @@ class FullSolve:
         best = min(self.proven)
         tied = best - REL_TOL * max(1.0, abs(best))
         zone = bounds.build_zone_model(self.scenario, size)
-        stop = self.zone_stop
         solves: list[bounds.Bound] = []
         # The zone relaxation is a restriction of the block one: if the block solution's
         # starts earn the block bound in it too, its bound is the same. A quick check first.
@@ -538,21 +563,19 @@ class FullSolve:
         True if its bound is below every bound so far; it then replaces the block relaxation
         for the starts to place and the cuts."""
         began = time.perf_counter()
-        if self.zone_thread is not None:
-            if self.zone_taken or (not wait and self.zone_thread.is_alive()):
+        if self.zones_beside is not None:
+            if self.zone_taken or (not wait and self.zones_beside.running()):
                 return False
             self.zone_taken = True
-            self.zone_thread.join()
+            solved, solves, seconds = self.zones_beside.answer()
             self.report["phases"]["zone_wait"] = round(time.perf_counter() - began, 3)
-            if isinstance(self.zone_out[0], BaseException):
-                raise self.zone_out[0]
-            solved, solves, seconds = self.zone_out
         else:
             if self.zoned or not self._zones_apply():
                 return False
             self.zoned = True
             assert self.search is not None
-            solved, solves = self._zone_relaxation(self.relaxed_starts, self.search.grid)
+            solved, solves = self._zone_relaxation(self.relaxed_starts, self.search.grid,
+                                                   threading.Event())
             seconds = time.perf_counter() - began
         for solve in solves:
             self._count(solve)
