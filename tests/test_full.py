@@ -385,3 +385,39 @@ def test_a_cutoff_above_every_solution_is_infeasible_and_at_the_optimum_finds_it
     assert solvers.solve_highs(prob, time_limit=5.0, cutoff=2.5).status == "infeasible"
     found = solvers.solve_highs(prob, time_limit=5.0, cutoff=2.0)
     assert found.status == "optimal" and close(found.objective, 2.0)
+
+
+def test_a_solve_beside_hands_back_its_answer_or_its_error() -> None:
+    beside = search_module.Beside(lambda stop: 41 + (not stop.is_set()), "gpuplan-test")
+    assert beside.answer() == 42
+
+    def fails(_stop: threading.Event) -> int:
+        raise ValueError("broken model")
+
+    with pytest.raises(ValueError, match="broken model"):
+        search_module.Beside(fails, "gpuplan-test").answer()
+
+
+@pytest.mark.slow
+def test_a_zone_solve_beside_stops_when_told() -> None:
+    """The zone relaxation of the 8-GPU case takes seconds; told to stop at once, it ends
+    at HiGHS's first interrupt point with a bound that still holds (at or above the
+    relaxation's optimum), and its thread is gone."""
+    pytest.importorskip("highspy")
+    from allocator.milp import bounds
+
+    scenario = load_scenario(Path(__file__).parent / "data" / "quality_cases" /
+                             "zones_at_8_gpus.json")
+    zone = bounds.build_zone_model(scenario, 4)
+    optimum = bounds.solve_block(zone, time_limit=300.0).value
+
+    def solve(stop: threading.Event) -> bounds.Bound:
+        return bounds.solve_block(bounds.build_zone_model(scenario, 4), time_limit=300.0,
+                                  interrupt=lambda _seconds, _bound: stop.is_set())
+
+    beside = search_module.Beside(solve, "gpuplan-test")
+    beside.cancel()
+    got = beside.answer()
+    assert not beside.running()
+    assert got.status == "interrupted", got
+    assert got.value is None or got.value >= optimum - 1e-6 * max(1.0, abs(optimum))
