@@ -71,11 +71,10 @@ def main(sets: list[str] = typer.Option([], "--set",
     print(f"Machine: {machine()}\n")
     if not sets and not philly:
         sets = ["tuning"]
-    seeds = SEED_SETS
     rows = []
     for name in sets:
         stored = json.loads((ROOT / "benchmarks" / "stored" / f"full30-{name}.json").read_text())
-        for case in small_cases(seeds[name]):
+        for case in small_cases(SEED_SETS[name]):
             run = stored.get(case.name) or {}
             optimum = run.get("full") if run.get("status") == "optimal" else None
             rows.append(row(case.name, family_scenario(case), optimum))

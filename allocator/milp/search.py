@@ -486,7 +486,7 @@ class FullSolve:
                 self.relaxed_starts = nxt.starts if nxt.value > self.excluded else None
             # Out of starts to place or of time to cut, with the zone relaxation still
             # running beside: wait for it, and go on from its starts if it is lower.
-            if self.zones_beside is None or self.zone_taken or self._at_target() \
+            if self.zones_beside is None or self._at_target() \
                     or not self._bound_by_zones(wait=True) or self._at_target():
                 break
         self.report["phases"]["cuts"] = self.cuts

@@ -319,20 +319,18 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
-    light_rounds = HOT_HOPS if hot_hops is None else hot_hops
-    if not HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS:
-        light_rounds = 0
+    hot_rounds = HOT_HOPS if hot_hops is None else hot_hops
+    light_rounds = hot_rounds if HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS else 0
     light_evac = int(hot_hops != 0 and HOT_EVAC_MIN_GPUS <= scenario.G <= HOT_EVAC_MAX_GPUS)
     if light_rounds > 0 or light_evac:
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=light_evac, one_order=True)
-    runner_rounds = HOT_HOPS if hot_hops is None else hot_hops
-    if (HOT_RUNNER_UP and runner_rounds > 0 and tags[won] != "held"
+    if (HOT_RUNNER_UP and hot_rounds > 0 and tags[won] != "held"
             and HOT_RUNNER_UP_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS):
         k = _less_short(score, candidates, won)
         if k is not None:
             other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
-                           runner_rounds, evac_rounds=light_evac, one_order=True)
+                           hot_rounds, evac_rounds=light_evac, one_order=True)
             if score(other) > score(light) + 1e-9:
                 light = other
     if anchors or not (hops or pin_trials or defer_trials):
