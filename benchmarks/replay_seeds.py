@@ -33,7 +33,8 @@ at the first layout from 17 to 64 GPUs, `fast.RELAYOUT = True`; off by default),
 GPUs and no light evacuation: the defaults before they went to 16), `hot14evac` (the hops
 up to 14, the evacuation at 15-16 as by default), `nohotevac` (the default without the
 light evacuation), `hotevac` (the light evacuation at every size up to
-`fast.HOT_EVAC_MAX_GPUS`), `trials4` (4 pin trials per plan), `lag2`
+`fast.HOT_EVAC_MAX_GPUS`), `noevac64` (the light evacuation kept to 16 GPUs, as before it
+ran up to 64), `trials4` (4 pin trials per plan), `lag2`
 (the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
 and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 `realtime.HANDOVER_WAIT = 0`).
@@ -101,6 +102,7 @@ VARIANTS: dict[str, Variant] = {
     "hot14evac": _set(("fast", "HOT_MAX_GPUS", 14)),
     "hotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 0)),
     "nohotevac": _set(("fast", "HOT_EVAC_MIN_GPUS", 1 << 30)),
+    "noevac64": _set(("fast", "HOT_EVAC_MAX_GPUS", 16)),
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
     "norunner": _set(("fast", "HOT_RUNNER_UP", False)),
 }

@@ -153,6 +153,39 @@ def test_past_16_gpus_the_evacuation_runs_without_the_hops() -> None:
 
 
 @needs_c
+def test_the_hot_paths_light_evacuation_runs_up_to_64_gpus() -> None:
+    """64-GPU tuning seed 1004 (30 jobs): without trials or hops, the light evacuation
+    clears a block a large job needs (3324.81 kept to 16 GPUs, 3378.73 with it)."""
+    from benchmarks.bench_quality import large_cases, scenario_for
+
+    scenario = scenario_for(large_cases((1004,), 64, 30)[0])
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert gridlib.objective(scenario, grid) == pytest.approx(3378.73, abs=0.01)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MAX_GPUS", 16)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(3324.81, abs=0.01)
+
+
+@needs_c
+@settings(max_examples=examples(0.1), deadline=None)
+@given(scenario=contended_scenarios(min_gpus=17, max_gpus=40, max_batch=10))
+def test_past_16_gpus_the_light_evacuation_is_legal_and_never_lowers_the_plan(
+        scenario: Scenario) -> None:
+    # (without the cheap pin trials, which start from whichever plan it leaves)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MAX_GPUS", 16)
+        plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0))
+        mp.setattr(fastlib, "HOT_EVAC_MAX_GPUS", 64)
+        grid = fast(scenario, cheap_trials=0)
+        assert violations(scenario, gridlib.to_ids(scenario, fast(scenario))) == []
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event("the light evacuation lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    assert got >= plain - 1e-6
+
+
+@needs_c
 def test_the_evacuation_starts_from_the_best_plans_layout() -> None:
     """Tuning seed 1197 (8 GPUs): the hop round moves a service where the greedy pass
     gains but the full placement does not; the evacuation, run from the best plan's

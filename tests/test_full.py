@@ -332,21 +332,25 @@ def test_zones_are_half_the_cluster_up_to_eight_gpus() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("parallel", [False, True])
-def test_an_eight_gpu_cluster_is_proven_through_zones_of_four(parallel: bool) -> None:
+@pytest.mark.parametrize(("setting", "cores", "parallel"),
+                         [(False, 2, False), (True, 1, True), (None, 1, False), (None, 2, True)])
+def test_an_eight_gpu_cluster_is_proven_through_zones_of_four(setting: bool | None, cores: int,
+                                                              parallel: bool) -> None:
     """Tuning seed 1051 (8 GPUs): the block relaxation's first starts fall short, and the
     zone relaxation (zones of 4) gives the bound the plan meets; with the block relaxation
     alone it took 22 no-good cuts. The caps are lifted: the zones take about 3 s here, and
     a slow machine (or a sanitizer build, ten times slower) must not make this a test of
     its speed. On a thread of their own the zones run beside the block relaxation's cuts,
-    so how many cuts are made by the time they answer depends on the machine."""
+    so how many cuts are made by the time they answer depends on the machine. Left to
+    itself (`PARALLEL_ZONES = None`), full puts them there only with two cores or more."""
     pytest.importorskip("highspy")
     scenario = load_scenario(Path(__file__).parent / "data" / "quality_cases" /
                              "zones_at_8_gpus.json")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(search_module, "ZONE_SECONDS", 100.0)
         patch.setattr(search_module, "SOLVE_CAP_SECONDS", 100.0)
-        patch.setattr(search_module, "PARALLEL_ZONES", parallel)
+        patch.setattr(search_module, "PARALLEL_ZONES", setting)  # None: by the cores
+        patch.setattr(search_module, "usable_cores", lambda: cores)
         result = full(scenario, time_limit=300.0)
     report = result.solve
     assert legal(scenario, result.grid)

@@ -112,11 +112,12 @@ def test_one_cheap_trial_finds_a_64_gpu_layout_the_candidates_miss(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A generated 64-GPU tuning scenario: the default's one cheap trial pins a 1-GPU job
     into a block a service then shares, freeing a whole block elsewhere (+3.3%). (The
-    second look at the first layout finds that plan too, tests/test_relayout.py: off here.)"""
+    second look at the first layout finds that plan too, tests/test_relayout.py: off here;
+    so is the light evacuation, which finds part of the gain on its own.)"""
     monkeypatch.setattr(fastmod, "RELAYOUT", False)
     scenario = load_scenario(CHEAP)
-    plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0))
-    assert gridlib.objective(scenario, fast(scenario)) > 1.03 * plain
+    plain = gridlib.objective(scenario, fast(scenario, cheap_trials=0, hot_hops=0))
+    assert gridlib.objective(scenario, fast(scenario, hot_hops=0)) > 1.03 * plain
 
 
 def test_a_defer_trial_finds_a_plan_the_earliest_starts_miss() -> None:

@@ -54,10 +54,12 @@ def test_services_consolidate_onto_the_blocks_small_jobs_break() -> None:
 
 def test_the_second_look_finds_what_the_cheap_trial_found() -> None:
     """64-GPU tuning seed 1003: the cheap trial's +3.3% (a service moved into the block a
-    pinned 1-GPU job breaks, tests/test_pin_trials.py) comes from the second look alone."""
+    pinned 1-GPU job breaks, tests/test_pin_trials.py) comes from the second look alone.
+    (The light evacuation off: it finds part of that gain on its own.)"""
     scenario = load_scenario(CHEAP)
-    plain = gridlib.objective(scenario, without_relayout(scenario, cheap_trials=0))
-    assert gridlib.objective(scenario, with_relayout(scenario, cheap_trials=0)) > 1.03 * plain
+    plain = gridlib.objective(scenario, without_relayout(scenario, cheap_trials=0, hot_hops=0))
+    assert gridlib.objective(scenario, with_relayout(scenario, cheap_trials=0, hot_hops=0)) \
+        > 1.03 * plain
 
 
 def test_the_consolidated_rank_prefers_blocks_small_jobs_break() -> None:

@@ -7,6 +7,7 @@ one clock and writes the solve's report. `allocator.policies.full` lists the ste
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +69,12 @@ ZONE_PLACE_SHARE = 0.9
 # the block relaxation's bound is known, beside the first placement rather than after it:
 # HiGHS's MIP search runs on one core and lets go of the GIL while it runs, and the
 # machines this runs on have two. The placement, when it meets the bound, stops it.
-PARALLEL_ZONES = True
+# None: so only where the process may run on two cores or more (`usable_cores`). Pinned
+# to one core, the zone thread takes half of the cuts' core: over the 14 tuning seeds
+# where the zones run, 6 proven at 30 s with them beside, 7 in the old order (the zones
+# after the first placement), which wins where the zone solve is long (1061, 1149, 1162)
+# and loses where one cut was enough (1135, 1208; docs/full_mode.md).
+PARALLEL_ZONES: bool | None = None
 # Beside the cuts, the zone solve blocks nothing, so it may run on longer: up to this share
 # of the time left and this many seconds (tuning seeds 1018, 1080 and 1149, open at 30 s
 # with the caps above, are proven in 26-28 s; their zone solves take 23-25 s there).
@@ -80,6 +86,13 @@ RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 SWAP_CLOSURE = True
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def zone_gpus(G: int) -> int:
@@ -503,7 +516,8 @@ class FullSolve:
     def start_zones(self) -> None:
         """With PARALLEL_ZONES, the zone relaxation on a second thread from now on, beside
         the first placement and the cuts; `_bound_by_zones` takes its answer."""
-        if not PARALLEL_ZONES or self.zoned or not self._zones_apply():
+        parallel = usable_cores() >= 2 if PARALLEL_ZONES is None else PARALLEL_ZONES
+        if not parallel or self.zoned or not self._zones_apply():
             return
         self.zoned = True
         starts = dict(self.relaxed_starts) if self.relaxed_starts is not None else None

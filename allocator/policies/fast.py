@@ -417,9 +417,9 @@ EVAC_ROUNDS = 1
 HOP_OTHERS = True
 # Past the hops' 16 GPUs the evacuation runs alone, up to EVAC_MAX_GPUS: on the 64-GPU
 # tuning seeds 1000-1029 (30 jobs) plan-day's plan rose on 8 of 30 (+0.13% on average,
-# s1007 +1.25%) for about 8 ms a round against plan-day's ~100 ms. (On the hot path there
-# it lifted 14 of 30 by 0.35% but cost 8 ms against the 5 ms target; judged by one order,
-# every 4th step, 1 ms for +0.12%: left off.)
+# s1007 +1.25%) for about 8 ms a round against plan-day's ~100 ms. (On the hot path there,
+# judged by six orders, it cost 8 ms against the 5 ms target; judged by one order, the
+# light evacuation below, about 1.3 ms: on.)
 EVAC_MAX_GPUS = 64
 # The hot path's light hops (no `hops`, no trials): HOT_HOPS rounds, each judged by one
 # greedy pass (the order earning most on the starting layout), windows whose inner edge
@@ -453,9 +453,14 @@ HOT_MAX_GPUS = 16
 # about 0.4 ms a plan (compiled); in the replay it changes nothing that counts (16-GPU
 # worlds, seeds 20-39: net value -0.01%, se 0.09). At 10-14 GPUs, where a cluster has one
 # 8-GPU block, it lifted 2 of 89 plans; at 8, 2 of 19 (+0.13 points) for 13% more time
-# against the 1 ms target: off there.
+# against the 1 ms target: off there. Past 16 GPUs (no light hops there) up to 64: on the
+# 64-GPU tuning seeds 1000-1029 it lifts 11 of 30 plans (+0.13 points of plan-day's plan
+# on average, s1004 +1.6%), none lowered, for about 1.3 ms a plan (1.8 -> 3.1 ms); the
+# replay of 64-GPU worlds (`benchmarks/replay_seeds.py --variants noevac64,pairs --sizes
+# 64`, seeds 22-31): net value +0.37% (se 0.12), 8 of 10 up. Windows at every other step
+# (half the moves) kept +0.31% for 0.8 ms: not kept.
 HOT_EVAC_MIN_GPUS = 15
-HOT_EVAC_MAX_GPUS = 16
+HOT_EVAC_MAX_GPUS = 64
 # The hot path's light rounds also run on the best candidate that leaves realtime less
 # short than the winner, from HOT_RUNNER_UP_MIN_GPUS to HOT_MAX_GPUS: it lost on batch value,
 # which hops win back. On the tuning seeds it runs on 3 of 210 plans and lifts one, tuning4
