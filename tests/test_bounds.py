@@ -7,7 +7,7 @@ import importlib
 import itertools
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
@@ -17,7 +17,7 @@ from allocator.scenario_io import scenario_from_dict
 from allocator.scenarios import generate
 from allocator.validator import violations
 from tests.brute_force import brute_force
-from tests.strategies import examples, scenarios, tiny_scenarios
+from tests.strategies import contended_scenario_dicts, examples, scenarios, tiny_scenarios
 
 full = importlib.import_module("allocator.policies.full").full
 
@@ -61,6 +61,50 @@ def test_nothing_to_place_bounds_the_running_jobs_alone() -> None:
                   "duration_steps": 5, "running": {"first_gpu": 0, "remaining_steps": 2}}],
     })
     assert bounds.block_capacity(scenario).value == pytest.approx(2 * 2 * (1 + 0.5))
+
+
+def _freed_at_step_one() -> object:
+    """4 GPUs: GPU 0 pinned all day, GPU 1 until step 1. A (1 GPU) can only start at step 0
+    on GPU 2 or 3, and then holds it; B (2 GPUs, from step 1) needs an aligned pair, and
+    [0, 2) keeps its pin, so B needs [2, 4) too. Counted one step at a time both fit."""
+    return scenario_from_dict({
+        "cluster": {"gpus": 4, "horizon_steps": 3},
+        "weights": {"decay": 1.0, "realtime_penalty": 8.0},
+        "jobs": [
+            {"id": "pin0", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 3,
+             "running": {"first_gpu": 0, "remaining_steps": 3}},
+            {"id": "pin1", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 1,
+             "running": {"first_gpu": 1, "remaining_steps": 1}},
+            {"id": "a", "kind": "batch_inference", "priority": 2, "gpus": 1, "duration_steps": 3,
+             "arrival_step": 0},
+            {"id": "b", "kind": "batch_inference", "priority": 3, "gpus": 2, "duration_steps": 2,
+             "arrival_step": 1},
+        ],
+    })
+
+
+def test_the_freed_rows_see_a_run_that_keeps_its_gpus_past_a_pins_end() -> None:
+    scenario = _freed_at_step_one()
+    best, _ = brute_force(scenario)
+    # B on [2, 4) from step 1 and A on GPU 1 from step 1 (4 + 12 + the pins' 4): 20
+    assert best == pytest.approx(20.0)
+    assert bounds.block_capacity(scenario).value == pytest.approx(best)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "FREED_ROWS", False)  # A from step 0 and B: 6 + 12 + 4
+        assert bounds.block_capacity(scenario).value == pytest.approx(22.0)
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=contended_scenario_dicts(max_gpus=4, max_steps=4, min_batch=2, max_batch=3,
+                                         min_running=1, max_running=2, max_realtime=1,
+                                         max_swap=2).map(scenario_from_dict))
+def test_the_freed_rows_keep_the_relaxation_above_the_brute_force_optimum(scenario) -> None:
+    """Running jobs end at random steps here, so the freed rows are there to break."""
+    best, _ = brute_force(scenario)
+    model = bounds.build_block_model(scenario)
+    event("freed rows" if model.kept or any(n.startswith("c5_freed")
+                                            for n in model.prob.constraints) else "none")
+    assert above(bounds.solve_block(model, time_limit=5.0).value, best)
 
 
 def test_a_no_good_cut_removes_that_set_of_starts_and_its_subsets() -> None:
