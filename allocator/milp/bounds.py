@@ -292,15 +292,15 @@ def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
     T, G = pinned.shape
     kept_by: dict[tuple[int, int], pulp.LpVariable] = {}
     realtime = sorted({i for i, _ in held_by})
+    runs = [(z, s, scenario.batch_job_at(i).gpus, scenario.batch_job_at(i).duration_steps)
+            for z, i, s in chosen]
     for t in range(1, T):
         freed = pinned[t - 1] & ~pinned[t]
         if not freed.any():
             continue
-        stay: list[tuple[pulp.LpVariable, float]] = []
-        for z, i, s in chosen:
-            job = scenario.batch_job_at(i)
-            if s <= t - 1 and t < s + job.duration_steps:
-                stay.append((z, job.gpus))
+        stay: list[tuple[pulp.LpVariable, float]] = [(z, gpus) for z, s, gpus, length in runs
+                                                     if s <= t - 1 and t < s + length]
+        starts_here = [(z, gpus) for z, s, gpus, _ in runs if s == t]
         for i in realtime:
             limit = scenario.realtime_job_at(i).swap_limit
             if limit >= 2 * G:
@@ -316,8 +316,7 @@ def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
             blocks = pinned[t, : n * k].reshape(n, k)
             near = freed[: n * k].reshape(n, k)
             outside = int((~blocks.any(axis=1) & near.any(axis=1)).sum())
-            starting = [(z, scenario.batch_job_at(i).gpus) for z, i, s in chosen
-                        if s == t and scenario.batch_job_at(i).gpus >= k]
+            starting = [(z, gpus) for z, gpus in starts_here if gpus >= k]
             if not starting:
                 continue
             prob += (pulp.LpAffineExpression(stay + starting) <= room + k * outside,
