@@ -6,6 +6,7 @@ import dataclasses
 import importlib
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,91 @@ def test_the_freed_rows_see_a_run_that_keeps_its_gpus_past_a_pins_end() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bounds, "FREED_ROWS", False)  # A from step 0 and B: 6 + 12 + 4
         assert bounds.block_capacity(scenario).value == pytest.approx(22.0)
+
+
+def _frozen_service_between_two_pins() -> Scenario:
+    """8 GPUs: GPUs 3 and 7 pinned at step 0 only. The service (4 GPUs, swap limit 0)
+    takes four of the other six at step 0 and keeps them, so it touches both 4-blocks all
+    day, and B (4 GPUs, from step 1) never runs. Counted one step at a time, B fits from
+    step 1; the blocks' cost in GPUs unpinned at step 0 (three each, two left free) says
+    not at step 1."""
+    return scenario_from_dict({
+        "cluster": {"gpus": 8, "horizon_steps": 3},
+        "weights": {"decay": 1.0, "realtime_penalty": 8.0},
+        "jobs": [
+            {"id": "pin3", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 1,
+             "running": {"first_gpu": 3, "remaining_steps": 1}},
+            {"id": "pin7", "kind": "training", "priority": 1, "gpus": 1, "duration_steps": 1,
+             "running": {"first_gpu": 7, "remaining_steps": 1}},
+            {"id": "s", "kind": "realtime", "priority": 1, "demand": [4, 4, 4],
+             "swap_limit": 0},
+            {"id": "b", "kind": "batch_inference", "priority": 1, "gpus": 4,
+             "duration_steps": 2, "arrival_step": 1},
+        ],
+    })
+
+
+def test_the_freed_rows_charge_a_block_for_the_gpus_it_held_before_the_pins_end() -> None:
+    scenario = _frozen_service_between_two_pins()
+    best, _ = brute_force(scenario)
+    assert best == pytest.approx(2.0)  # the pins' step; B never runs
+    # B from step 2 (its one step in the day: 4) and the pins: the relaxation's 6
+    assert bounds.block_capacity(scenario).value == pytest.approx(6.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "FREED_ROWS", False)  # B from step 1: 8 + 2
+        assert bounds.block_capacity(scenario).value == pytest.approx(10.0)
+
+
+def test_the_current_rows_keep_a_frozen_service_on_the_gpus_it_holds_now() -> None:
+    """The service holds GPUs 0 and 4 now, one in each 4-block, and may not move (swap
+    limit 0): B (4 GPUs) never runs. Counted one step at a time, B fits from step 0."""
+    scenario = scenario_from_dict({
+        "cluster": {"gpus": 8, "horizon_steps": 2},
+        "weights": {"decay": 1.0, "realtime_penalty": 8.0},
+        "jobs": [
+            {"id": "s", "kind": "realtime", "priority": 1, "demand": [2, 2], "swap_limit": 0,
+             "current_gpus": [0, 4]},
+            {"id": "b", "kind": "batch_inference", "priority": 1, "gpus": 4,
+             "duration_steps": 2, "arrival_step": 0},
+        ],
+    })
+    best, _ = brute_force(scenario)
+    assert best == pytest.approx(0.0)
+    assert bounds.block_capacity(scenario).value == pytest.approx(4.0)  # B from step 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "CURRENT_ROWS", False)  # B from step 0
+        assert bounds.block_capacity(scenario).value == pytest.approx(8.0)
+
+
+def _holds_gpus_now(d: dict) -> bool:
+    return any(j.get("current_gpus") for j in d["jobs"])
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=contended_scenario_dicts(max_gpus=4, max_steps=3, min_batch=2, max_batch=3,
+                                         max_realtime=2, max_swap=2)
+       .filter(_holds_gpus_now).map(scenario_from_dict))
+def test_the_current_rows_keep_the_relaxation_above_the_brute_force_optimum(scenario) -> None:
+    """Services hold GPUs now in every example, so the rows at step 0 are there to break."""
+    best, _ = brute_force(scenario)
+    assert above(bounds.solve_block(bounds.build_block_model(scenario), time_limit=5.0).value,
+                 best)
+
+
+def _mask(bits: str) -> np.ndarray:
+    return np.array([b == "1" for b in bits])
+
+
+@pytest.mark.parametrize(("before", "after", "k", "lines"), [
+    ("0001" "0001", "0000" "0000", 4, [(3, 0)]),  # each block holds 3 GPUs unpinned before
+    ("1001" "0000", "0000" "0000", 4, [(2, 0), (4, -2)]),  # a cheap block, then a dear one
+    ("1111" "0000", "1000" "0000", 4, [(4, 0)]),  # [0, 4) keeps a pin: only [4, 8) is free
+    ("1100" "0000", "0000" "0000", 2, [(2, -2)]),  # [0, 2) costs nothing, then 2 a block
+    ("1111" "1111", "0000" "0000", 4, []),  # every block was pinned whole: no charge
+])
+def test_block_costs_are_the_lines_under_the_cheapest_blocks_cost(before, after, k,
+                                                                    lines) -> None:
+    assert bounds.block_costs(_mask(before), _mask(after), k) == lines
 
 
 @settings(max_examples=examples(0.25))

@@ -106,8 +106,11 @@ class BlockModel:
                 before = sum(lo <= g < hi for g in scenario.realtime_job_at(i).current_gpus or ())
             values[d.name] = float(abs(now - before))
         for (i, t), kept in self.kept.items():
-            limit = scenario.realtime_job_at(i).swap_limit
-            both = values[self.held[i, t].name] + values[self.held[i, t - 1].name]
+            job = scenario.realtime_job_at(i)
+            limit = job.swap_limit
+            held_before = values[self.held[i, t - 1].name] if t > 0 \
+                else float(len(job.current_gpus or ()))
+            both = values[self.held[i, t].name] + held_before
             values[kept.name] = max(0.0, (both - limit) / 2)
         values.update(touched_values(scenario, grid, self.touched))
         return values
@@ -273,6 +276,8 @@ def build_block_model(scenario: Scenario) -> BlockModel:
 # 617.80 in 5 s (open at 4.7% above 605.74 before). Not in the zone relaxation: there they
 # slowed the zone solve on seed 1122 (9 s -> 26 s) and ended it on a wider gap.
 FREED_ROWS = True
+# The same rows at step 0, against the GPUs services hold now (`current_rows`).
+CURRENT_ROWS = True
 
 
 def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
@@ -283,11 +288,13 @@ def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
 
     A batch run covering t - 1 and t keeps its GPUs; a service keeps at least (its count at
     t - 1 + at t - its swap limit) / 2 of its GPUs (|A xor A'| = |A| + |A'| - 2|A & A'|);
-    both sit on S, the GPUs unpinned at t - 1 (pins only end, so S is unpinned at t too).
-    A job of >= k GPUs starting at t fills whole aligned k-blocks free at t, and only those
-    touching N (the GPUs freed at t) lie outside S. So, per k, what stays plus the starting
-    cells of jobs of >= k GPUs, less k x the free k-blocks touching N, fits in |S|: counts
-    the block rows, which see one step at a time, leave free. Valid for every legal plan.
+    both sit on S, the GPUs unpinned at t - 1. A job of >= k GPUs starting at t fills whole
+    aligned k-blocks free at t, and nothing that stays may sit on them: the n blocks such
+    starts fill take at least f(n) GPUs of S away from what stays, f(n) the n cheapest
+    blocks' GPUs in S (`block_costs`). So, per k: what stays + f(blocks started) <= |S|,
+    which the block rows, seeing one step at a time, leave free (tuning seed 1084: three
+    services with swap limit 1 around a 4-GPU start; 1075: a 4-GPU start on a block two
+    of whose GPUs were busy the step before). Valid for every legal plan.
     Returns the kept-count variables (for a warm start's values)."""
     T, G = pinned.shape
     kept_by: dict[tuple[int, int], pulp.LpVariable] = {}
@@ -312,16 +319,65 @@ def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
             stay.append((kept, 1))
         room = int((~pinned[t - 1]).sum())
         for k in (1 << p for p in range(1, G.bit_length()) if (1 << p) <= G):
-            n = G // k
-            blocks = pinned[t, : n * k].reshape(n, k)
-            near = freed[: n * k].reshape(n, k)
-            outside = int((~blocks.any(axis=1) & near.any(axis=1)).sum())
-            starting = [(z, gpus) for z, gpus in starts_here if gpus >= k]
+            starting = [(z, gpus // k) for z, gpus in starts_here if gpus >= k]
             if not starting:
                 continue
-            prob += (pulp.LpAffineExpression(stay + starting) <= room + k * outside,
-                     f"c5_freed_k{k}_t{t}")
+            for j, (slope, offset) in enumerate(block_costs(pinned[t - 1], pinned[t], k)):
+                # stay + f(blocks started) <= room, f(n) >= slope * n + offset
+                prob += (pulp.LpAffineExpression(stay + [(z, slope * b) for z, b in starting])
+                         <= room - offset, f"c5_freed_k{k}_t{t}_{j}")
+    if CURRENT_ROWS:
+        current_rows(prob, scenario, pinned, runs, held_by, kept_by)
     return kept_by
+
+
+def current_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
+                 runs: list[tuple[pulp.LpVariable, int, int, int]],
+                 held_by: dict[tuple[int, int], pulp.LpVariable],
+                 kept_by: dict[tuple[int, int], pulp.LpVariable]) -> None:
+    """The freed rows at step 0 for services that say where they run now (`current_gpus`):
+    each keeps at least (its count now + at step 0 - its swap limit) / 2 of those GPUs, and
+    a job of >= k GPUs starting at step 0 fills whole k-blocks none of them keeps. In a
+    replan the services hold their GPUs from the hour before, as running jobs do."""
+    G = pinned.shape[1]
+    now = np.zeros(G, dtype=bool)
+    stay: list[tuple[pulp.LpVariable, float]] = []
+    for i in sorted({i for i, _ in held_by}):
+        job = scenario.realtime_job_at(i)
+        current = job.current_gpus
+        if current is None or job.swap_limit >= len(current) + G:
+            continue  # no GPUs to keep, or free to leave them all
+        now[list(current)] = True
+        kept = prob.add_variable(f"kept_j{i}_t0", lowBound=0)
+        kept_by[i, 0] = kept
+        prob += (2 * kept >= held_by[i, 0] + len(current) - job.swap_limit, f"c4_kept_j{i}_t0")
+        stay.append((kept, 1))
+    now &= ~pinned[0]  # a service never holds a pinned GPU at step 0, so keeps none of these
+    if not stay:
+        return
+    for k in (1 << p for p in range(1, G.bit_length()) if (1 << p) <= G):
+        starting = [(z, gpus // k) for z, s, gpus, _ in runs if s == 0 and gpus >= k]
+        for j, (slope, offset) in enumerate(block_costs(~now, pinned[0], k) if starting else ()):
+            prob += (pulp.LpAffineExpression(stay + [(z, slope * b) for z, b in starting])
+                     <= int(now.sum()) - offset, f"c5_current_k{k}_{j}")
+
+
+def block_costs(before: np.ndarray, after: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """Lines (slope, offset) under f(n), the fewest GPUs unpinned at t - 1 that n aligned
+    k-blocks pin-free at t hold (`before`, `after`: pinned per GPU at t - 1 and t).
+
+    A job starting at t fills its blocks whole, so nothing that stays from t - 1 may sit on
+    them: it costs the stayers those blocks' GPUs unpinned at t - 1. f is convex (the
+    cheapest blocks first), so it is the maximum of these lines, one per distinct cost."""
+    n = before.size // k
+    free = ~after[: n * k].reshape(n, k).any(axis=1)
+    costs = np.sort((~before[: n * k].reshape(n, k)).sum(axis=1)[free])
+    lines, total = [], 0
+    for j, cost in enumerate(costs.tolist()):
+        if cost > 0 and (j == 0 or cost > costs[j - 1]):
+            lines.append((cost, total - cost * j))
+        total += cost
+    return lines
 
 
 def _by_start(chosen: list[tuple[pulp.LpVariable, int, int]]
