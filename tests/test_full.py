@@ -425,3 +425,22 @@ def test_a_zone_solve_beside_stops_when_told() -> None:
     assert not beside.running()
     assert got.status == "interrupted", got
     assert got.value is None or got.value >= optimum - 1e-6 * max(1.0, abs(optimum))
+
+
+def test_full_places_start_sets_with_place_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below LNS_MIN_GPUS the relaxation's start sets are placed with PLACE_OPTIONS (no
+    search restarts); other solves keep HiGHS's defaults."""
+    seen: list[dict | None] = []
+    real = search_module.run_solver
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("options"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "run_solver", spy)
+    scenario = generate("training-heavy")
+    assert scenario.G < search_module.LNS_MIN_GPUS
+    result = full(scenario, time_limit=10.0)
+    assert legal(scenario, result.grid)
+    assert search_module.PLACE_OPTIONS in seen
+    assert set(map(repr, seen)) <= {repr(search_module.PLACE_OPTIONS), repr(None)}

@@ -84,6 +84,13 @@ CUTOFF = True  # placements after a no-good cut look only at plans above the inc
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 # Placements and cuts take the start set's swap closure (bounds.swap_closure), when cutting.
 SWAP_CLOSURE = True
+# HiGHS options for the placements of a start set below LNS_MIN_GPUS. Most of a
+# restricted model is fixed at the root, and HiGHS then restarts its search, throwing the
+# root's work away, as on the block relaxation (bounds.BLOCK_OPTIONS). Without restarts,
+# paired over the tuning sets at 30 s: tuning2 58 of 60 proven (57), tuning3 and tuning4
+# 58 (58), the proven seeds' total time 221 / 160 / 169 s (223 / 180 / 189). Not tried on
+# the one placement and the windows of 32+ GPUs, which keep HiGHS's defaults.
+PLACE_OPTIONS: dict[str, Any] = {"mip_allow_restart": False}
 # The first block-capacity solve's cap: a share of the limit, at most this many seconds.
 BLOCK_SHARE, BLOCK_SECONDS = 0.7, 20.0
 
@@ -122,11 +129,12 @@ class Search:
             self.grid, self.objective = grid, objective
 
     def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
-                restricted: bool = False, cutoff: float | None = None) -> Solve:
+                restricted: bool = False, cutoff: float | None = None,
+                options: dict[str, Any] | None = None) -> Solve:
         """One solver call: recompute what it returns, keep it if legal and better.
 
         With `cutoff` (HiGHS), only plans worth at least it are sought: "infeasible" then
-        means every plan of this (restricted) model is worth less.
+        means every plan of this (restricted) model is worth less. `options`: HiGHS's.
         """
         fixed = self.model.fixed_value
         values = self.model.start_values(self.scenario, start) if start is not None else None
@@ -135,7 +143,7 @@ class Search:
         seconds = min(seconds, self.deadline - time.perf_counter())
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
                             mip_gap=self.mip_gap, start=values, target=milp_target,
-                            cutoff=milp_cutoff)
+                            cutoff=milp_cutoff, options=options)
         self.statuses.append(result.status)
         self.effort["nodes"] += result.nodes
         self.effort["iterations"] += result.iterations
@@ -152,7 +160,7 @@ class Search:
             self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
                                  f"{obj:.6g}; re-solved without the warm start")
             return self.attempt(self.deadline - time.perf_counter(), None, target, restricted,
-                                cutoff)
+                                cutoff, options)
         return result
 
 
@@ -460,7 +468,8 @@ class FullSolve:
                 # After a cut, only plans above the incumbent matter: prune the rest. (The first
                 # placement keeps its warm start, which a cutoff above it would throw away.)
                 cutoff = search.objective if cutting and CUTOFF and self.cuts else None
-                placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff)
+                placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff,
+                                        options=None if large else PLACE_OPTIONS)
                 model.restrict_starts(None)
                 if self._at_target():
                     break
