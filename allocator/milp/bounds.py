@@ -312,20 +312,8 @@ def freed_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
             limit = scenario.realtime_job_at(i).swap_limit
             if limit >= 2 * G:
                 continue  # it may move every GPU it holds
-            kept = prob.add_variable(f"kept_j{i}_t{t}", lowBound=0)
-            kept_by[i, t] = kept
-            prob += (2 * kept >= held_by[i, t] + held_by[i, t - 1] - limit,
-                     f"c4_kept_j{i}_t{t}")
-            stay.append((kept, 1))
-        room = int((~pinned[t - 1]).sum())
-        for k in (1 << p for p in range(1, G.bit_length()) if (1 << p) <= G):
-            starting = [(z, gpus // k) for z, gpus in starts_here if gpus >= k]
-            if not starting:
-                continue
-            for j, (slope, offset) in enumerate(block_costs(pinned[t - 1], pinned[t], k)):
-                # stay + f(blocks started) <= room, f(n) >= slope * n + offset
-                prob += (pulp.LpAffineExpression(stay + [(z, slope * b) for z, b in starting])
-                         <= room - offset, f"c5_freed_k{k}_t{t}_{j}")
+            stay.append((_kept(prob, kept_by, i, t, held_by[i, t], held_by[i, t - 1], limit), 1))
+        _charge_blocks(prob, stay, starts_here, pinned[t - 1], pinned[t], f"freed_t{t}")
     if CURRENT_ROWS:
         current_rows(prob, scenario, pinned, runs, held_by, kept_by)
     return kept_by
@@ -348,18 +336,38 @@ def current_rows(prob: pulp.LpProblem, scenario: Scenario, pinned: np.ndarray,
         if current is None or job.swap_limit >= len(current) + G:
             continue  # no GPUs to keep, or free to leave them all
         now[list(current)] = True
-        kept = prob.add_variable(f"kept_j{i}_t0", lowBound=0)
-        kept_by[i, 0] = kept
-        prob += (2 * kept >= held_by[i, 0] + len(current) - job.swap_limit, f"c4_kept_j{i}_t0")
-        stay.append((kept, 1))
+        stay.append((_kept(prob, kept_by, i, 0, held_by[i, 0], len(current), job.swap_limit), 1))
     now &= ~pinned[0]  # a service never holds a pinned GPU at step 0, so keeps none of these
-    if not stay:
-        return
-    for k in (1 << p for p in range(1, G.bit_length()) if (1 << p) <= G):
-        starting = [(z, gpus // k) for z, s, gpus, _ in runs if s == 0 and gpus >= k]
-        for j, (slope, offset) in enumerate(block_costs(~now, pinned[0], k) if starting else ()):
+    if stay:
+        starts_here = [(z, gpus) for z, s, gpus, _ in runs if s == 0]
+        _charge_blocks(prob, stay, starts_here, ~now, pinned[0], "current")
+
+
+def _kept(prob: pulp.LpProblem, kept_by: dict[tuple[int, int], pulp.LpVariable], i: int,
+          t: int, held: pulp.LpVariable, before: pulp.LpVariable | int, limit: int
+          ) -> pulp.LpVariable:
+    """At least (count before + count at t - swap limit) / 2 GPUs service i keeps at t."""
+    kept = prob.add_variable(f"kept_j{i}_t{t}", lowBound=0)
+    kept_by[i, t] = kept
+    prob += (2 * kept >= held + before - limit, f"c4_kept_j{i}_t{t}")
+    return kept
+
+
+def _charge_blocks(prob: pulp.LpProblem, stay: list[tuple[pulp.LpVariable, float]],
+                   starts_here: list[tuple[pulp.LpVariable, int]], before: np.ndarray,
+                   after: np.ndarray, tag: str) -> None:
+    """Per block size k: what stays + f(k-blocks the starts fill) <= the GPUs free in
+    `before`, f the lines of `block_costs` (`before`, `after`: busy per GPU, free at t)."""
+    G = before.size
+    room = int((~before).sum())
+    for k in (1 << p for p in range(1, G.bit_length())):
+        starting = [(z, gpus // k) for z, gpus in starts_here if gpus >= k]
+        if not starting:
+            continue
+        for j, (slope, offset) in enumerate(block_costs(before, after, k)):
+            # stay + f(blocks started) <= room, f(n) >= slope * n + offset
             prob += (pulp.LpAffineExpression(stay + [(z, slope * b) for z, b in starting])
-                     <= int(now.sum()) - offset, f"c5_current_k{k}_{j}")
+                     <= room - offset, f"c5_{tag}_k{k}_{j}")
 
 
 def block_costs(before: np.ndarray, after: np.ndarray, k: int) -> list[tuple[int, int]]:
