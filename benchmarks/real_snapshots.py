@@ -13,7 +13,9 @@ stack services where running jobs break blocks anyway), `notopup`, no top-up of
 realtime from the cells a plan leaves free (`fast.TOP_UP = False`), `nosurplus`, no
 hand-over of GPUs a service holds above its demand (`fast.SURPLUS_TRADE = False`), or
 `exchange`, any GPU runs handed between services (`fast.EXCHANGE = True`, off by
-default); several joined by `+` combine.
+default), or `norefill`, no refill of a service short of its curve onto GPUs other
+services held at step 0 and let go (`realtime.REFILL = False`); several joined by `+`
+combine.
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (four of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -89,7 +91,8 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
 AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST", False),
            "notopup": ("allocator.policies.fast", "TOP_UP", False),
            "exchange": ("allocator.policies.fast", "EXCHANGE", True),
-           "nosurplus": ("allocator.policies.fast", "SURPLUS_TRADE", False)}
+           "nosurplus": ("allocator.policies.fast", "SURPLUS_TRADE", False),
+           "norefill": ("allocator.policies.realtime", "REFILL", False)}
 
 
 def judge(args: tuple[Any, str, float, str]) -> Row:
@@ -165,7 +168,7 @@ def main(
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
     against: str = typer.Option("static", "--against",
                                 help="the variant of fast beside it (static, notopup, "
-                                     "nosurplus, exchange; several joined by +)"),
+                                     "nosurplus, exchange, norefill; several joined by +)"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table

@@ -37,7 +37,8 @@ light evacuation), `hotevac` (the light evacuation at every size up to
 ran up to 64), `trials4` (4 pin trials per plan), `lag2`
 (the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
 and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
-`realtime.HANDOVER_WAIT = 0`).
+`realtime.HANDOVER_WAIT = 0`), `norefill` (no refill of realtime onto other services' released
+current GPUs, `realtime.REFILL = False`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ VARIANTS: dict[str, Variant] = {
     "noevac64": _set(("fast", "HOT_EVAC_MAX_GPUS", 16)),
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
     "norunner": _set(("fast", "HOT_RUNNER_UP", False)),
+    "norefill": _set(("realtime", "REFILL", False)),
 }
 
 

@@ -5,6 +5,10 @@
    the fewest GPUs that meet demand while changing by at most `swap_limit` per step,
    rising ahead of a peak, on the GPUs batch work can use least: first those whose
    aligned blocks running jobs keep broken for most of the horizon, then the top ones.
+   A service's layers keep off other services' current GPUs all day (the owner decides
+   at step 0 what it keeps); once every layer is placed, a service that left it short
+   of its curve takes GPUs free for a whole run, released current GPUs included
+   (`RealtimePlacer.refill`), before the batch work can fill them.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -658,14 +662,14 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 layout = place_batch(scenario, around, held_back, search, spill=spill,
                                      held=held, jobs=jobs, orders=orders,
                                      before_pairs=earlier, pair_step=spill < 0)
-                phased.copy().place(layout, "later")
+                _place_later(phased, layout)
                 held.release(layout)
                 candidates.append(layout)
                 tags.append(tag)
                 for grid, gained in earlier:
                     if score.shortfall_cost(layout) < gained - 1e-6:
                         continue
-                    phased.copy().place(grid, "later")
+                    _place_later(phased, grid)
                     held.release(grid)
                     candidates.append(grid)
                     tags.append(tag)
@@ -681,6 +685,13 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
+
+
+def _place_later(phased: RealtimePlacer, grid: np.ndarray) -> None:
+    """Realtime's later layers into the gaps the batch work left, then its refill."""
+    later = phased.copy()
+    later.place(grid, "later")
+    later.refill(grid)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -736,6 +747,7 @@ def _lay_out(placer: RealtimePlacer, base: np.ndarray, held: reservations.Holds
     grid: np.ndarray = base.copy()
     placer.place(grid)
     placer.finish(grid)
+    placer.refill(grid)
     held.release(grid)
     return grid
 
@@ -761,6 +773,7 @@ def realtime_last(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer, 
         grid[0, gpus] = np.where(grid[0, gpus] == i, gridlib.FREE, grid[0, gpus])
     placer.place(grid, "all")
     placer.finish(grid)
+    placer.refill(grid)
     held.release(grid)
     return grid if swaps_hold(scenario, grid) else None
 

@@ -140,6 +140,7 @@ def place_realtime(scenario: Scenario, grid: np.ndarray, tail_first: bool = Fals
     placer = RealtimePlacer(scenario, grid, tail_first, stack)
     placer.place(grid)
     placer.finish(grid)
+    placer.refill(grid)
 
 
 class RealtimePlacer:
@@ -179,6 +180,9 @@ class RealtimePlacer:
         # per job, the GPUs per step its curve was capped at, and the curve (`rebased`)
         self.available: dict[int, np.ndarray] = {}
         self.curves: dict[int, np.ndarray] = {}
+        # per job whose curve another's current GPUs capped: the curve over every free GPU
+        # (`refill` places what the layers left short of it)
+        self.wanted: dict[int, np.ndarray] = {}
         # the GPUs each job may take: nobody's current ones, and its own
         self.allowed = {i: (self.owner == -1) | (self.owner == i) for i, _ in realtime}
         # every ledger's swap budget is a row of one array, in job order (rt_place's
@@ -195,6 +199,13 @@ class RealtimePlacer:
             curve, runs = curve_layers(job.demand, job.swap_limit,
                                        None if current is None else len(current), available)
             self.available[i], self.curves[i] = available, curve
+            if REFILL and holdable is None and (self.owner >= 0).any() \
+                    and not allowed.all():
+                wanted = target_curve(job.demand, job.swap_limit,
+                                      None if current is None else len(current),
+                                      free.sum(axis=1))
+                if (wanted > curve).any():
+                    self.wanted[i] = wanted
             self.jobs[i] = SwapLedger(i, job, self.changes[r], current or set(),
                                       set(current or ()))
             for a, b in runs:
@@ -346,6 +357,38 @@ class RealtimePlacer:
     def finish(self, grid: np.ndarray) -> None:
         _keep_current_at_step_zero(grid, self.jobs)
 
+    def refill(self, grid: np.ndarray) -> None:
+        """Once every layer is placed: a job's layers kept off other jobs' current GPUs
+        for the whole horizon (`allowed`), though an owner lets most of them go within a
+        step or two, so what it is short of its curve over every free GPU (`wanted`) takes
+        GPUs free for a whole run, any owner's included, within its swap limit.
+
+        On a real replan (Philly, 16 GPUs) the dearest service was left short of a
+        two-step peak while a GPU another service had released stood free.
+        """
+        T = grid.shape[0]
+        every = np.ones(grid.shape[1], dtype=bool)
+        for i in sorted(self.wanted, key=lambda i: -self.jobs[i].job.priority):
+            state = self.jobs[i]
+            short = np.maximum(self.wanted[i] - (grid == i).sum(axis=1), 0)
+            if not short.any():
+                continue
+            free = grid == gridlib.FREE
+            for a, b in sorted(layer_intervals(short), key=lambda r: r[0] - r[1]):
+                spot = _choose(free, None, every, self.rank, state, a, b, self.largest,
+                               self.tail_first)
+                if spot is None:
+                    continue
+                gpu, start = spot
+                if not _charge(state, gpu, start, b, T):
+                    continue
+                free[start:b, gpu] = False
+                grid[start:b, gpu] = i
+
+
+# `refill`: a job short of its curve because other jobs' current GPUs were kept off-limits
+# takes them where they stand free (off: the layers alone).
+REFILL = True
 
 # Up to this many layer intervals, `later_demand` counts them in plain Python (numpy's
 # calls cost more there).

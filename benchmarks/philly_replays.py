@@ -1,0 +1,112 @@
+"""fast's variants in rolling replays of the real Philly weeks, paired per replay.
+
+`benchmarks/replay_seeds.py` judges a variant of fast on seeded suite worlds; this runs the
+same variants (its `VARIANTS`) on real data: the Philly jobs of virtual cluster 6c71a0 with
+ServeGen demand (`gpuplan simulate --philly`), over every week the bundled trace holds,
+each cluster size and each seed of the jobs' priorities. One replay moves by a few tenths
+of a percent when fast's plans change at all, so the variant is set against the base
+replay by replay, per cluster size:
+
+    python benchmarks/philly_replays.py --variants pairs,relayout --gpus 32,64
+    python benchmarks/philly_replays.py --variants pairs,exchange --gpus 16 --seeds 7-11
+
+Per size: the summed realized value and net value (realized value less realtime's penalty
+on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
+its standard error and how many replays rose and fell, and the mean and worst realtime
+shortfall. About 2-10 s a replay at 16-64 GPUs on 2 cores.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import typer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from allocator.policies import fast as fastmod  # noqa: E402
+from benchmarks.replay_seeds import VARIANTS, Variant, seed_range  # noqa: E402
+
+WEEKS = ("2017-10-30", "2017-11-06", "2017-11-13")  # the bundled trace's three Mondays
+
+
+@dataclass(frozen=True)
+class Run:
+    """One replay's figures: realized value, net value, realtime shortfall (% of demand)."""
+
+    value: float
+    net: float
+    shortfall: float
+
+
+def replay(week: str, gpus: int, seed: int, variant: Variant) -> Run:
+    """One Philly week on `gpus` GPUs, priorities drawn with `seed`, fast as `variant`."""
+    from allocator import policies
+    from pipelines.philly import PhillyConfig, philly_world
+    from pipelines.simulate import SimConfig, run_many
+
+    world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
+    policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
+                                      pin_trials=variant.pin_trials))
+    try:
+        with variant.applied():
+            [(_, _, m, _)] = run_many([world], ["fast"], SimConfig())
+    finally:
+        policies.register("fast", fastmod.fast)
+    return Run(m["value"], m["net_value"], m["rt_shortfall_pct"])
+
+
+def compare(runs: list[Run], base: list[Run]) -> str:
+    """The variant against the base over paired replays, in one line."""
+    value = [100 * (r.value / b.value - 1) for r, b in zip(runs, base, strict=True)]
+    net = [100 * (r.net - b.net) / b.value for r, b in zip(runs, base, strict=True)]
+
+    def mean_se(xs: list[float]) -> str:
+        se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
+        return f"{statistics.fmean(xs):+.2f}% (se {se:.2f})"
+
+    total = sum(r.value for r in runs) / sum(b.value for b in base) - 1
+    return (f"value {100 * total:+.2f}% summed, per replay {mean_se(value)}, "
+            f"{sum(v > 0 for v in value)} up / {sum(v < 0 for v in value)} down; "
+            f"net value {mean_se(net)} of the base's value; realtime shortfall mean "
+            f"{statistics.fmean(r.shortfall for r in runs):.2f}% "
+            f"(base {statistics.fmean(b.shortfall for b in base):.2f}%), worst "
+            f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%)")
+
+
+def main(variants: str = typer.Option("pairs,relayout", "--variants",
+                                      help="the base first, then the variants "
+                                           "(replay_seeds.py's names)"),
+         gpus: str = typer.Option("32", "--gpus", help="cluster sizes, e.g. 16,32,64"),
+         seeds: str = typer.Option("7-11", "--seeds", help="priority seeds, e.g. 7-11"),
+         weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays")
+         ) -> None:
+    names = variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise typer.BadParameter(f"unknown {unknown}; known: {', '.join(VARIANTS)}",
+                                 param_hint="--variants")
+    sizes = [int(g) for g in gpus.split(",")]
+    cases = [(w, g, s) for g in sizes for w in weeks.split(",") for s in seed_range(seeds)]
+    table = {n: [replay(w, g, s, VARIANTS[n]) for w, g, s in cases] for n in names}
+    print("| week | GPUs | seed | " + " | ".join(f"{n} value | {n} net | {n} rt %"
+                                                 for n in names) + " |")
+    print("|---" * (3 + 3 * len(names)) + "|")
+    for k, (w, g, s) in enumerate(cases):
+        cells = [f"{table[n][k].value:,.0f} | {table[n][k].net:,.0f} | "
+                 f"{table[n][k].shortfall:.2f}" for n in names]
+        print(f"| {w} | {g} | {s} | " + " | ".join(cells) + " |")
+    for name in names[1:]:
+        for g in sizes:
+            pick = [k for k, (_, size, _) in enumerate(cases) if size == g]
+            print(f"{name} - {names[0]}, {g} GPUs, {len(pick)} replays: "
+                  + compare([table[name][k] for k in pick], [table[names[0]][k] for k in pick]))
+
+
+if __name__ == "__main__":
+    typer.run(main)
