@@ -21,7 +21,6 @@ from __future__ import annotations
 import statistics
 import sys
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import typer
@@ -29,8 +28,7 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.policies import fast as fastmod  # noqa: E402
-from benchmarks.replay_seeds import VARIANTS, Variant, seed_range  # noqa: E402
+from benchmarks.replay_seeds import VARIANTS, Variant, run_fast, seed_range  # noqa: E402
 
 WEEKS = ("2017-10-30", "2017-11-06", "2017-11-13")  # the bundled trace's three Mondays
 
@@ -46,18 +44,10 @@ class Run:
 
 def replay(week: str, gpus: int, seed: int, variant: Variant) -> Run:
     """One Philly week on `gpus` GPUs, priorities drawn with `seed`, fast as `variant`."""
-    from allocator import policies
     from pipelines.philly import PhillyConfig, philly_world
-    from pipelines.simulate import SimConfig, run_many
 
     world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
-    policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
-                                      pin_trials=variant.pin_trials))
-    try:
-        with variant.applied():
-            [(_, _, m, _)] = run_many([world], ["fast"], SimConfig())
-    finally:
-        policies.register("fast", fastmod.fast)
+    [(_, m)] = run_fast([world], variant)
     return Run(m["value"], m["net_value"], m["rt_shortfall_pct"])
 
 

@@ -122,19 +122,27 @@ def replay(seed: int, variant: Variant, sizes: tuple[int, ...] | None = None
            ) -> dict[str, tuple[float, float, float]]:
     """world -> (realized value, realtime shortfall %, net value), fast as the variant
     gives it."""
+    from pipelines.worlds import suite
+
+    worlds = suite(seed) if sizes is None else suite(seed, sizes=sizes)
+    rows = run_fast(worlds, variant)
+    return {w: (m["value"], m["rt_shortfall_pct"], m["net_value"]) for w, m in rows}
+
+
+def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, float]]]:
+    """(world name, realized metrics) per world, fast replayed in this process as the
+    variant gives it (registered for the replay, its defaults restored after)."""
     from allocator import policies
     from pipelines.simulate import SimConfig, run_many
-    from pipelines.worlds import suite
 
     policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
                                       pin_trials=variant.pin_trials))
     try:
         with variant.applied():
-            worlds = suite(seed) if sizes is None else suite(seed, sizes=sizes)
             rows = run_many(worlds, ["fast"], SimConfig())
     finally:
         policies.register("fast", fastmod.fast)
-    return {w: (m["value"], m["rt_shortfall_pct"], m["net_value"]) for w, _, m, _ in rows}
+    return [(w, m) for w, _, m, _ in rows]
 
 
 def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),

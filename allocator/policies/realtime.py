@@ -199,8 +199,7 @@ class RealtimePlacer:
             curve, runs = curve_layers(job.demand, job.swap_limit,
                                        None if current is None else len(current), available)
             self.available[i], self.curves[i] = available, curve
-            if REFILL and holdable is None and (self.owner >= 0).any() \
-                    and not allowed.all():
+            if REFILL and holdable is None and not allowed.all():  # another's current GPUs
                 wanted = target_curve(job.demand, job.swap_limit,
                                       None if current is None else len(current),
                                       free.sum(axis=1))
