@@ -107,6 +107,8 @@ VARIANTS: dict[str, Variant] = {
     "lag2": _set(("realtime", "STACK_LAG", 2), ("realtime", "HANDOVER_WAIT", 0)),
     "norunner": _set(("fast", "HOT_RUNNER_UP", False)),
     "norefill": _set(("realtime", "REFILL", False)),
+    "ru2": _set(("fast", "RUNNER_UP_EVERY_STEP", 0)),
+    "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
 }
 
 

@@ -102,8 +102,9 @@ def test_a_runner_ups_layout_serves_the_dearer_services_first() -> None:
     """Tuning seed 1184 (8 GPUs, one free GPU at the first step, three services): the
     winning layout gives it to the cheapest service and the plan sits below zero; the
     first layout serves a dearer one but loses batch value later, which hops win back.
-    The hot path's light rounds on it lift the plan to 6.67, plan-day's hops on every
-    construction's plan to the proven optimum (8.90)."""
+    The hot path's light rounds on it, windows every other step, lift the plan to 6.67;
+    windows at every step (up to 8 GPUs, `RUNNER_UP_EVERY_STEP`) and plan-day's hops on
+    every construction's plan reach the proven optimum (8.90)."""
     scenario = load_scenario(RUNNER_UP)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastlib, "HOT_RUNNER_UP", False)
@@ -111,10 +112,30 @@ def test_a_runner_ups_layout_serves_the_dearer_services_first() -> None:
         assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(-23.38, abs=0.01)
         assert gridlib.objective(scenario, fast(scenario, hops=2)) == pytest.approx(
             -23.38, abs=0.01)
-    assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(6.67, abs=0.01)
-    grid = fast(scenario, hops=2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "RUNNER_UP_EVERY_STEP", 0)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(6.67, abs=0.01)
+    for options in ({}, {"hops": 2}):
+        grid = fast(scenario, **options)
+        assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+        assert gridlib.objective(scenario, grid) == pytest.approx(8.90, abs=0.01)
+
+
+EVAC_AT_8 = Path(__file__).parent / "data" / "quality_cases" / "light_evac_wins_8.json"
+
+
+def test_the_light_evacuation_runs_at_8_gpus() -> None:
+    """Tuning seed 1095 (8 GPUs, one service peaking at 4 GPUs): the stacked layout keeps
+    the service on the 4-GPU block 4-7 all morning, where its evacuation to GPU 0 lets the
+    4-GPU jobs run there and reaches the proven optimum (360.53). Fails with the light
+    evacuation kept to 15 GPUs and more, as it was."""
+    scenario = load_scenario(EVAC_AT_8)
+    grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert gridlib.objective(scenario, grid) == pytest.approx(8.90, abs=0.01)
+    assert gridlib.objective(scenario, grid) == pytest.approx(360.53, abs=0.01)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 15)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(354.44, abs=0.01)
 
 
 LIGHT_WINS = Path(__file__).parent / "data" / "quality_cases" / "light_rounds_wins_16.json"

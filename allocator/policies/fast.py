@@ -85,10 +85,11 @@
    same way. From 17 to 64 GPUs (`EVAC_MAX_GPUS`) the evacuations run without the hops.
    Without `hops` or trials, from 10 to 16 GPUs, a light version (`hot_hops`, default
    `HOT_HOPS` = 2 rounds): each round judged by one greedy pass, windows every other
-   step, and at 15-16 GPUs one evacuation round after them; with anchors, before the
+   step, and from 8 GPUs one evacuation round after them; with anchors, before the
    stable candidate is judged. From 8 to 16 GPUs the light rounds also run on the
    best-scoring candidate that leaves realtime less short than the winner
-   (`HOT_RUNNER_UP`). Its plan is a candidate beside the trials' and hops' too.
+   (`HOT_RUNNER_UP`; windows every step at 8 GPUs). Its plan is a candidate beside the
+   trials' and hops' too.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -334,7 +335,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         k = _less_short(score, candidates, won)
         if k is not None:
             other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
-                           hot_rounds, evac_rounds=light_evac, one_order=True)
+                           hot_rounds, evac_rounds=light_evac, one_order=True,
+                           stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE)
             if score(other) > score(light) + 1e-9:
                 light = other
     if anchors or not (hops or pin_trials or defer_trials):
@@ -455,30 +457,38 @@ HOT_MAX_GPUS = 16
 # (`hot_hops=0` turns it off too). With the light hops at 16 GPUs it lifts 6 more of the
 # 26 tuning plans there (s1132 93.2 -> 96.8% of the optimum; +0.15 points on average) for
 # about 0.4 ms a plan (compiled); in the replay it changes nothing that counts (16-GPU
-# worlds, seeds 20-39: net value -0.01%, se 0.09). At 10-14 GPUs, where a cluster has one
-# 8-GPU block, it lifted 2 of 89 plans; at 8, 2 of 19 (+0.13 points) for 13% more time
-# against the 1 ms target: off there. Past 16 GPUs (no light hops there) up to 64: on the
+# worlds, seeds 20-39: net value -0.01%, se 0.09). From 8 to 14 GPUs, over the four
+# tuning sets (189 proven optima), it lifts 5 plans and lowers none (s1095 at 8 GPUs 98.31
+# -> 100%, s1040 at 10 98.56 -> 99.86%) for about 10% more time at 8 GPUs (0.48 -> 0.53
+# ms on the 8-GPU scale scenario); the replay of 8-14 GPU worlds (seeds 20-39, variant
+# `evac15`): value +0.06% (se 0.06), net +0.02% (se 0.07). (An earlier round kept it off
+# at 8 GPUs, 13% more time against a 1 ms target then missed.) Past 16 GPUs (no light
+# hops there) up to 64: on the
 # 64-GPU tuning seeds 1000-1029 it lifts 11 of 30 plans (+0.13 points of plan-day's plan
 # on average, s1004 +1.6%), none lowered, for about 1.3 ms a plan (1.8 -> 3.1 ms); the
 # replay of 64-GPU worlds (`benchmarks/replay_seeds.py --variants noevac64,pairs --sizes
 # 64`, seeds 22-31): net value +0.37% (se 0.12), 8 of 10 up. Windows at every other step
 # (half the moves) kept +0.31% for 0.8 ms: not kept.
-HOT_EVAC_MIN_GPUS = 15
+HOT_EVAC_MIN_GPUS = 8
 HOT_EVAC_MAX_GPUS = 64
 # The hot path's light rounds also run on the best candidate that leaves realtime less
 # short than the winner, from HOT_RUNNER_UP_MIN_GPUS to HOT_MAX_GPUS: it lost on batch value,
 # which hops win back. On the tuning seeds it runs on 3 of 210 plans and lifts one, tuning4
 # s1184 (8 GPUs: the winner gives the one free GPU of the first steps to the cheapest
 # service; -23.38 -> 6.67 against an optimum of 8.90), for about 5% more time at 8 GPUs
-# (the check; the 8-GPU yardstick never runs it).
+# (the check; the 8-GPU yardstick never runs it). Up to RUNNER_UP_EVERY_STEP GPUs, where
+# the winner gets no light hops, the runner-up's windows are every step (HOT_STRIDE 1):
+# s1184 6.67 -> 8.90, the optimum, and no other tuning plan moved; at 16 GPUs every step
+# cost 26% more time on the scale scenario for the same plan, so not there.
 HOT_RUNNER_UP = True
 HOT_RUNNER_UP_MIN_GPUS = 8
+RUNNER_UP_EVERY_STEP = 8
 
 
 def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
            score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
            search: int, rounds: int, evac_rounds: int = EVAC_ROUNDS,
-           one_order: bool = False) -> np.ndarray:
+           one_order: bool = False, stride: int | None = None) -> np.ndarray:
     """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
     is worth more once the batch work is placed again and realtime topped up as in step 5.
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
@@ -499,7 +509,9 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     if one_order:  # the pass of the order that earns most on the starting layout
         judge = (layout_climb.best_order(Decoder.new(scenario, cells >= 0, None, jobs),
                                          orders),)
-    hop = partial(hopping_round, stride=HOT_STRIDE) if one_order else hopping_round
+    if stride is None:
+        stride = HOT_STRIDE if one_order else 1
+    hop = partial(hopping_round, stride=stride)
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
     kept = cells  # the layout of the best plan so far
     for step in [hop] * rounds + [evac.search] * evac_rounds:
