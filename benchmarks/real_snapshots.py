@@ -14,8 +14,10 @@ realtime from the cells a plan leaves free (`fast.TOP_UP = False`), `nosurplus`,
 hand-over of GPUs a service holds above its demand (`fast.SURPLUS_TRADE = False`), or
 `exchange`, any GPU runs handed between services (`fast.EXCHANGE = True`, off by
 default), or `norefill`, no refill of a service short of its curve onto GPUs other
-services held at step 0 and let go (`realtime.REFILL = False`); several joined by `+`
-combine.
+services held at step 0 and let go (`realtime.REFILL = False`), `evac15`, the light
+evacuation only from 15 GPUs (`fast.HOT_EVAC_MIN_GPUS = 15`), or `ru2`, the runner-up's
+light rounds at every other step at 8 GPUs too (`fast.RUNNER_UP_EVERY_STEP = 0`);
+several joined by `+` combine.
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (four of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -92,7 +94,9 @@ AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST", False),
            "notopup": ("allocator.policies.fast", "TOP_UP", False),
            "exchange": ("allocator.policies.fast", "EXCHANGE", True),
            "nosurplus": ("allocator.policies.fast", "SURPLUS_TRADE", False),
-           "norefill": ("allocator.policies.realtime", "REFILL", False)}
+           "norefill": ("allocator.policies.realtime", "REFILL", False),
+           "evac15": ("allocator.policies.fast", "HOT_EVAC_MIN_GPUS", 15),
+           "ru2": ("allocator.policies.fast", "RUNNER_UP_EVERY_STEP", 0)}
 
 
 def judge(args: tuple[Any, str, float, str]) -> Row:
@@ -168,7 +172,8 @@ def main(
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
     against: str = typer.Option("static", "--against",
                                 help="the variant of fast beside it (static, notopup, "
-                                     "nosurplus, exchange, norefill; several joined by +)"),
+                                     "nosurplus, exchange, norefill, evac15, ru2; several "
+                                     "joined by +)"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table

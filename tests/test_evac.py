@@ -138,6 +138,24 @@ def test_the_light_evacuation_runs_at_8_gpus() -> None:
         assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(354.44, abs=0.01)
 
 
+PHILLY_AT_12 = Path(__file__).parent / "data" / "quality_cases" / "philly_light_evac_12.json"
+
+
+def test_the_light_evacuation_frees_the_last_4_block_of_a_real_replan() -> None:
+    """A real replan (Philly week from 2017-11-06, 12 GPUs, hour 36: three services on
+    GPUs 9-11, the 8-block full of long small jobs, 21 queued 4- and 8-GPU jobs): the
+    services stay on the one 4-GPU block outside the 8-block all day; the evacuation moves
+    them off it from step 11 and the 4-GPU jobs run there (full's 30-second plan: 494.41).
+    Fails with the light evacuation kept to 15 GPUs and more, as it was."""
+    scenario = load_scenario(PHILLY_AT_12)
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert gridlib.objective(scenario, grid) == pytest.approx(483.23, abs=0.01)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 15)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(324.47, abs=0.01)
+
+
 LIGHT_WINS = Path(__file__).parent / "data" / "quality_cases" / "light_rounds_wins_16.json"
 
 

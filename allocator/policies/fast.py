@@ -461,8 +461,11 @@ HOT_MAX_GPUS = 16
 # tuning sets (189 proven optima), it lifts 5 plans and lowers none (s1095 at 8 GPUs 98.31
 # -> 100%, s1040 at 10 98.56 -> 99.86%) for about 10% more time at 8 GPUs (0.48 -> 0.53
 # ms on the 8-GPU scale scenario); the replay of 8-14 GPU worlds (seeds 20-39, variant
-# `evac15`): value +0.06% (se 0.06), net +0.02% (se 0.07). (An earlier round kept it off
-# at 8 GPUs, 13% more time against a 1 ms target then missed.) Past 16 GPUs (no light
+# `evac15`): value +0.06% (se 0.06), net +0.02% (se 0.07). On the Philly weeks' replans
+# at 12 and 14 GPUs it lifts 13 of 159 snapshots, none lowered (one 65.6 -> 97.7% of
+# full's plan), and the rolling replays' net value +0.94% (12 GPUs, se 0.68) and +0.71%
+# (14, se 0.35). (An earlier round kept it off at 8 GPUs, 13% more time against a 1 ms
+# target then missed.) Past 16 GPUs (no light
 # hops there) up to 64: on the
 # 64-GPU tuning seeds 1000-1029 it lifts 11 of 30 plans (+0.13 points of plan-day's plan
 # on average, s1004 +1.6%), none lowered, for about 1.3 ms a plan (1.8 -> 3.1 ms); the
