@@ -121,39 +121,30 @@ def test_a_runner_ups_layout_serves_the_dearer_services_first() -> None:
         assert gridlib.objective(scenario, grid) == pytest.approx(8.90, abs=0.01)
 
 
-EVAC_AT_8 = Path(__file__).parent / "data" / "quality_cases" / "light_evac_wins_8.json"
+CASES = Path(__file__).parent / "data" / "quality_cases"
 
 
-def test_the_light_evacuation_runs_at_8_gpus() -> None:
-    """Tuning seed 1095 (8 GPUs, one service peaking at 4 GPUs): the stacked layout keeps
-    the service on the 4-GPU block 4-7 all morning, where its evacuation to GPU 0 lets the
-    4-GPU jobs run there and reaches the proven optimum (360.53). Fails with the light
-    evacuation kept to 15 GPUs and more, as it was."""
-    scenario = load_scenario(EVAC_AT_8)
+@pytest.mark.parametrize(("case", "now", "before"), [
+    # Tuning seed 1095 (8 GPUs, one service peaking at 4 GPUs): the stacked layout keeps
+    # the service on the 4-GPU block 4-7 all morning; its evacuation to GPU 0 lets the
+    # 4-GPU jobs run there: the proven optimum.
+    ("light_evac_wins_8.json", 360.53, 354.44),
+    # A real replan (Philly week from 2017-11-06, 12 GPUs, hour 36: three services on GPUs
+    # 9-11, the 8-block full of long small jobs, 21 queued 4- and 8-GPU jobs): the
+    # services sat on the one 4-GPU block outside the 8-block all day; evacuated from step
+    # 11, the 4-GPU jobs run there (full's 30-second plan: 494.41).
+    ("philly_light_evac_12.json", 483.23, 324.47),
+])
+def test_the_light_evacuation_runs_below_15_gpus(case: str, now: float, before: float
+                                                 ) -> None:
+    """`before`: the light evacuation kept to 15 GPUs and more, as it was."""
+    scenario = load_scenario(CASES / case)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert gridlib.objective(scenario, grid) == pytest.approx(360.53, abs=0.01)
+    assert gridlib.objective(scenario, grid) == pytest.approx(now, abs=0.01)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 15)
-        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(354.44, abs=0.01)
-
-
-PHILLY_AT_12 = Path(__file__).parent / "data" / "quality_cases" / "philly_light_evac_12.json"
-
-
-def test_the_light_evacuation_frees_the_last_4_block_of_a_real_replan() -> None:
-    """A real replan (Philly week from 2017-11-06, 12 GPUs, hour 36: three services on
-    GPUs 9-11, the 8-block full of long small jobs, 21 queued 4- and 8-GPU jobs): the
-    services stay on the one 4-GPU block outside the 8-block all day; the evacuation moves
-    them off it from step 11 and the 4-GPU jobs run there (full's 30-second plan: 494.41).
-    Fails with the light evacuation kept to 15 GPUs and more, as it was."""
-    scenario = load_scenario(PHILLY_AT_12)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert gridlib.objective(scenario, grid) == pytest.approx(483.23, abs=0.01)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "HOT_EVAC_MIN_GPUS", 15)
-        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(324.47, abs=0.01)
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(before, abs=0.01)
 
 
 LIGHT_WINS = Path(__file__).parent / "data" / "quality_cases" / "light_rounds_wins_16.json"
