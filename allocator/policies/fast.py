@@ -465,9 +465,8 @@ HOT_MAX_GPUS = 16
 # at 12 and 14 GPUs it lifts 13 of 159 snapshots, none lowered (one 65.6 -> 97.7% of
 # full's plan), and the rolling replays' net value +0.94% (12 GPUs, se 0.68) and +0.71%
 # (14, se 0.35). (An earlier round kept it off at 8 GPUs, 13% more time against a 1 ms
-# target then missed.) Past 16 GPUs (no light
-# hops there) up to 64: on the
-# 64-GPU tuning seeds 1000-1029 it lifts 11 of 30 plans (+0.13 points of plan-day's plan
+# target then missed.) Past 16 GPUs (no light hops there) up to 64: on the 64-GPU tuning
+# seeds 1000-1029 it lifts 11 of 30 plans (+0.13 points of plan-day's plan
 # on average, s1004 +1.6%), none lowered, for about 1.3 ms a plan (1.8 -> 3.1 ms); the
 # replay of 64-GPU worlds (`benchmarks/replay_seeds.py --variants noevac64,pairs --sizes
 # 64`, seeds 22-31): net value +0.37% (se 0.12), 8 of 10 up. Windows at every other step
@@ -480,7 +479,7 @@ HOT_EVAC_MAX_GPUS = 64
 # s1184 (8 GPUs: the winner gives the one free GPU of the first steps to the cheapest
 # service; -23.38 -> 6.67 against an optimum of 8.90), for about 5% more time at 8 GPUs
 # (the check; the 8-GPU yardstick never runs it). Up to RUNNER_UP_EVERY_STEP GPUs, where
-# the winner gets no light hops, the runner-up's windows are every step (HOT_STRIDE 1):
+# the winner gets no light hops, the runner-up's windows are every step (not every HOT_STRIDE-th):
 # s1184 6.67 -> 8.90, the optimum, and no other tuning plan moved; at 16 GPUs every step
 # cost 26% more time on the scale scenario for the same plan, so not there.
 HOT_RUNNER_UP = True
