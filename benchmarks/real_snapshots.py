@@ -7,17 +7,13 @@ fast replanning every hour, and every `--every` hours the scenario fast was give
 queue, the running jobs where the replay put them, the realtime forecast) is kept. Each
 kept scenario is then planned by fast and by `full(time_limit=...)`, and fast's objective
 is reported as a share of the best plan full finds (of the proven optimum, where full
-proves it), beside a variant of fast (`--against`): `static`, realtime's
-static top-first GPU order (`realtime.BROKEN_FIRST = False`, fast before it learned to
-stack services where running jobs break blocks anyway), `notopup`, no top-up of
-realtime from the cells a plan leaves free (`fast.TOP_UP = False`), `nosurplus`, no
-hand-over of GPUs a service holds above its demand (`fast.SURPLUS_TRADE = False`), or
-`exchange`, any GPU runs handed between services (`fast.EXCHANGE = True`, off by
-default), or `norefill`, no refill of a service short of its curve onto GPUs other
-services held at step 0 and let go (`realtime.REFILL = False`), `evac15`, the light
-evacuation only from 15 GPUs (`fast.HOT_EVAC_MIN_GPUS = 15`), or `ru2`, the runner-up's
-light rounds at every other step at 8 GPUs too (`fast.RUNNER_UP_EVERY_STEP = 0`);
-several joined by `+` combine.
+proves it), beside a variant of fast (`--against`: any of `benchmarks/replay_seeds.py`'s
+variants, several joined by `+` combine), e.g. `static`, realtime's static top-first GPU
+order (`realtime.BROKEN_FIRST = False`, fast before it learned to stack services where
+running jobs break blocks anyway), `notopup`, no top-up of realtime from the cells a plan
+leaves free, `exchange`, any GPU runs handed between services (off by default),
+`norefill`, no refill of a service short of its curve onto GPUs other services held at
+step 0 and let go, or `evac15`, the light evacuation only from 15 GPUs.
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (four of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -89,38 +85,21 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
     return [s for s in seen.values() if queued(s)]
 
 
-# --against: the module, flag and value that make one variant of fast.
-AGAINST = {"static": ("allocator.policies.realtime", "BROKEN_FIRST", False),
-           "notopup": ("allocator.policies.fast", "TOP_UP", False),
-           "exchange": ("allocator.policies.fast", "EXCHANGE", True),
-           "nosurplus": ("allocator.policies.fast", "SURPLUS_TRADE", False),
-           "norefill": ("allocator.policies.realtime", "REFILL", False),
-           "evac15": ("allocator.policies.fast", "HOT_EVAC_MIN_GPUS", 15),
-           "ru2": ("allocator.policies.fast", "RUNNER_UP_EVERY_STEP", 0)}
-
-
 def judge(args: tuple[Any, str, float, str]) -> Row:
-    import importlib
-
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from allocator.policies.full import full
+    from benchmarks.replay_seeds import combined
 
     scenario, week, time_limit, against = args
     began = time.perf_counter()
     grid = fast(scenario)
     fast_ms = 1000 * (time.perf_counter() - began)
     got = gridlib.objective(scenario, grid)
-    flags = [(importlib.import_module(AGAINST[name][0]), *AGAINST[name][1:])
-             for name in against.split("+")]
-    saved = [getattr(module, flag) for module, flag, _ in flags]
-    for module, flag, value in flags:
-        setattr(module, flag, value)  # this worker process only
-    try:
-        other = gridlib.objective(scenario, fast(scenario))
-    finally:
-        for (module, flag, _), value in zip(flags, saved, strict=True):
-            setattr(module, flag, value)
+    variant = combined(against)
+    with variant.applied():  # this worker process only
+        other = gridlib.objective(scenario, fast(scenario, clear_blocks=variant.clear,
+                                                 pin_trials=variant.pin_trials))
     if time_limit <= 0:  # fast against the variant only: "best found" is the better one
         return Row(scenario.name, scenario.G, week, queued(scenario), got, other,
                    max(got, other), "not run", None, fast_ms)
@@ -171,15 +150,16 @@ def main(
     workers: int = typer.Option(2, "--workers"),
     worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
     against: str = typer.Option("static", "--against",
-                                help="the variant of fast beside it (static, notopup, "
-                                     "nosurplus, exchange, norefill, evac15, ru2; several "
-                                     "joined by +)"),
+                                help="the variant of fast beside it "
+                                     "(benchmarks/replay_seeds.py's names, e.g. static, "
+                                     "norefill, evac15; several joined by +)"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table
+    from benchmarks.replay_seeds import VARIANTS
 
-    if not set(against.split("+")) <= set(AGAINST):
-        raise typer.BadParameter(f"--against: one or more of {sorted(AGAINST)}, joined by +")
+    if not set(against.split("+")) <= set(VARIANTS):
+        raise typer.BadParameter(f"--against: one or more of {sorted(VARIANTS)}, joined by +")
     sizes = [int(g) for g in gpus.split(",")]
     weeks = starts.split(",")
     kept = [(s, start, time_limit, against) for g in sizes for start in weeks

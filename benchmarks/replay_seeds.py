@@ -38,7 +38,10 @@ ran up to 64), `trials4` (4 pin trials per plan), `lag2`
 (the stacked layout's earlier reach: a layer waits at most 2 steps for a preferred GPU
 and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 `realtime.HANDOVER_WAIT = 0`), `norefill` (no refill of realtime onto other services' released
-current GPUs, `realtime.REFILL = False`).
+current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only from 15 GPUs,
+`fast.HOT_EVAC_MIN_GPUS = 15`), `ru2` (the runner-up's light rounds at every other step at
+8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`). `benchmarks/philly_replays.py` and
+`benchmarks/real_snapshots.py` judge the same variants on real data.
 """
 
 from __future__ import annotations
@@ -80,6 +83,15 @@ class Variant:
 
 def _set(*constants: tuple[str, str, object], **options: Any) -> Variant:
     return Variant(constants=constants, **options)
+
+
+def combined(names: str) -> Variant:
+    """The variants named, joined by `+`, as one: every constant each sets (in turn), the
+    keyword arguments of any that asks for them."""
+    parts = [VARIANTS[name] for name in names.split("+")]
+    return Variant(constants=tuple(c for v in parts for c in v.constants),
+                   clear=any(v.clear for v in parts),
+                   pin_trials=max(v.pin_trials for v in parts))
 
 
 NO_PAIRS = ("fast", "PAIRS", False)

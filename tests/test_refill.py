@@ -23,7 +23,7 @@ from allocator.model import RealtimeJob, Scenario
 from allocator.policies import realtime as realtime_module
 from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
-from allocator.scenario_io import scenario_from_dict
+from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 
@@ -40,8 +40,6 @@ def test_a_service_takes_the_gpu_another_released_for_its_peak(
     one of its two current GPUs at step 2. Without the refill m-large's curve is capped at
     one GPU (its own is the only one it may take before step 9), batch work fills the GPU
     m-mid let go, and fast's best candidate is a baseline's, 93 below the optimum."""
-    from allocator.scenario_io import load_scenario
-
     scenario = load_scenario(CASES / "philly_owner_release_peak.json")
     monkeypatch.setattr(realtime_module, "REFILL", False)
     without = gridlib.objective(scenario, fast(scenario))
