@@ -58,7 +58,7 @@ def _moved(layout: np.ndarray, job: int, x: int, y: int, old: tuple[int, int, in
     """`layout` with the service's runs [old[0], old[1]) on GPU x and [old[2], old[3]) on
     y replaced by [new[0], new[1]) and [new[2], new[3]), or None where a new cell is not
     free."""
-    out = layout.copy()
+    out: np.ndarray = layout.copy()
     out[old[0]:old[1], x] = gridlib.FREE
     out[old[2]:old[3], y] = gridlib.FREE
     if (out[new[0]:new[1], x] != gridlib.FREE).any() or \
@@ -76,15 +76,15 @@ def recuts(scenario: Scenario, layout: np.ndarray) -> Iterator[np.ndarray]:
     for i, job in enumerate(scenario.jobs):
         realtime[i] = isinstance(job, RealtimeJob)
     found = runs(layout, realtime)
-    for job, x, a1, b1 in found:
+    for service, x, a1, b1 in found:
         for other, y, a2, b2 in found:
-            if other != job or y == x or not a1 <= a2 < b1 or b1 == b2:
+            if other != service or y == x or not a1 <= a2 < b1 or b1 == b2:
                 continue  # (a pair with a1 == a2 is met from both sides: the same cuts)
-            traded = _moved(layout, job, x, y, (a1, b1, a2, b2), (a1, b2, a2, b1))
+            traded = _moved(layout, service, x, y, (a1, b1, a2, b2), (a1, b2, a2, b1))
             if traded is not None:
                 yield traded
             if 0 < a1 < a2:  # the starts traded: x from a2, y from a1
-                traded = _moved(layout, job, x, y, (a1, b1, a2, b2), (a2, b1, a1, b2))
+                traded = _moved(layout, service, x, y, (a1, b1, a2, b2), (a2, b1, a1, b2))
                 if traded is not None:
                     yield traded
 
