@@ -121,6 +121,7 @@ VARIANTS: dict[str, Variant] = {
     "norefill": _set(("realtime", "REFILL", False)),
     "ru2": _set(("fast", "RUNNER_UP_EVERY_STEP", 0)),
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
+    "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
 }
 
 

@@ -89,7 +89,11 @@
    stable candidate is judged. From 8 to 16 GPUs the light rounds also run on the
    best-scoring candidate that leaves realtime less short than the winner
    (`HOT_RUNNER_UP`; windows every step at 8 GPUs). Its plan is a candidate beside the
-   trials' and hops' too.
+   trials' and hops' too. Last, with `hops` and up to 64 GPUs, `RECUT_ROUNDS` rounds of
+   re-cuts (allocator/policies/recut.py): two overlapping runs of one service trade
+   their ends (or starts) across their two GPUs, which costs no swap, so a service whose
+   rise ends lets go of the GPU the batch work wants (a hop would pay a swap at each
+   edge); each judged by the batch work placed again.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -402,10 +406,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     # of a grid against itself, two full counts, decides nothing)
     if not anchors and light is not best and score(light) > score(best) + 1e-9:
         best = light
-    if hops > 0 and not anchors and RECUT_ROUNDS > 0 and not scenario.reservations:
+    recuts = RECUT_ROUNDS if hops > 0 else HOT_RECUT_ROUNDS
+    if recuts > 0 and not anchors and not scenario.reservations:
         best = recut.search(scenario, best, partial(hopping.layout, scenario),
                             partial(_placed_again, scenario, held, jobs, orders, search),
-                            score, RECUT_ROUNDS)
+                            score, recuts)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
@@ -417,11 +422,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
 # none lowered, 2-4% more of plan-day's fast time; a second round changed nothing. 0: none.
 EVAC_ROUNDS = 1
-# With `hops`, up to this many rounds of re-cuts last (allocator/policies/recut.py): two
-# overlapping runs of one service trade ends across their GPUs, at no cost in swaps. On
-# the tuning seeds with plan-day's trials: 17 of 189 proven plans lifted, none lowered,
-# about 3% more of plan-day's time. 0: none.
+# With `hops`, up to this many rounds of re-cuts last (allocator/policies/recut.py, up to
+# its MAX_GPUS): two overlapping runs of one service trade ends across their GPUs, at no
+# cost in swaps. On the tuning seeds up to 16 GPUs with plan-day's trials: 17 of 189
+# proven plans lifted, none lowered, about 3% more of plan-day's time. 0: none.
 RECUT_ROUNDS = 3
+# Without `hops` (the hot path): off. One round lifts 31 of the 189 but takes fast's time
+# up by 85% (a batch placement per trial); at 64 GPUs 3.8x (BENCHMARKS.md, "Re-cuts").
+HOT_RECUT_ROUNDS = 0
 # With `hops`, up to the hops' 16 GPUs, every construction's plan of steps 1-4 is hopped
 # too, not only the winner's: a runner-up's realtime layout can be the better start. On the
 # tuning seeds with plan-day's trials it lifts 9 of 189 proven plans, none lowered:

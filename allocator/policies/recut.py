@@ -13,25 +13,29 @@ the other end (both starts past step 0, where current GPUs fix who holds what). 
 events on one GPU at one step can only cancel, so no step's swaps rise: each re-cut is
 legal by construction, and the batch work placed again around it judges it.
 
-On the tuning seeds of benchmarks/bench_quality.py, after plan-day's trials and hops, it
-lifts 17 of 189 proven plans (up to 97.80 -> 100% of the optimum), lowers none, for about
-3% more of plan-day's time (BENCHMARKS.md, "Re-cuts").
+On the tuning seeds of benchmarks/bench_quality.py up to 16 GPUs, after plan-day's trials
+and hops, it lifts 17 of 189 proven plans (up to 97.80 -> 100% of the optimum), lowers
+none, for about 3% more of plan-day's time (BENCHMARKS.md, "Re-cuts"). On the hot path it
+would cost more than it lifts (the same section), so it runs where `hops` do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
 
-# Re-cut layouts judged per round (each a full batch placement): past this many, the rest
-# wait for the next round. The family's plans up to 16 GPUs offer a few dozen.
+# Re-cut layouts judged per round (each a full batch placement), the most promising first
+# (`ranked`): the family's plans up to 16 GPUs offer a few dozen, at 64 GPUs more.
 MAX_TRIALS = 64
-# The clusters re-cut: every candidate is a batch placement, whose cost grows with the GPUs.
-MAX_GPUS = 16
+# The clusters re-cut: every trial is a batch placement, whose cost grows with the GPUs. At
+# 64 GPUs, on plan-day's plans of the 64-GPU tuning seeds, 11 of 30 rise (+0.06% on
+# average), none falls, for about 10% more of plan-day's time.
+MAX_GPUS = 64
 
 
 def runs(layout: np.ndarray, realtime: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -53,40 +57,88 @@ def runs(layout: np.ndarray, realtime: np.ndarray) -> list[tuple[int, int, int, 
     return out
 
 
-def _moved(layout: np.ndarray, job: int, x: int, y: int, old: tuple[int, int, int, int],
-           new: tuple[int, int, int, int]) -> np.ndarray | None:
-    """`layout` with the service's runs [old[0], old[1]) on GPU x and [old[2], old[3]) on
-    y replaced by [new[0], new[1]) and [new[2], new[3]), or None where a new cell is not
-    free."""
-    out: np.ndarray = layout.copy()
-    out[old[0]:old[1], x] = gridlib.FREE
-    out[old[2]:old[3], y] = gridlib.FREE
-    if (out[new[0]:new[1], x] != gridlib.FREE).any() or \
-            (out[new[2]:new[3], y] != gridlib.FREE).any():
-        return None
-    out[new[0]:new[1], x] = job
-    out[new[2]:new[3], y] = job
-    return out
+class Cut(NamedTuple):
+    """One re-cut: the service's runs `old` on GPUs x and y become `new` (each a pair of
+    [start, end) per GPU), which moves its cells over `window` from GPU `off` to `onto`."""
+
+    service: int
+    x: int
+    y: int
+    old: tuple[int, int, int, int]
+    new: tuple[int, int, int, int]
+    off: int
+    onto: int
+    window: tuple[int, int]
 
 
-def recuts(scenario: Scenario, layout: np.ndarray) -> Iterator[np.ndarray]:
-    """Every layout one re-cut away from `layout` (its realtime and running cells only):
+def cuts(scenario: Scenario, layout: np.ndarray) -> list[Cut]:
+    """Every re-cut of `layout` (its realtime and running cells) whose new cells are free:
     per pair of overlapping runs of one service, the ends traded, then the starts."""
     realtime = np.zeros(len(scenario.jobs), dtype=bool)
     for i, job in enumerate(scenario.jobs):
         realtime[i] = isinstance(job, RealtimeJob)
     found = runs(layout, realtime)
+    free = layout == gridlib.FREE
+    out: list[Cut] = []
     for service, x, a1, b1 in found:
         for other, y, a2, b2 in found:
             if other != service or y == x or not a1 <= a2 < b1 or b1 == b2:
                 continue  # (a pair with a1 == a2 is met from both sides: the same cuts)
-            traded = _moved(layout, service, x, y, (a1, b1, a2, b2), (a1, b2, a2, b1))
-            if traded is not None:
-                yield traded
-            if 0 < a1 < a2:  # the starts traded: x from a2, y from a1
-                traded = _moved(layout, service, x, y, (a1, b1, a2, b2), (a2, b1, a1, b2))
-                if traded is not None:
-                    yield traded
+            old = (a1, b1, a2, b2)
+            # the ends traded: the later end's cells move to the other GPU
+            off, onto, window = (x, y, (b2, b1)) if b1 > b2 else (y, x, (b1, b2))
+            if free[window[0]:window[1], onto].all():
+                out.append(Cut(service, x, y, old, (a1, b2, a2, b1), off, onto, window))
+            # the starts traded (past step 0): x from a2, y from a1
+            if 0 < a1 < a2 and free[a1:a2, y].all():
+                out.append(Cut(service, x, y, old, (a2, b1, a1, b2), x, y, (a1, a2)))
+    return out
+
+
+def _block_freed(busy: np.ndarray, gpu: int, window: tuple[int, int], vacated: bool) -> int:
+    """The largest aligned block holding `gpu` that is free over `window` (with `gpu`'s own
+    cells there counted free where `vacated`): 0 where the GPU itself is busy."""
+    taken: np.ndarray = np.asarray(busy[window[0]:window[1]].any(axis=0))
+    if vacated:
+        taken[gpu] = False
+    if taken[gpu]:
+        return 0
+    size, G = 1, busy.shape[1]
+    while True:
+        lo = gpu // (2 * size) * (2 * size)
+        if lo + 2 * size > G or taken[lo:lo + 2 * size].any():
+            return size
+        size *= 2
+
+
+def ranked(scenario: Scenario, layout: np.ndarray) -> list[Cut]:
+    """`cuts`, the most promising first: by the aligned block the move frees around the GPU
+    it leaves, less the one it breaks around the GPU it takes (over the moved window), so
+    a cap on the trials keeps the moves batch work can use (at 64 GPUs a plan offers more
+    than the cap)."""
+    busy = layout != gridlib.FREE
+    found = cuts(scenario, layout)
+    gain = [_block_freed(busy, c.off, c.window, True) - _block_freed(busy, c.onto, c.window,
+                                                                      False)
+            for c in found]
+    order = sorted(range(len(found)), key=lambda k: -gain[k])  # stable: ties keep order
+    return [found[k] for k in order]
+
+
+def applied(layout: np.ndarray, cut: Cut) -> np.ndarray:
+    """`layout` with `cut` made."""
+    out: np.ndarray = layout.copy()
+    old, new = cut.old, cut.new
+    out[old[0]:old[1], cut.x] = gridlib.FREE
+    out[old[2]:old[3], cut.y] = gridlib.FREE
+    out[new[0]:new[1], cut.x] = cut.service
+    out[new[2]:new[3], cut.y] = cut.service
+    return out
+
+
+def recuts(scenario: Scenario, layout: np.ndarray) -> Iterator[np.ndarray]:
+    """Every layout one re-cut away from `layout`, the most promising first (`ranked`)."""
+    return (applied(layout, cut) for cut in ranked(scenario, layout))
 
 
 def search(scenario: Scenario, best: np.ndarray, layout_of: Callable[[np.ndarray], np.ndarray],
