@@ -35,6 +35,22 @@ def _swaps(held: list[set[int]]) -> list[int]:
     return [len(a ^ b) for a, b in itertools.pairwise(held)]
 
 
+def test_the_cut_that_frees_a_block_is_tried_first() -> None:
+    scenario = load_scenario(CASES / "recut_wins.json")
+    service = next(i for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob))
+    cells = gridlib.empty(scenario)[:, :4]
+    cells[0:12, 0] = service  # the base run on GPU 0, a rise on GPU 3 over steps 4-9
+    cells[4:10, 3] = service
+    cells[:, 2] = service  # a second layer all day on GPU 2
+    # trading ends with GPU 3 frees the 2-block 0-1 over steps 10-11, where GPU 3's block
+    # is broken anyway; the first cut found (GPU 0's end traded with GPU 2's) frees 2-3
+    # but breaks 0-1 over steps 12-23: nothing gained
+    found = recut.cuts(scenario, cells)
+    assert (found[0].off, found[0].onto) == (2, 0)
+    first = recut.ranked(scenario, cells)[0]
+    assert (first.off, first.onto, first.window) == (0, 3, (10, 12))
+
+
 def test_the_ends_of_a_nested_run_are_traded() -> None:
     scenario = load_scenario(CASES / "recut_wins.json")
     service = next(i for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob))
@@ -71,13 +87,19 @@ def test_a_recut_keeps_every_step_s_count_and_spends_no_swap(scenario: Scenario)
 
 
 @needs_c
+@pytest.mark.parametrize(("constant", "options"), [("RECUT_ROUNDS", {"hops": 1}),
+                                                   ("HOT_RECUT_ROUNDS", {})])
 @settings(max_examples=examples(0.2), deadline=None)
 @given(scenario=FAMILY | contended_scenarios(max_gpus=16, max_steps=16))
-def test_recuts_are_legal_and_never_lower_the_plan(scenario: Scenario) -> None:
+def test_recuts_are_legal_and_never_lower_the_plan(constant: str, options: dict[str, int],
+                                                  scenario: Scenario) -> None:
+    """With the hops (plan-day's setting), and on the hot path where it is off by default."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastlib, "RECUT_ROUNDS", 0)
-        without = gridlib.objective(scenario, fast(scenario, hops=1))
-    grid = fast(scenario, hops=1)
+        without = gridlib.objective(scenario, fast(scenario, **options))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, constant, 1)
+        grid = fast(scenario, **options)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     got = gridlib.objective(scenario, grid)
     event("re-cuts lifted the plan" if got > without + 1e-6 else "plan unchanged")

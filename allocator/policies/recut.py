@@ -95,15 +95,11 @@ def cuts(scenario: Scenario, layout: np.ndarray) -> list[Cut]:
     return out
 
 
-def _block_freed(busy: np.ndarray, gpu: int, window: tuple[int, int], vacated: bool) -> int:
-    """The largest aligned block holding `gpu` that is free over `window` (with `gpu`'s own
-    cells there counted free where `vacated`): 0 where the GPU itself is busy."""
-    taken: np.ndarray = np.asarray(busy[window[0]:window[1]].any(axis=0))
-    if vacated:
-        taken[gpu] = False
+def _block_around(taken: np.ndarray, gpu: int) -> int:
+    """The largest aligned block holding `gpu` with no GPU `taken` (0: `gpu` is taken)."""
     if taken[gpu]:
         return 0
-    size, G = 1, busy.shape[1]
+    size, G = 1, len(taken)
     while True:
         lo = gpu // (2 * size) * (2 * size)
         if lo + 2 * size > G or taken[lo:lo + 2 * size].any():
@@ -111,18 +107,22 @@ def _block_freed(busy: np.ndarray, gpu: int, window: tuple[int, int], vacated: b
         size *= 2
 
 
+def promise(busy: np.ndarray, cut: Cut) -> int:
+    """What `cut` offers batch work over its window: the aligned block it frees around the
+    GPU it leaves (after the move), less the one it breaks around the GPU it takes."""
+    before: np.ndarray = np.asarray(busy[cut.window[0]:cut.window[1]].any(axis=0))
+    after = before.copy()
+    after[cut.off], after[cut.onto] = False, True
+    return _block_around(after, cut.off) - _block_around(before, cut.onto)
+
+
 def ranked(scenario: Scenario, layout: np.ndarray) -> list[Cut]:
-    """`cuts`, the most promising first: by the aligned block the move frees around the GPU
-    it leaves, less the one it breaks around the GPU it takes (over the moved window), so
-    a cap on the trials keeps the moves batch work can use (at 64 GPUs a plan offers more
-    than the cap)."""
+    """`cuts`, the most `promise` first (ties in `cuts`' order), so the cap on the trials
+    keeps the moves batch work can use (at 64 GPUs a plan offers more than the cap)."""
     busy = layout != gridlib.FREE
     found = cuts(scenario, layout)
-    gain = [_block_freed(busy, c.off, c.window, True) - _block_freed(busy, c.onto, c.window,
-                                                                      False)
-            for c in found]
-    order = sorted(range(len(found)), key=lambda k: -gain[k])  # stable: ties keep order
-    return [found[k] for k in order]
+    gain = [promise(busy, cut) for cut in found]
+    return [found[k] for k in sorted(range(len(found)), key=lambda k: -gain[k])]
 
 
 def applied(layout: np.ndarray, cut: Cut) -> np.ndarray:
