@@ -13,7 +13,9 @@ order (`realtime.BROKEN_FIRST = False`, fast before it learned to stack services
 running jobs break blocks anyway), `notopup`, no top-up of realtime from the cells a plan
 leaves free, `exchange`, any GPU runs handed between services (off by default),
 `norefill`, no refill of a service short of its curve onto GPUs other services held at
-step 0 and let go, or `evac15`, the light evacuation only from 15 GPUs.
+step 0 and let go, or `evac15`, the light evacuation only from 15 GPUs. With `--day`, fast
+and the variant run with plan-day's trials and hops (e.g. `--against norecut`: without
+the re-cuts that end them).
 
 Tuning and test apart: the weeks from 2017-10-30 and 2017-11-06 were looked at while
 changing fast (four of their 16-GPU snapshots are test cases); the week from 2017-11-13 is
@@ -85,21 +87,29 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
     return [s for s in seen.values() if queued(s)]
 
 
-def judge(args: tuple[Any, str, float, str]) -> Row:
+# `--day`: fast (and the variant) with plan-day's trials and hops
+PLAN_DAY: dict[str, Any] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
+                            "trial_passes": 4}
+
+
+def judge(args: tuple[Any, str, float, str, bool]) -> Row:
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from allocator.policies.full import full
     from benchmarks.replay_seeds import combined
 
-    scenario, week, time_limit, against = args
+    scenario, week, time_limit, against, day = args
+    options = dict(PLAN_DAY) if day else {}
     began = time.perf_counter()
-    grid = fast(scenario)
+    grid = fast(scenario, **options)
     fast_ms = 1000 * (time.perf_counter() - began)
     got = gridlib.objective(scenario, grid)
     variant = combined(against)
+    if variant.pin_trials:
+        options["pin_trials"] = variant.pin_trials
     with variant.applied():  # this worker process only
         other = gridlib.objective(scenario, fast(scenario, clear_blocks=variant.clear,
-                                                 pin_trials=variant.pin_trials))
+                                                 **options))
     if time_limit <= 0:  # fast against the variant only: "best found" is the better one
         return Row(scenario.name, scenario.G, week, queued(scenario), got, other,
                    max(got, other), "not run", None, fast_ms)
@@ -153,6 +163,8 @@ def main(
                                 help="the variant of fast beside it "
                                      "(benchmarks/replay_seeds.py's names, e.g. static, "
                                      "norefill, evac15; several joined by +)"),
+    day: bool = typer.Option(False, "--day", help="fast and the variant with plan-day's "
+                                                  "trials and hops"),
 ) -> None:
     sys.path.insert(0, str(ROOT))
     from allocator.core.markdown import table
@@ -162,7 +174,7 @@ def main(
         raise typer.BadParameter(f"--against: one or more of {sorted(VARIANTS)}, joined by +")
     sizes = [int(g) for g in gpus.split(",")]
     weeks = starts.split(",")
-    kept = [(s, start, time_limit, against) for g in sizes for start in weeks
+    kept = [(s, start, time_limit, against, day) for g in sizes for start in weeks
             for s in snapshots(g, start, every, realtime_share)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         rows = list(pool.map(judge, kept))

@@ -40,7 +40,9 @@ and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 `realtime.HANDOVER_WAIT = 0`), `norefill` (no refill of realtime onto other services' released
 current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only from 15 GPUs,
 `fast.HOT_EVAC_MIN_GPUS = 15`), `ru2` (the runner-up's light rounds at every other step at
-8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`). `benchmarks/philly_replays.py` and
+8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`), `recut` (one round of re-cuts on the hot
+path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
+`fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`). `benchmarks/philly_replays.py` and
 `benchmarks/real_snapshots.py` judge the same variants on real data.
 """
 
@@ -122,6 +124,7 @@ VARIANTS: dict[str, Variant] = {
     "ru2": _set(("fast", "RUNNER_UP_EVERY_STEP", 0)),
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
+    "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
 }
 
 
