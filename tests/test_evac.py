@@ -21,7 +21,7 @@ from allocator.policies.hops import layout as hopping_layout
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
-from tests.test_hops import FAMILY, legal_and_never_worse
+from tests.test_hops import FAMILY, legal_and_above_without, legal_and_never_worse
 
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 DAY: dict[str, Any] = {"pin_trials": 3, "defer_trials": 3, "hops": 1}
@@ -32,14 +32,8 @@ FROM_BEST = Path(__file__).parent / "data" / "quality_cases" / "evac_from_best.j
 @settings(max_examples=examples(0.2), deadline=None)
 @given(scenario=FAMILY | contended_scenarios(max_gpus=16, max_steps=16))
 def test_evacuation_is_legal_and_never_lowers_the_plan(scenario: Scenario) -> None:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "EVAC_ROUNDS", 0)
-        without = gridlib.objective(scenario, fast(scenario, **DAY))
-    grid = fast(scenario, **DAY)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    got = gridlib.objective(scenario, grid)
-    event("evacuation lifted the plan" if got > without + 1e-6 else "plan unchanged")
-    assert got >= without - 1e-6
+    legal_and_above_without(scenario, "evacuation", ("EVAC_ROUNDS", 0, fastlib.EVAC_ROUNDS),
+                            **DAY)
 
 
 @needs_c

@@ -55,6 +55,22 @@ def _legal_and_never_worse(scenario: Scenario) -> None:
     legal_and_never_worse(scenario, "hops", hops=2)
 
 
+def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int, int],
+                            **options: Any) -> None:
+    """fast with `options` plans legally, and never below its plan with the step off:
+    `step` is (fast's constant, its value off, its value on)."""
+    constant, off, on = step
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, constant, off)
+        without = gridlib.objective(scenario, fast(scenario, **options))
+        mp.setattr(fastlib, constant, on)
+        grid = fast(scenario, **options)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event(f"{what} lifted the plan" if got > without + 1e-6 else "plan unchanged")
+    assert got >= without - 1e-6
+
+
 def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
     """fast with `options` plans legally and never below fast's default plan; its value
     (`what` names the step in hypothesis' statistics)."""

@@ -21,7 +21,7 @@ from allocator.policies.hops import layout
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
-from tests.test_hops import FAMILY
+from tests.test_hops import FAMILY, legal_and_above_without
 
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -87,23 +87,16 @@ def test_a_recut_keeps_every_step_s_count_and_spends_no_swap(scenario: Scenario)
 
 
 @needs_c
-@pytest.mark.parametrize(("constant", "options"), [("RECUT_ROUNDS", {"hops": 1}),
-                                                   ("HOT_RECUT_ROUNDS", {})])
+@pytest.mark.parametrize(("constant", "rounds", "options"),
+                         [("RECUT_ROUNDS", fastlib.RECUT_ROUNDS, {"hops": 1}),
+                          ("HOT_RECUT_ROUNDS", 1, {})])
 @settings(max_examples=examples(0.2), deadline=None)
 @given(scenario=FAMILY | contended_scenarios(max_gpus=16, max_steps=16))
-def test_recuts_are_legal_and_never_lower_the_plan(constant: str, options: dict[str, int],
+def test_recuts_are_legal_and_never_lower_the_plan(constant: str, rounds: int,
+                                                  options: dict[str, int],
                                                   scenario: Scenario) -> None:
     """With the hops (plan-day's setting), and on the hot path where it is off by default."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "RECUT_ROUNDS", 0)
-        without = gridlib.objective(scenario, fast(scenario, **options))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, constant, 1)
-        grid = fast(scenario, **options)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    got = gridlib.objective(scenario, grid)
-    event("re-cuts lifted the plan" if got > without + 1e-6 else "plan unchanged")
-    assert got >= without - 1e-6
+    legal_and_above_without(scenario, "re-cuts", (constant, 0, rounds), **options)
 
 
 @needs_c
