@@ -101,7 +101,8 @@ def test_the_climb_lifts_fast_where_its_layouts_leave_a_large_job_out(
     assert climbed > 1.005 * plain, (climbed, plain)
 
 
-def _runs_one_service_at_a_time(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+def _runs_one_service_at_a_time(scenario: Scenario, layout: np.ndarray,
+                                step_zero_stays: bool = True) -> np.ndarray:
     """movable_runs as first written: each service's runs found on their own."""
     parts = []
     for i, job in enumerate(scenario.jobs):
@@ -113,7 +114,7 @@ def _runs_one_service_at_a_time(scenario: Scenario, layout: np.ndarray) -> np.nd
         starts, ends = np.argwhere(edges.T == 1), np.argwhere(edges.T == -1)
         rows = np.column_stack([starts[:, 1], ends[:, 1], starts[:, 0],
                                 np.full(len(starts), i)])
-        if job.current_gpus is not None:
+        if step_zero_stays and job.current_gpus is not None:
             rows = rows[rows[:, 0] > 0]
         parts.append(rows)
     runs = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
@@ -131,3 +132,7 @@ def test_movable_runs_are_every_services_runs_in_order(scenario: Scenario, seed:
     # fast's int32 grids take the compiled scan, whose rows are the Python scan's
     assert np.array_equal(movable_runs(scenario, layout.astype(np.int32)), expected)
     assert np.array_equal(_movable_runs_py(scenario, layout.astype(np.int32)), expected)
+    # every run, step 0's too (the re-cuts' scan), from both
+    every = _runs_one_service_at_a_time(scenario, layout, step_zero_stays=False)
+    assert np.array_equal(movable_runs(scenario, layout.astype(np.int32), False), every)
+    assert np.array_equal(_movable_runs_py(scenario, layout, False), every)

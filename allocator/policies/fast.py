@@ -544,12 +544,8 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
             stuck.add(step)  # (evacuations still run after the hops stop)
             continue
         cells = moved
-        grid = place_batch(scenario, cells.astype(best.dtype), None, search, held=held,
-                           jobs=jobs, orders=orders)  # the grid's own dtype (the search's
-        # layouts are int64)
-        if TOP_UP:
-            _filled(scenario, grid, held.realtime_off,
-                    "surplus" if _surplus_trade(scenario) else None)
+        # (in the grid's own dtype: the search's layouts are int64)
+        grid = _placed_again(scenario, held, jobs, orders, search, cells.astype(best.dtype))
         got = score(grid)
         if got > value + 1e-9:
             best, value, kept = grid, got, cells

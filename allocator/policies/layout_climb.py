@@ -20,9 +20,12 @@ from allocator.model import RealtimeJob, Scenario
 from allocator.policies.decoder import Decoder, Jobs, Orders, _CDecoder, _packc
 
 
-def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+def movable_runs(scenario: Scenario, layout: np.ndarray, step_zero_stays: bool = True
+                 ) -> np.ndarray:
     """(R, 4) int64 rows (start, end, gpu, job) of the realtime runs the climb may move,
     the longest first (then by GPU and start): long runs shape the free blocks most.
+    `step_zero_stays`: a run held at step 0 by a service with current GPUs is left out
+    (moving it is a swap); False: every run (the re-cuts keep starts where they are).
 
     One scan of each GPU's column in plain Python: the climb runs up to 16 GPUs, where
     the numpy version's calls (a mask per service, diffs, argwhere) cost several times
@@ -33,19 +36,20 @@ def movable_runs(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
         kind = np.zeros(len(scenario.jobs), dtype=np.int8)
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, RealtimeJob):
-                kind[i] = 2 if job.current_gpus is not None else 1
+                kind[i] = 2 if step_zero_stays and job.current_gpus is not None else 1
         out = np.empty((layout.size, 4), dtype=np.int64)
         found = _packc.runs(np.ascontiguousarray(layout), kind, out)
         return out[:found]
-    return _movable_runs_py(scenario, layout)
+    return _movable_runs_py(scenario, layout, step_zero_stays)
 
 
-def _movable_runs_py(scenario: Scenario, layout: np.ndarray) -> np.ndarray:
+def _movable_runs_py(scenario: Scenario, layout: np.ndarray, step_zero_stays: bool = True
+                     ) -> np.ndarray:
     """`movable_runs` in plain Python: the reference for the compiled scan."""
     # per service: whether it has current GPUs (its runs held at step 0 stay: moving one
     # is a swap)
-    pinned = {i: job.current_gpus is not None for i, job in enumerate(scenario.jobs)
-              if isinstance(job, RealtimeJob)}
+    pinned = {i: step_zero_stays and job.current_gpus is not None
+              for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)}
     runs: list[tuple[int, int, int, int]] = []
     for g, column in enumerate(layout.T.tolist()):
         held: int | None = None  # what the GPU holds since step `since`

@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator.model import RealtimeJob, Scenario
+from allocator.model import Scenario
+from allocator.policies import layout_climb
 
 # Re-cut layouts judged per round (each a full batch placement), the most promising first
 # (`ranked`): the family's plans up to 16 GPUs offer a few dozen, at 64 GPUs more.
@@ -36,25 +37,6 @@ MAX_TRIALS = 64
 # 64 GPUs, on plan-day's plans of the 64-GPU tuning seeds, 11 of 30 rise (+0.06% on
 # average), none falls, for about 10% more of plan-day's time.
 MAX_GPUS = 64
-
-
-def runs(layout: np.ndarray, realtime: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """(job, gpu, start, end) of every maximal run of one service on one GPU in `layout`
-    (`realtime[i]`: whether job index i is a service), GPU by GPU, in time order."""
-    out: list[tuple[int, int, int, int]] = []
-    T = layout.shape[0]
-    for g, column in enumerate(layout.T.tolist()):
-        t = 0
-        while t < T:
-            cell = column[t]
-            if cell >= 0 and realtime[cell]:
-                start = t
-                while t < T and column[t] == cell:
-                    t += 1
-                out.append((cell, g, start, t))
-            else:
-                t += 1
-    return out
 
 
 class Cut(NamedTuple):
@@ -74,10 +56,10 @@ class Cut(NamedTuple):
 def cuts(scenario: Scenario, layout: np.ndarray) -> list[Cut]:
     """Every re-cut of `layout` (its realtime and running cells) whose new cells are free:
     per pair of overlapping runs of one service, the ends traded, then the starts."""
-    realtime = np.zeros(len(scenario.jobs), dtype=bool)
-    for i, job in enumerate(scenario.jobs):
-        realtime[i] = isinstance(job, RealtimeJob)
-    found = runs(layout, realtime)
+    # every run of a service on a GPU, GPU by GPU in time order
+    found = [(job, gpu, start, end) for start, end, gpu, job in
+             sorted(layout_climb.movable_runs(scenario, layout, step_zero_stays=False).tolist(),
+                    key=lambda run: (run[2], run[0]))]
     free = layout == gridlib.FREE
     out: list[Cut] = []
     for service, x, a1, b1 in found:
