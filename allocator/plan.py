@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator import policies
+from allocator import policies, refine
 from allocator.model import Scenario
 from allocator.reservations import as_dicts
 from allocator.result import PolicyResult, SolveReport
@@ -77,30 +77,54 @@ BOUND_MODES = ("auto", "on", "off", "block")
 
 
 def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
-              block_seconds: float = 30.0, **options: Any) -> Plan:
+              block_seconds: float = 30.0, refine_below: float = 0.0,
+              **options: Any) -> Plan:
     """Run a policy, time it, validate its grid and recompute its metrics from the grid.
 
     `bound` adds a proven upper bound on the objective under `extras["bound"]` (outside
     the latency): "on" the Lagrangian one, "auto" that where it is cheap, "block" also
     the block-capacity relaxation (a MILP given `block_seconds`), "off" none.
+    `refine_below` (fast, with a bound): a plan below this share of its bound is made
+    again with the daily plan's trials, the better one kept (`extras["refined"]`).
     """
     run = policies.get(policy)
-    began = time.perf_counter()
-    result = PolicyResult.of(run(scenario, **options))
-    latency_ms = (time.perf_counter() - began) * 1000.0
+    result, latency_ms, metrics = _run_checked(scenario, policy, run, options)
     extras: dict[str, Any] = {}
-    ids = gridlib.to_ids(scenario, result.grid)
-    problems = violations(scenario, ids)
-    if problems:
-        raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
-    metrics = compute_metrics(scenario, ids)
     if bound != "off":
         milp_bound = None if result.solve is None else result.solve.best_bound
         found = prove_bound(scenario, metrics.objective, bound, block_seconds, milp_bound)
         if found is not None:
             extras["bound"] = found
+        trials = refine.deeper(options) if policy == "fast" else None
+        if trials is not None and found is not None and refine.wanting(
+                scenario.G, metrics.objective, found.get("value"), refine_below):
+            again, again_ms, again_metrics = _run_checked(scenario, policy, run, trials)
+            lifted = again_metrics.objective > metrics.objective
+            extras["refined"] = {
+                "below": refine_below, "first_objective": round(metrics.objective, 6),
+                "first_share": round(metrics.objective / found["value"], 6),
+                "objective": round(max(metrics.objective, again_metrics.objective), 6),
+                "lifted": lifted, "ms": round(again_ms, 3)}
+            latency_ms += again_ms
+            if lifted:
+                result, metrics = again, again_metrics
+                extras["bound"] = prove_bound(scenario, metrics.objective, bound,
+                                              block_seconds, None) or found
     return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,
                 latency_ms=latency_ms, extras=extras, solve=result.solve)
+
+
+def _run_checked(scenario: Scenario, policy: str, run: Any,
+                 options: dict[str, Any]) -> tuple[PolicyResult, float, Metrics]:
+    """One timed run of the policy, its grid validated and its metrics recomputed."""
+    began = time.perf_counter()
+    result = PolicyResult.of(run(scenario, **options))
+    latency_ms = (time.perf_counter() - began) * 1000.0
+    ids = gridlib.to_ids(scenario, result.grid)
+    problems = violations(scenario, ids)
+    if problems:
+        raise IllegalPlanError(f"policy {policy!r} produced an illegal grid: {problems[0]}")
+    return result, latency_ms, compute_metrics(scenario, ids)
 
 
 def bound_is_cheap(scenario: Scenario) -> bool:

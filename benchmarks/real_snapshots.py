@@ -87,19 +87,15 @@ def snapshots(gpus: int, start: str, every: int, realtime_share: float) -> list[
     return [s for s in seen.values() if queued(s)]
 
 
-# `--day`: fast (and the variant) with plan-day's trials and hops
-PLAN_DAY: dict[str, Any] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
-                            "trial_passes": 4}
-
-
 def judge(args: tuple[Any, str, float, str, bool]) -> Row:
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from allocator.policies.full import full
+    from allocator.refine import DAY_TRIALS
     from benchmarks.replay_seeds import combined
 
     scenario, week, time_limit, against, day = args
-    options = dict(PLAN_DAY) if day else {}
+    options = dict(DAY_TRIALS) if day else {}  # `--day`: plan-day's trials and hops
     began = time.perf_counter()
     grid = fast(scenario, **options)
     fast_ms = 1000 * (time.perf_counter() - began)

@@ -28,9 +28,6 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmarks/ as a package, run as a script too
 
-PLAN_DAY: dict[str, Any] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
-                            "trial_passes": 4}
-
 
 def main(sets: str = typer.Option("tuning", "--sets", help="comma-separated seed sets"),
          gpus: int = typer.Option(16, "--gpus", help="16: the small family; 64 or 256"),
@@ -41,10 +38,11 @@ def main(sets: str = typer.Option("tuning", "--sets", help="comma-separated seed
     from allocator import grid as gridlib
     from allocator.policies import fast as fastmod
     from allocator.policies import recut
+    from allocator.refine import DAY_TRIALS
     from benchmarks.bench_quality import cases_for, scenario_for
 
     constant = "HOT_RECUT_ROUNDS" if hot else "RECUT_ROUNDS"
-    options = {} if hot else PLAN_DAY
+    options = {} if hot else DAY_TRIALS
     on = 1 if hot else fastmod.RECUT_ROUNDS
     if trials is not None:
         recut.MAX_TRIALS = trials

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from allocator.refine import DAY_TRIALS
 from pipelines.cliutil import (
     defer_trials_option,
     finite,
@@ -76,10 +77,10 @@ def plan_day(
     full: bool = typer.Option(False, "--full", help="The periodic review: the MILP."),
     time_limit: float = typer.Option(60.0, "--time-limit", callback=finite,
                                      help="--full: solver seconds."),
-    pin_trials: int = pin_trials_option(24),  # plan_day.DAY_PIN_TRIALS (it imports pandas)
-    defer_trials: int = defer_trials_option(48),  # plan_day.DAY_DEFER_TRIALS
-    trial_passes: int = trial_passes_option(4),  # plan_day.DAY_TRIAL_PASSES
-    hops: int = hops_option(2),  # plan_day.DAY_HOPS
+    pin_trials: int = pin_trials_option(DAY_TRIALS["pin_trials"]),
+    defer_trials: int = defer_trials_option(DAY_TRIALS["defer_trials"]),
+    trial_passes: int = trial_passes_option(DAY_TRIALS["trial_passes"]),
+    hops: int = hops_option(DAY_TRIALS["hops"]),
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Where the files go; "
                                         "default: out/day under gpuplan's home."),
     duration_from: str = typer.Option("p90", "--duration-from",

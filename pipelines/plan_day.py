@@ -24,6 +24,7 @@ from allocator.core.readers import read_json
 from allocator.core.timeparse import parse_time
 from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
+from allocator.refine import DAY_TRIALS
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
 from pipelines.day_guard import (
@@ -341,21 +342,16 @@ def build_day(cluster: DayCluster, start: pd.Timestamp, queue: pd.DataFrame, rea
 # ---------------------------------------------------------------- planning and outputs
 
 
-# A daily plan is made once and kept, so fast spends a few more runs on it (BENCHMARKS.md,
-# "Pin trials": chosen on the tuning seeds; two rounds, about 40 ms at 16 GPUs).
-DAY_PIN_TRIALS = 24
-# And a round of defer trials after them (BENCHMARKS.md, "Defer trials": on the tuning
-# seeds, with the 24 pin trials, 99.29 -> 99.52% and 99.03 -> 99.26% of the optima).
-DAY_DEFER_TRIALS = 48
-# And two rounds of realtime hops, on fast's plan beside the trials and on what they found
-# (BENCHMARKS.md, "Realtime hops": on the tuning seeds, with both trials, 99.52 -> 99.59%
-# and 99.26 -> 99.52% of the optima, minimum 93.42 -> 96.17%; with every construction's
-# plan hopped, up to about 100 ms more a plan at 16 GPUs).
-DAY_HOPS = 2
-# And the trials (and hops) again from the plan they found, until a pass lifts nothing
-# (BENCHMARKS.md, "Trial passes": with 48 defer trials, on the tuning seeds, below 97% of
-# the optima 5 -> 3, 24 of 189 plans lifted and 1 lowered, about 60% more time at 16 GPUs).
-DAY_TRIAL_PASSES = 4
+# A daily plan is made once and kept, so fast spends a few more runs on it: pin trials
+# (BENCHMARKS.md, "Pin trials": chosen on the tuning seeds), a round of defer trials after
+# them ("Defer trials"), two rounds of realtime hops on fast's plan beside the trials and on
+# what they found ("Realtime hops"), and the trials again from the plan they found, until a
+# pass lifts nothing ("Trial passes"). `gpuplan plan` spends the same on a plan its bound
+# finds wanting (allocator/refine.py, where the numbers live).
+DAY_PIN_TRIALS = DAY_TRIALS["pin_trials"]
+DAY_DEFER_TRIALS = DAY_TRIALS["defer_trials"]
+DAY_HOPS = DAY_TRIALS["hops"]
+DAY_TRIAL_PASSES = DAY_TRIALS["trial_passes"]
 
 
 def plan_day(day: Day, full: bool = False, time_limit: float = 60.0,

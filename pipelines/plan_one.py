@@ -48,6 +48,7 @@ class PlanArgs:
     trial_passes: int = 1  # fast: step 8, passes of the trials until one lifts nothing
     relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)
     light_rounds: bool = True  # fast: step 9's light rounds on the hot path (10-16 GPUs)
+    refine_below: float = 0.0  # fast: a plan below this share of its bound made again deeper
 
 
 def picture(scenario: Scenario) -> dict:
@@ -99,7 +100,7 @@ def plan_file(a: PlanArgs) -> Plan:
             else "auto")
     try:  # a policy can refuse the scenario too (fast: a reservation it cannot honour)
         result = make_plan(loaded, a.policy, bound=mode, block_seconds=a.block_bound or 0.0,
-                           **options)
+                           refine_below=a.refine_below, **options)
     except InputError as err:
         raise err.located(str(a.scenario)) from None
     files: dict[Path, str | bytes] = {a.out: result.to_json()}

@@ -307,7 +307,7 @@ def test_plan_command_passes_mirror_to_fast(tmp_path: Path,
     for flag in ([], ["--mirror"]):
         out = tmp_path / f"plan{len(flag)}.json"
         result = runner.invoke(build_app(), ["plan", str(MIRROR_WINS), "--out", str(out),
-                                             *flag])
+                                             "--refine-below", "0", *flag])
         assert result.exit_code == 0, result.output
         values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
     scenario = load_scenario(MIRROR_WINS)

@@ -261,7 +261,8 @@ def test_plan_command_passes_hops_to_fast(tmp_path: Path) -> None:
     values = {}
     for flag in ([], ["--hops", "1"], ["--no-light-rounds"]):
         out = tmp_path / f"plan{len(values)}.json"
-        result = CliRunner().invoke(build_app(), ["plan", str(WINS), "--out", str(out), *flag])
+        result = CliRunner().invoke(build_app(), ["plan", str(WINS), "--out", str(out),
+                                                  "--refine-below", "0", *flag])
         assert result.exit_code == 0, result.output
         values[" ".join(flag)] = json.loads(out.read_text())["metrics"]["objective"]
     assert values[""] == pytest.approx(588.60, abs=0.01)

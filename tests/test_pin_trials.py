@@ -172,7 +172,8 @@ def test_defers_hold_back_started_queued_jobs_the_largest_first() -> None:
 
 
 def _planned(tmp_path: Path, scenario: Path, *flags: str) -> float:
-    """The objective `gpuplan plan SCENARIO FLAGS...` writes to its plan JSON."""
+    """The objective `gpuplan plan SCENARIO FLAGS...` writes to its plan JSON (the
+    refinement off: these check what each option passes to fast)."""
     import json
 
     from typer.testing import CliRunner
@@ -181,7 +182,7 @@ def _planned(tmp_path: Path, scenario: Path, *flags: str) -> float:
 
     out = tmp_path / f"plan{len(list(tmp_path.iterdir()))}.json"
     result = CliRunner().invoke(build_app(), ["plan", str(scenario), "--out", str(out),
-                                              *flags])
+                                              "--refine-below", "0", *flags])
     assert result.exit_code == 0, result.output
     return float(json.loads(out.read_text())["metrics"]["objective"])
 

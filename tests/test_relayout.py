@@ -145,7 +145,7 @@ def test_relayout_is_off_by_default_and_the_plan_command_turns_it_on(tmp_path: P
     for flag in ([], ["--relayout"]):
         out = tmp_path / f"plan{len(flag)}.json"
         result = CliRunner().invoke(build_app(), ["plan", str(RELAYOUT_WINS), "--out",
-                                                  str(out), *flag])
+                                                  str(out), "--refine-below", "0", *flag])
         assert result.exit_code == 0, result.output
         values[bool(flag)] = json.loads(out.read_text())["metrics"]["objective"]
     assert values[True] == pytest.approx(gridlib.objective(scenario, with_relayout(scenario)))

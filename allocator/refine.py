@@ -1,0 +1,38 @@
+"""A fast plan that its proven bound finds wanting is made again with the daily plan's trials.
+
+The hot path is built for milliseconds and usually lands within a point of the optimum;
+the plans where it does not are the ones its bound leaves room on, and only those pay for
+the trials (BENCHMARKS.md, "Refinement below the bound").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# fast as `gpuplan plan-day` runs it: a plan made once and kept spends a few more runs
+# (BENCHMARKS.md, "Pin trials", "Defer trials", "Realtime hops", "Trial passes": each
+# chosen on the tuning seeds).
+DAY_TRIALS: dict[str, int] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
+                              "trial_passes": 4}
+
+# Refine a plan below this share of its bound. Chosen on the tuning seeds: at 0.98 two
+# plans in five are refined and every hot plan below 97% of the proven optimum is among
+# them (a plan below 97% of the optimum is below 97% of any bound).
+REFINE_BELOW = 0.98
+# Past 64 GPUs the trials cost 0.4-0.5 s a plan (256 GPUs), the hot path's budget tenfold.
+REFINE_MAX_GPUS = 64
+
+
+def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
+    """fast's options with the daily plan's trials raised into them, or None when they
+    already search as deep (a second run would find the same plan)."""
+    raised = dict(options)
+    for key, depth in DAY_TRIALS.items():
+        raised[key] = max(int(options.get(key, 0) or 0), depth)
+    return None if raised == options else raised
+
+
+def wanting(gpus: int, objective: float, bound: float | None, below: float) -> bool:
+    """Whether a plan's distance from its bound asks for the trials."""
+    return (below > 0 and bound is not None and bound > 0 and gpus <= REFINE_MAX_GPUS
+            and objective < below * bound)

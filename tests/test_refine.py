@@ -1,0 +1,128 @@
+"""A fast plan its bound finds wanting is made again with the daily plan's trials
+(allocator/refine.py): only then, never to a worse plan, and the command says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import event, given, settings
+from typer.testing import CliRunner
+
+from allocator import grid as gridlib
+from allocator import refine
+from allocator.model import Scenario
+from allocator.plan import make_plan
+from allocator.policies.fast import fast
+from allocator.scenario_io import load_scenario
+from allocator.validator import violations
+from pipelines.cli import build_app
+from tests.strategies import contended_scenarios, examples
+from tests.test_hops import FAMILY
+
+WANTING = Path(__file__).parent / "data" / "quality_cases" / "recut_wins.json"
+CONTROL = Path(__file__).parent.parent / "data" / "scenarios" / "mixed-control.json"
+
+
+def test_deeper_raises_each_trial_to_the_days_and_keeps_what_searches_deeper() -> None:
+    assert refine.deeper({}) == refine.DAY_TRIALS
+    mine = {"pin_trials": 100, "defer_trials": 0, "hops": 0, "trial_passes": 1,
+            "mirror": True}
+    raised = refine.deeper(mine)
+    assert raised == {**refine.DAY_TRIALS, "pin_trials": 100, "mirror": True}
+    assert mine["defer_trials"] == 0  # the caller's options are not touched
+    assert refine.deeper(raised) is None  # nothing deeper to run: no second run
+
+
+def test_wanting_reads_the_share_of_the_bound_and_the_size_cap() -> None:
+    assert refine.wanting(16, 97.9, 100.0, 0.98)
+    assert not refine.wanting(16, 98.0, 100.0, 0.98)
+    assert not refine.wanting(16, 50.0, 100.0, 0.0)  # 0: never
+    assert not refine.wanting(16, 50.0, None, 0.98)  # no bound, no verdict
+    assert not refine.wanting(refine.REFINE_MAX_GPUS + 1, 50.0, 100.0, 0.98)
+    assert refine.wanting(refine.REFINE_MAX_GPUS, 50.0, 100.0, 0.98)
+
+
+def test_a_plan_far_below_its_bound_is_refined_to_the_days_plan() -> None:
+    scenario = load_scenario(WANTING)
+    hot = gridlib.objective(scenario, fast(scenario))
+    day = gridlib.objective(scenario, fast(scenario, **refine.DAY_TRIALS))
+    assert day > hot + 1.0  # the case: the trials lift it (980.82 -> 1002.88)
+    plan = make_plan(scenario, "fast", bound="on", refine_below=0.98)
+    refined = plan.extras["refined"]
+    assert refined["lifted"] and refined["first_objective"] == pytest.approx(hot)
+    assert plan.metrics.objective == pytest.approx(day) == pytest.approx(refined["objective"])
+    assert refined["first_share"] < 0.98
+    assert plan.extras["bound"]["value"] >= plan.metrics.objective  # re-stated for it
+    assert plan.latency_ms >= refined["ms"]  # both runs are the plan's time
+    # without the refinement, or without a bound to judge by, the hot plan stands
+    for options in ({"bound": "on", "refine_below": 0.0}, {"bound": "off",
+                                                           "refine_below": 0.98}):
+        plain = make_plan(scenario, "fast", **options)
+        assert "refined" not in plain.extras
+        assert plain.metrics.objective == pytest.approx(hot)
+
+
+def test_a_plan_near_its_bound_is_not_refined() -> None:
+    scenario = load_scenario(CONTROL)
+    plan = make_plan(scenario, "fast", bound="on", refine_below=0.98)
+    assert plan.metrics.objective >= 0.98 * plan.extras["bound"]["value"]
+    assert "refined" not in plan.extras
+
+
+def test_only_fast_is_refined() -> None:
+    scenario = load_scenario(WANTING)
+    plan = make_plan(scenario, "priority", bound="on", refine_below=1.0)
+    assert "refined" not in plan.extras
+
+
+@settings(max_examples=examples(0.2), deadline=None)
+@given(scenario=contended_scenarios(max_gpus=16, max_steps=16))
+def test_refinement_is_legal_and_never_lowers_a_drawn_plan(scenario: Scenario) -> None:
+    _legal_and_never_lower(scenario)
+
+
+@settings(max_examples=examples(0.1), deadline=None)
+@given(scenario=FAMILY)
+def test_refinement_is_legal_and_never_lowers_a_generated_plan(scenario: Scenario) -> None:
+    _legal_and_never_lower(scenario)
+
+
+def _legal_and_never_lower(scenario: Scenario) -> None:
+    hot = make_plan(scenario, "fast", bound="on")
+    plan = make_plan(scenario, "fast", bound="on", refine_below=1.0)  # refine every plan
+    assert violations(scenario, plan.id_grid()) == []
+    assert plan.metrics.objective >= hot.metrics.objective - 1e-6
+    refined = plan.extras.get("refined")
+    if refined is None:  # already at its bound (or no bound): nothing left to find
+        assert plan.extras.get("bound", {}).get("value") is None or \
+            hot.metrics.objective >= plan.extras["bound"]["value"] - 1e-6
+        event("at its bound")
+        return
+    event("lifted" if refined["lifted"] else "not lifted")
+    assert refined["objective"] == pytest.approx(plan.metrics.objective, abs=1e-5)
+    assert refined["first_objective"] == pytest.approx(hot.metrics.objective, abs=1e-5)
+    assert plan.extras["bound"]["value"] >= plan.metrics.objective - 1e-6
+
+
+def test_the_command_refines_by_default_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "refined from 96.4% of it" in result.output
+    body = json.loads(out.read_text())
+    assert body["refined"]["lifted"] and body["metrics"]["objective"] == pytest.approx(
+        body["refined"]["objective"])
+    result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out),
+                                              "--refine-below", "0"])
+    assert result.exit_code == 0 and "refined" not in result.output
+    assert "refined" not in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("value", ["101", "-1", "nan"])
+def test_the_command_refuses_a_share_past_the_bound(tmp_path: Path, value: str) -> None:
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out),
+                                              "--refine-below", value])
+    assert result.exit_code == 2 and not out.exists()
