@@ -16,11 +16,14 @@ def test_a_plan_below_zero_counts_as_zero_and_no_reference_as_none() -> None:
 
 
 def test_the_summary_keeps_a_negative_plan_among_the_failures() -> None:
-    rows = [{"gpus": 8, "fast": f, "full": 10.0, "optimal": True, "trials": 10.0, "lagrangian": 12.0,
-             "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0, "trials_ms": 9.0}
-            for f in (10.0, 9.9, -3.0)]
+    rows = [{"gpus": 8, "fast": f, "full": 10.0, "optimal": True, "trials": 10.0,
+             "lagrangian": 12.0, "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0,
+             "trials_ms": 9.0} for f in (10.0, 9.9, -3.0)]
     got = summary(rows)["fast_over_optimum"]
     assert got["n"] == 3 and got["min"] == 0.0 and got["below_97"] == 1
+    # `gpuplan plan` refines the two below 98% of their bound of 11 to the trials' 10
+    assert summary(rows)["refined_plans"] == 2
+    assert summary(rows)["refined_over_optimum"]["min"] == 1.0
 
 
 def test_the_plan_day_variants_refuse_the_test_seeds() -> None:
