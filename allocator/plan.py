@@ -97,7 +97,8 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
             extras["bound"] = found
         trials = refine.deeper(options) if policy == "fast" else None
         if trials is not None and found is not None and refine.wanting(
-                scenario.G, metrics.objective, found.get("value"), refine_below):
+                metrics.objective, found.get("value"), refine_below) \
+                and refine.affordable(scenario):
             again, again_ms, again_metrics = _run_checked(scenario, policy, run, trials)
             lifted = again_metrics.objective > metrics.objective
             extras["refined"] = {

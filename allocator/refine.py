@@ -7,7 +7,10 @@ the trials (BENCHMARKS.md, "Refinement below the bound").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from allocator.model import Scenario
 
 # fast as `gpuplan plan-day` runs it: a plan made once and kept spends a few more runs
 # (BENCHMARKS.md, "Pin trials", "Defer trials", "Realtime hops", "Trial passes": each
@@ -19,8 +22,12 @@ DAY_TRIALS: dict[str, int] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
 # plans in five are refined and every hot plan below 97% of the proven optimum is among
 # them (a plan below 97% of the optimum is below 97% of any bound).
 REFINE_BELOW = 0.98
-# Past 64 GPUs the trials cost 0.4-0.5 s a plan (256 GPUs), the hot path's budget tenfold.
+# Where the trials stay within about half a second a plan: up to 64 GPUs (at 256 they take
+# 0.4-0.5 s on the scale scenarios for +0.5-1.0%), queued jobs x steps up to 5,000 (a real
+# backlog of 325-411 queued jobs at 24 steps took 1.2-4.4 s), and the compiled decoder's
+# horizon (past 63 steps fast runs in Python: 42-57 s of trials at 96-168 steps).
 REFINE_MAX_GPUS = 64
+REFINE_MAX_WORK = 5_000
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
@@ -32,7 +39,15 @@ def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
     return None if raised == options else raised
 
 
-def wanting(gpus: int, objective: float, bound: float | None, below: float) -> bool:
+def affordable(scenario: Scenario) -> bool:
+    """Whether the trials' cost on this scenario stays within the refinement's budget."""
+    from allocator.policies.decoder import compiled_for
+
+    queued = sum(1 for j in scenario.batch_jobs if not j.running)
+    return (scenario.G <= REFINE_MAX_GPUS and queued * scenario.T <= REFINE_MAX_WORK
+            and compiled_for(scenario, None))
+
+
+def wanting(objective: float, bound: float | None, below: float) -> bool:
     """Whether a plan's distance from its bound asks for the trials."""
-    return (below > 0 and bound is not None and bound > 0 and gpus <= REFINE_MAX_GPUS
-            and objective < below * bound)
+    return below > 0 and bound is not None and bound > 0 and objective < below * bound

@@ -132,6 +132,7 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         "lagrangian_ms": round(1000 * bound.seconds, 1),
         "plan_bound": round(carried.value, 3),
         "plan_bound_ms": round(1000 * carried.seconds, 1),
+        "affordable": refine.affordable(scenario),
     }
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
@@ -160,9 +161,14 @@ def _share(a: float, b: float | None) -> float | None:
 def refined(r: dict[str, Any]) -> float:
     """The objective of `gpuplan plan`'s plan: fast, refined with the trials where its
     bound finds it wanting (allocator/refine.py)."""
-    if refine.wanting(r["gpus"], r["fast"], r.get("plan_bound"), refine.REFINE_BELOW):
+    if _refines(r):
         return max(r["fast"], r["trials"])
     return r["fast"]
+
+
+def _refines(r: dict[str, Any]) -> bool:
+    return r.get("affordable", True) and refine.wanting(r["fast"], r.get("plan_bound"),
+                                                        refine.REFINE_BELOW)
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,8 +196,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out["full_gap_at_most_1pct"] = sum(g <= 0.01 for g in gaps)
     out["fast_ms_median"] = round(statistics.median(r["fast_ms"] for r in rows), 3)
     out["day_trials_ms_median"] = round(statistics.median(r["trials_ms"] for r in rows), 1)
-    out["refined_plans"] = sum(refine.wanting(r["gpus"], r["fast"], r.get("plan_bound"),
-                                              refine.REFINE_BELOW) for r in rows)
+    out["refined_plans"] = sum(_refines(r) for r in rows)
     return out
 
 

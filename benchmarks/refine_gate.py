@@ -49,7 +49,9 @@ def judge(scenario: Any) -> dict[str, Any]:
     began = time.perf_counter()
     day = gridlib.objective(scenario, fast(scenario, **DAY_TRIALS))
     day_s = time.perf_counter() - began
-    return {"name": scenario.name, "gpus": scenario.G, "hot": hot, "day": day,
+    from allocator.refine import affordable
+
+    return {"name": scenario.name, "affordable": affordable(scenario), "hot": hot, "day": day,
             "bound": proven.get("value"), "ms": [1000 * hot_s, 1000 * bound_s, 1000 * day_s]}
 
 
@@ -58,7 +60,7 @@ def gated(row: dict[str, Any], below: float) -> tuple[float, float, bool]:
     from allocator import refine
 
     hot_ms, bound_ms, day_ms = row["ms"]
-    if refine.wanting(row["gpus"], row["hot"], row["bound"], below):
+    if row["affordable"] and refine.wanting(row["hot"], row["bound"], below):
         return max(row["hot"], row["day"]), hot_ms + bound_ms + day_ms, True
     return row["hot"], hot_ms + bound_ms, False
 

@@ -14,8 +14,9 @@ from allocator import grid as gridlib
 from allocator import refine
 from allocator.model import Scenario
 from allocator.plan import make_plan
+from allocator.policies.decoder import COMPILED_MAX_T, _packc
 from allocator.policies.fast import fast
-from allocator.scenario_io import load_scenario
+from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from pipelines.cli import build_app
 from tests.strategies import contended_scenarios, examples
@@ -35,13 +36,36 @@ def test_deeper_raises_each_trial_to_the_days_and_keeps_what_searches_deeper() -
     assert refine.deeper(raised) is None  # nothing deeper to run: no second run
 
 
-def test_wanting_reads_the_share_of_the_bound_and_the_size_cap() -> None:
-    assert refine.wanting(16, 97.9, 100.0, 0.98)
-    assert not refine.wanting(16, 98.0, 100.0, 0.98)
-    assert not refine.wanting(16, 50.0, 100.0, 0.0)  # 0: never
-    assert not refine.wanting(16, 50.0, None, 0.98)  # no bound, no verdict
-    assert not refine.wanting(refine.REFINE_MAX_GPUS + 1, 50.0, 100.0, 0.98)
-    assert refine.wanting(refine.REFINE_MAX_GPUS, 50.0, 100.0, 0.98)
+def test_wanting_reads_the_share_of_the_bound() -> None:
+    assert refine.wanting(97.9, 100.0, 0.98)
+    assert not refine.wanting(98.0, 100.0, 0.98)
+    assert not refine.wanting(50.0, 100.0, 0.0)  # 0: never
+    assert not refine.wanting(50.0, None, 0.98)  # no bound, no verdict
+
+
+def _sized(gpus: int, steps: int, queued: int) -> Scenario:
+    jobs = [{"id": f"j{k}", "kind": "training", "priority": 1, "gpus": 1,
+             "duration_steps": 1} for k in range(queued)]
+    return scenario_from_dict({"cluster": {"gpus": gpus, "horizon_steps": steps},
+                               "jobs": jobs})
+
+
+def test_the_trials_run_only_where_their_cost_is_bounded() -> None:
+    assert refine.affordable(_sized(refine.REFINE_MAX_GPUS, 24, 30))
+    assert not refine.affordable(_sized(2 * refine.REFINE_MAX_GPUS, 24, 30))
+    # the queue's work: queued jobs x steps
+    work = refine.REFINE_MAX_WORK
+    assert refine.affordable(_sized(16, 25, work // 25))
+    assert not refine.affordable(_sized(16, 25, work // 25 + 1))
+    # past the compiled decoder's horizon fast runs in Python: no trials there
+    assert refine.affordable(_sized(16, COMPILED_MAX_T, 10)) == (_packc is not None)
+    assert not refine.affordable(_sized(16, COMPILED_MAX_T + 1, 10))
+
+
+def test_a_long_horizon_plan_is_not_refined() -> None:
+    scenario = _sized(4, COMPILED_MAX_T + 1, 3)
+    plan = make_plan(scenario, "fast", bound="on", refine_below=1.0)
+    assert "refined" not in plan.extras
 
 
 def test_a_plan_far_below_its_bound_is_refined_to_the_days_plan() -> None:
@@ -95,10 +119,10 @@ def _legal_and_never_lower(scenario: Scenario) -> None:
     assert violations(scenario, plan.id_grid()) == []
     assert plan.metrics.objective >= hot.metrics.objective - 1e-6
     refined = plan.extras.get("refined")
-    if refined is None:  # already at its bound (or no bound): nothing left to find
-        assert plan.extras.get("bound", {}).get("value") is None or \
-            hot.metrics.objective >= plan.extras["bound"]["value"] - 1e-6
-        event("at its bound")
+    if refined is None:  # at its bound, or no bound above 0 to take a share of
+        bound = plan.extras.get("bound", {}).get("value")
+        assert bound is None or bound <= 0 or hot.metrics.objective >= bound - 1e-6
+        event("not refined")
         return
     event("lifted" if refined["lifted"] else "not lifted")
     assert refined["objective"] == pytest.approx(plan.metrics.objective, abs=1e-5)
