@@ -23,11 +23,12 @@ DAY_TRIALS: dict[str, int] = {"pin_trials": 24, "defer_trials": 48, "hops": 2,
 # them (a plan below 97% of the optimum is below 97% of any bound).
 REFINE_BELOW = 0.98
 # Where the trials stay within about half a second a plan: up to 64 GPUs (at 256 they take
-# 0.4-0.5 s on the scale scenarios for +0.5-1.0%), queued jobs x steps up to 5,000 (a real
-# backlog of 325-411 queued jobs at 24 steps took 1.2-4.4 s), and the compiled decoder's
-# horizon (past 63 steps fast runs in Python: 42-57 s of trials at 96-168 steps).
+# 0.4-0.5 s on the scale scenarios for +0.5-1.0%), queued jobs x steps up to 2,500 (real
+# backlogs of 200-411 queued jobs at 24 steps took 0.6-4.4 s, 87 queued 0.35 s), and the
+# compiled decoder's horizon (past 63 steps fast runs in Python: 42-57 s of trials at
+# 96-168 steps).
 REFINE_MAX_GPUS = 64
-REFINE_MAX_WORK = 5_000
+REFINE_MAX_WORK = 2_500
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:

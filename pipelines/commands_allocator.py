@@ -89,8 +89,9 @@ def plan(
                                        min=0.0, max=100.0,
                                        help="fast: a plan below this percent of its proven "
                                             "bound is made again with plan-day's trials "
-                                            "and hops, the better plan kept (up to 64 GPUs; "
-                                            "40-250 ms more on the plans it refines; needs "
+                                            "and hops, the better plan kept (up to 64 GPUs, "
+                                            "2,500 queued jobs x steps and 63 steps; about "
+                                            "40-500 ms more on the plans it refines; needs "
                                             "the bound; 0 = never)."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
