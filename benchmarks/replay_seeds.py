@@ -42,8 +42,10 @@ current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only fr
 `fast.HOT_EVAC_MIN_GPUS = 15`), `ru2` (the runner-up's light rounds at every other step at
 8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`), `recut` (one round of re-cuts on the hot
 path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
-`fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`). `benchmarks/philly_replays.py` and
-`benchmarks/real_snapshots.py` judge the same variants on real data.
+`fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
+below 98% of its bound with plan-day's trials, as `gpuplan plan` does).
+`benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
+on real data.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Variant:
     constants: tuple[tuple[str, str, object], ...] = ()  # (module, name, value)
     clear: bool = False  # clear_blocks=True
     pin_trials: int = 0
+    refine: bool = False  # each plan refined below the bound, as `gpuplan plan` does
 
     @contextmanager
     def applied(self) -> Iterator[None]:
@@ -93,7 +96,8 @@ def combined(names: str) -> Variant:
     parts = [VARIANTS[name] for name in names.split("+")]
     return Variant(constants=tuple(c for v in parts for c in v.constants),
                    clear=any(v.clear for v in parts),
-                   pin_trials=max(v.pin_trials for v in parts))
+                   pin_trials=max(v.pin_trials for v in parts),
+                   refine=any(v.refine for v in parts))
 
 
 NO_PAIRS = ("fast", "PAIRS", False)
@@ -125,6 +129,7 @@ VARIANTS: dict[str, Variant] = {
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
+    "refine": Variant(refine=True),
 }
 
 
@@ -153,14 +158,33 @@ def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, f
     from allocator import policies
     from pipelines.simulate import SimConfig, run_many
 
-    policies.register("fast", partial(fastmod.fast, clear_blocks=variant.clear,
-                                      pin_trials=variant.pin_trials))
+    plan = partial(fastmod.fast, clear_blocks=variant.clear, pin_trials=variant.pin_trials)
+    policies.register("fast", partial(_refined, plan) if variant.refine else plan)
     try:
         with variant.applied():
             rows = run_many(worlds, ["fast"], SimConfig())
     finally:
         policies.register("fast", fastmod.fast)
     return [(w, m) for w, _, m, _ in rows]
+
+
+def _refined(plan: Any, scenario: Any, **options: Any) -> Any:
+    """`plan`'s grid, or where `gpuplan plan` would refine it (allocator/refine.py, as
+    `make_plan(..., bound="auto", refine_below=REFINE_BELOW)` does) the better of it and
+    the trials' grid."""
+    from allocator import grid as gridlib
+    from allocator import refine
+    from allocator.plan import prove_bound
+
+    grid = plan(scenario, **options)
+    value = gridlib.objective(scenario, grid)
+    proven = prove_bound(scenario, value, "auto") or {}
+    trials = refine.deeper(options)
+    if trials is None or not refine.affordable(scenario) or not refine.wanting(
+            value, proven.get("value"), refine.REFINE_BELOW):
+        return grid
+    again = plan(scenario, **trials)
+    return again if gridlib.objective(scenario, again) > value else grid
 
 
 def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),

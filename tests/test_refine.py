@@ -150,3 +150,15 @@ def test_the_command_refuses_a_share_past_the_bound(tmp_path: Path, value: str) 
     result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out),
                                               "--refine-below", value])
     assert result.exit_code == 2 and not out.exists()
+
+
+def test_the_replay_variant_refines_as_the_command_does() -> None:
+    """benchmarks/replay_seeds.py's `refine` variant: the plan `make_plan` keeps."""
+    import numpy as np
+
+    from benchmarks.replay_seeds import _refined
+
+    for path in (WANTING, CONTROL):
+        scenario = load_scenario(path)
+        plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
+        assert np.array_equal(_refined(fast, scenario), plan.grid)
