@@ -107,10 +107,10 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
                 "objective": round(max(metrics.objective, again_metrics.objective), 6),
                 "lifted": lifted, "ms": round(again_ms, 3)}
             latency_ms += again_ms
-            if lifted:
+            if lifted:  # the same ceilings, judged against the plan kept
                 result, metrics = again, again_metrics
-                extras["bound"] = prove_bound(scenario, metrics.objective, bound,
-                                              block_seconds, None) or found
+                extras["bound"] = judged(found["candidates"], metrics.objective,
+                                         found["seconds"])
     return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,
                 latency_ms=latency_ms, extras=extras, solve=result.solve)
 
@@ -146,7 +146,6 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
     if mode == "off" or (mode == "auto" and not bound_is_cheap(scenario)):
         return None
     from allocator.decomposition import quick_bound
-    from allocator.lagrange import ratio_line
 
     began = time.perf_counter()
     quick = quick_bound(scenario, lower=objective)
@@ -161,8 +160,15 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
         block = block_capacity(scenario, time_limit=block_seconds)
         if block.value is not None:
             found["block_capacity"] = block.value
-    # A ceiling below a legal plan would be a bug in its proof: drop it and say so (float
-    # rounding aside, which clamps to the plan).
+    return judged(found, objective, time.perf_counter() - began)
+
+
+def judged(found: dict[str, float], objective: float, seconds: float) -> dict[str, Any]:
+    """The least of the proven ceilings `found`, and the plan's distance to it. A ceiling
+    below a legal plan would be a bug in its proof: dropped and said so (float rounding
+    aside, which clamps to the plan)."""
+    from allocator.lagrange import ratio_line
+
     slack = 1e-6 * max(1.0, abs(objective))
     below = sorted(k for k, v in found.items() if v < objective - slack)
     kept = {k: max(v, objective) for k, v in found.items() if k not in below}
@@ -174,7 +180,7 @@ def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: 
             "gap": round(1 - objective / value, 6) if value > 0 and objective > 0 else None,
             "summary": ratio_line(objective, value),
             "candidates": {k: round(v, 6) for k, v in found.items()},
-            "seconds": round(time.perf_counter() - began, 4)}
+            "seconds": round(seconds, 4)}
     if below:
         body["warnings"] = [f"{k} bound below the plan: dropped" for k in below]
     return body

@@ -154,3 +154,22 @@ def test_the_replay_variant_refines_as_the_command_does() -> None:
         scenario = load_scenario(path)
         plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
         assert np.array_equal(_refined(fast, scenario), plan.grid)
+
+
+def test_the_refined_plan_is_judged_by_the_ceilings_proven_once(monkeypatch) -> None:
+    """With `--block-bound` the block MILP runs once: the ceilings proven for the first
+    plan hold for every plan, and are judged again against the plan kept."""
+    from allocator.milp import bounds
+
+    calls = []
+    solve = bounds.block_capacity
+    monkeypatch.setattr(bounds, "block_capacity",
+                        lambda *a, **k: calls.append(1) or solve(*a, **k))
+    scenario = load_scenario(WANTING)
+    plan = make_plan(scenario, "fast", bound="block", block_seconds=10.0, refine_below=0.98)
+    assert len(calls) == 1 and plan.extras["refined"]["lifted"]
+    proven = plan.extras["bound"]
+    assert proven["value"] == pytest.approx(min(proven["candidates"].values()))
+    assert proven["value"] >= plan.metrics.objective
+    assert proven["gap"] == pytest.approx(1 - plan.metrics.objective / proven["value"],
+                                          abs=1e-6)
