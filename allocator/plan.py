@@ -85,7 +85,7 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
     the latency): "on" the Lagrangian one, "auto" that where it is cheap, "block" also
     the block-capacity relaxation (a MILP given `block_seconds`), "off" none.
     `refine_below` (fast, with a bound): a plan below this share of its bound is made
-    again with the daily plan's trials, the better one kept (`extras["refined"]`).
+    again (allocator/refine.py's candidates), the best one kept (`extras["refined"]`).
     """
     run = policies.get(policy)
     result, latency_ms, metrics = _run_checked(scenario, policy, run, options)
@@ -95,20 +95,25 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
         found = prove_bound(scenario, metrics.objective, bound, block_seconds, milp_bound)
         if found is not None:
             extras["bound"] = found
-        trials = refine.deeper(options) if policy == "fast" else None
-        if trials is not None and found is not None and refine.wanting(
-                metrics.objective, found.get("value"), refine_below) \
-                and refine.affordable(scenario):
-            again, again_ms, again_metrics = _run_checked(scenario, policy, run, trials)
-            lifted = again_metrics.objective > metrics.objective
-            extras["refined"] = {
-                "below": refine_below, "first_objective": round(metrics.objective, 6),
-                "first_share": round(metrics.objective / found["value"], 6),
-                "objective": round(max(metrics.objective, again_metrics.objective), 6),
-                "lifted": lifted, "ms": round(again_ms, 3)}
-            latency_ms += again_ms
-            if lifted:  # the same ceilings, judged against the plan kept
-                result, metrics = again, again_metrics
+        if policy == "fast" and found is not None and refine.wanting(
+                metrics.objective, found.get("value"), refine_below):
+            first, spent, lifted_by = metrics.objective, 0.0, None
+            runs = refine.candidates(scenario, options)
+            for name, more in runs.items():
+                again, again_ms, again_metrics = _run_checked(scenario, policy, run, more)
+                spent += again_ms
+                if again_metrics.objective > metrics.objective:
+                    result, metrics, lifted_by = again, again_metrics, name
+            if spent:
+                extras["refined"] = {
+                    "below": refine_below, "first_objective": round(first, 6),
+                    "first_share": round(first / found["value"], 6),
+                    "objective": round(metrics.objective, 6),
+                    "tried": list(runs),
+                    "lifted": lifted_by is not None, "lifted_by": lifted_by,
+                    "ms": round(spent, 3)}
+                latency_ms += spent
+            if lifted_by is not None:  # the same ceilings, judged against the plan kept
                 extras["bound"] = judged(found["candidates"], metrics.objective,
                                          found["seconds"])
     return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,

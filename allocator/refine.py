@@ -1,8 +1,9 @@
-"""A fast plan that its proven bound finds wanting is made again with the daily plan's trials.
+"""A fast plan that its proven bound finds wanting is made again: with the services'
+exchange, and with the daily plan's trials.
 
 The hot path is built for milliseconds and usually lands within a point of the optimum;
 the plans where it does not are the ones its bound leaves room on, and only those pay for
-the trials (BENCHMARKS.md, "Refinement below the bound").
+more runs (BENCHMARKS.md, "Refinement below the bound").
 """
 
 from __future__ import annotations
@@ -42,11 +43,31 @@ def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
 
 def affordable(scenario: Scenario) -> bool:
     """Whether the trials' cost on this scenario stays within the refinement's budget."""
+    queued = sum(1 for j in scenario.batch_jobs if not j.running)
+    return compiled(scenario) and queued * scenario.T <= REFINE_MAX_WORK
+
+
+def compiled(scenario: Scenario) -> bool:
+    """Up to 64 GPUs, where fast's compiled decoder runs: one more hot-path run is cheap."""
     from allocator.policies.decoder import compiled_for
 
-    queued = sum(1 for j in scenario.batch_jobs if not j.running)
-    return (scenario.G <= REFINE_MAX_GPUS and queued * scenario.T <= REFINE_MAX_WORK
-            and compiled_for(scenario, None))
+    return scenario.G <= REFINE_MAX_GPUS and compiled_for(scenario, None)
+
+
+def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The runs a wanting plan is refined with, by name: "exchange", one more hot-path run
+    where services may hand GPU runs to each other (a shortage the layouts leave on the
+    wrong service: a real 16-GPU replan 481 -> 897; one run, so past the work cap too);
+    "trials", the daily plan's trials and hops, where affordable."""
+    runs: dict[str, dict[str, Any]] = {}
+    if not compiled(scenario):
+        return runs
+    if not options.get("exchange"):
+        runs["exchange"] = {**options, "exchange": True}
+    trials = deeper(options)
+    if trials is not None and affordable(scenario):
+        runs["trials"] = trials
+    return runs
 
 
 def wanting(objective: float, bound: float | None, below: float) -> bool:

@@ -132,8 +132,12 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         "lagrangian_ms": round(1000 * bound.seconds, 1),
         "plan_bound": round(carried.value, 3),
         "plan_bound_ms": round(1000 * carried.seconds, 1),
-        "affordable": refine.affordable(scenario),
     }
+    runs = refine.candidates(scenario, {})  # what `gpuplan plan` refines with
+    row["affordable"] = "trials" in runs
+    if "exchange" in runs:
+        row["exchange"] = round(gridlib.objective(scenario, fast(scenario, **runs["exchange"])),
+                                3)
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
         began = time.perf_counter()
@@ -161,14 +165,15 @@ def _share(a: float, b: float | None) -> float | None:
 def refined(r: dict[str, Any]) -> float:
     """The objective of `gpuplan plan`'s plan: fast, refined with the trials where its
     bound finds it wanting (allocator/refine.py)."""
-    if _refines(r):
-        return max(r["fast"], r["trials"])
-    return r["fast"]
+    if not _refines(r):
+        return r["fast"]
+    return max(r["fast"], r.get("exchange", r["fast"]),
+               r["trials"] if r.get("affordable", True) else r["fast"])
 
 
 def _refines(r: dict[str, Any]) -> bool:
-    return r.get("affordable", True) and refine.wanting(r["fast"], r.get("plan_bound"),
-                                                        refine.REFINE_BELOW)
+    return (r.get("affordable", True) or "exchange" in r) and refine.wanting(
+        r["fast"], r.get("plan_bound"), refine.REFINE_BELOW)
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """`gpuplan plan`'s refinement: how many plans each threshold sends to the daily plan's
 trials, what it buys and what it costs.
 
-Each scenario is planned once three ways, as `make_plan` does it: fast's hot path, its
-proven bound (`bound="auto"`), and fast with the daily plan's trials
-(`allocator.refine.DAY_TRIALS`). A threshold then keeps the hot plan, or (where
-`refine.wanting` says so) the better of the two; its time per plan is the hot path and the
-bound, plus the trials where it refines. Against the stored proven optima of a family set
-(8-16 GPUs), at cluster scale (`--gpus 64`: no optima, against the best of the two ways),
-or on the real Philly weeks' replans (`--philly 14,16`):
+Each scenario is planned once each way `make_plan` may: fast's hot path, its proven bound
+(`bound="auto"`), and the refinement's candidates (`allocator.refine.candidates`: the
+hot path with the services' exchange, fast with the daily plan's trials where they are
+affordable). A threshold then keeps the hot plan, or (where `refine.wanting` says so) the
+best of them; its time per plan is the hot path and the bound, plus the candidates where
+it refines. Against the stored proven optima of a family set (8-16 GPUs), at cluster scale
+(`--gpus 64`: no optima, against the best of the ways), or on the real Philly weeks'
+replans (`--philly 14,16`):
 
     python benchmarks/refine_gate.py --sets tuning,tuning2,tuning3,tuning4
     python benchmarks/refine_gate.py --sets tuning --gpus 64
@@ -34,11 +35,12 @@ sys.path.insert(0, str(ROOT))  # benchmarks/ as a package, run as a script too
 
 
 def judge(scenario: Any) -> dict[str, Any]:
-    """The hot plan, its bound and the trials' plan of one scenario, each timed."""
+    """The hot plan, its bound and each refinement candidate's plan of one scenario, each
+    timed (the candidates as `allocator.refine.candidates` gives them)."""
     from allocator import grid as gridlib
     from allocator.plan import prove_bound
     from allocator.policies.fast import fast
-    from allocator.refine import DAY_TRIALS
+    from allocator.refine import candidates
 
     began = time.perf_counter()
     hot = gridlib.objective(scenario, fast(scenario))
@@ -46,30 +48,37 @@ def judge(scenario: Any) -> dict[str, Any]:
     began = time.perf_counter()
     proven = prove_bound(scenario, hot, "auto") or {}
     bound_s = time.perf_counter() - began
-    began = time.perf_counter()
-    day = gridlib.objective(scenario, fast(scenario, **DAY_TRIALS))
-    day_s = time.perf_counter() - began
-    from allocator.refine import affordable
-
-    return {"name": scenario.name, "affordable": affordable(scenario), "hot": hot, "day": day,
-            "bound": proven.get("value"), "ms": [1000 * hot_s, 1000 * bound_s, 1000 * day_s]}
+    runs = {}
+    for name, options in candidates(scenario, {}).items():
+        began = time.perf_counter()
+        value = gridlib.objective(scenario, fast(scenario, **options))
+        runs[name] = (value, 1000 * (time.perf_counter() - began))
+    return {"name": scenario.name, "hot": hot, "bound": proven.get("value"), "runs": runs,
+            "ms": [1000 * hot_s, 1000 * bound_s]}
 
 
 def gated(row: dict[str, Any], below: float) -> tuple[float, float, bool]:
     """(objective, milliseconds, refined) of `make_plan(..., refine_below=below)`."""
     from allocator import refine
 
-    hot_ms, bound_ms, day_ms = row["ms"]
-    if row["affordable"] and refine.wanting(row["hot"], row["bound"], below):
-        return max(row["hot"], row["day"]), hot_ms + bound_ms + day_ms, True
+    hot_ms, bound_ms = row["ms"]
+    if row["runs"] and refine.wanting(row["hot"], row["bound"], below):
+        return (max([row["hot"], *(v for v, _ in row["runs"].values())]),
+                hot_ms + bound_ms + sum(ms for _, ms in row["runs"].values()), True)
     return row["hot"], hot_ms + bound_ms, False
+
+
+def _trials(row: dict[str, Any]) -> float:
+    """plan-day's fast (the trials), or the hot plan where they do not run."""
+    return row["runs"].get("trials", (row["hot"], 0.0))[0]
 
 
 def report(rows: list[dict[str, Any]], thresholds: list[float],
            reference: dict[str, float] | None, label: str) -> None:
     """One table row per threshold: refined plans, shares of the reference, time a plan."""
-    if reference is None:  # against the best of the two ways
-        reference = {r["name"]: max(r["hot"], r["day"]) for r in rows}
+    if reference is None:  # against the best of the ways
+        reference = {r["name"]: max([r["hot"], *(v for v, _ in r["runs"].values())])
+                     for r in rows}
     judged = [r for r in rows if reference.get(r["name"], 0) > 0]
     print(f"\n{label}: {len(rows)} plans, {len(judged)} with a positive reference\n")
     print("| refine below | refined | lifted | mean share | min | below 97% | ms a plan: "
@@ -86,10 +95,11 @@ def report(rows: list[dict[str, Any]], thresholds: list[float],
         print(f"| {name} | {refined} | {lifted} | {100 * statistics.fmean(shares):.3f}% | "
               f"{100 * min(shares):.2f}% | {sum(s < 0.97 for s in shares)} | "
               f"{statistics.fmean(ms):.1f} / {statistics.median(ms):.1f} / {max(ms):.0f} |")
-    day = [max(r["day"], 0) / reference[r["name"]] for r in judged]
+    day = [max(_trials(r), 0) / reference[r["name"]] for r in judged]
+    trials_ms = [r["runs"]["trials"][1] for r in rows if "trials" in r["runs"]]
     print(f"| always (plan-day's fast) | | | {100 * statistics.fmean(day):.3f}% | "
           f"{100 * min(day):.2f}% | {sum(s < 0.97 for s in day)} | "
-          f"{statistics.fmean(r['ms'][2] for r in rows):.1f} (the trials alone) |")
+          f"{statistics.fmean(trials_ms) if trials_ms else 0:.1f} (the trials alone) |")
 
 
 def main(sets: str = typer.Option("", "--sets", help="family seed sets, comma-separated"),
@@ -119,7 +129,7 @@ def main(sets: str = typer.Option("", "--sets", help="family seed sets, comma-se
             if gpus <= 16 and stored.exists():  # the proven optima only
                 reference = {k: v["full"] for k, v in json.loads(stored.read_text()).items()
                              if v["status"] == "optimal"}
-            what = "proven optima" if reference else "the best of the two ways"
+            what = "proven optima" if reference else "the best of the ways"
             report(rows, thresholds, reference, f"{set_name}, {gpus} GPUs, against {what}")
     for size in (int(x) for x in philly.split(",") if x):
         from benchmarks.real_snapshots import snapshots
@@ -130,7 +140,7 @@ def main(sets: str = typer.Option("", "--sets", help="family seed sets, comma-se
                 rows = list(pool.map(judge, scenarios))
             report(rows, thresholds, None,
                    f"Philly week from {start}, {size} GPUs, every {every} h, against the "
-                   "best of the two ways")
+                   "best of the ways")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only fr
 8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`), `recut` (one round of re-cuts on the hot
 path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
-below 98% of its bound with plan-day's trials, as `gpuplan plan` does).
+below 98% of its bound, as `gpuplan plan` does).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
@@ -170,8 +170,8 @@ def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, f
 
 def _refined(plan: Any, scenario: Any, **options: Any) -> Any:
     """`plan`'s grid, or where `gpuplan plan` would refine it (allocator/refine.py, as
-    `make_plan(..., bound="auto", refine_below=REFINE_BELOW)` does) the better of it and
-    the trials' grid."""
+    `make_plan(..., bound="auto", refine_below=REFINE_BELOW)` does) the best of it and its
+    candidates' grids."""
     from allocator import grid as gridlib
     from allocator import refine
     from allocator.plan import prove_bound
@@ -179,12 +179,13 @@ def _refined(plan: Any, scenario: Any, **options: Any) -> Any:
     grid = plan(scenario, **options)
     value = gridlib.objective(scenario, grid)
     proven = prove_bound(scenario, value, "auto") or {}
-    trials = refine.deeper(options)
-    if trials is None or not refine.affordable(scenario) or not refine.wanting(
-            value, proven.get("value"), refine.REFINE_BELOW):
+    if not refine.wanting(value, proven.get("value"), refine.REFINE_BELOW):
         return grid
-    again = plan(scenario, **trials)
-    return again if gridlib.objective(scenario, again) > value else grid
+    for more in refine.candidates(scenario, options).values():
+        again = plan(scenario, **more)
+        if (got := gridlib.objective(scenario, again)) > value:
+            grid, value = again, got
+    return grid
 
 
 def main(seeds: str = typer.Option("20-49", "--seeds", help="e.g. 20-49 or 7,8,9"),
