@@ -88,10 +88,11 @@ def plan(
     refine_below: float = typer.Option(100 * REFINE_BELOW, "--refine-below", callback=finite,
                                        min=0.0, max=100.0,
                                        help="fast: a plan below this percent of its proven "
-                                            "bound is made again with plan-day's trials "
-                                            "and hops, the better plan kept (up to 64 GPUs, "
-                                            "2,500 queued jobs x steps and 63 steps; about "
-                                            "40-500 ms more on the plans it refines; needs "
+                                            "bound is made again, with the services' "
+                                            "exchange and (up to 64 GPUs, 2,500 queued "
+                                            "jobs x steps and 63 steps) plan-day's trials "
+                                            "and hops, the best plan kept (about 40-500 ms "
+                                            "more on the plans it refines; needs "
                                             "the bound; 0 = never)."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
@@ -113,7 +114,8 @@ def plan(
     refined = result.extras.get("refined")
     if refined:  # the first plan, and whether the trials lifted it
         ceiling += (f"; refined from {100 * refined['first_share']:.1f}% of it"
-                    + ("" if refined["lifted"] else ", not lifted"))
+                    + (f" by the {refined['lifted_by']}" if refined["lifted"]
+                       else ", not lifted"))
     typer.echo(f"{policy}: utilization {100 * m.utilization:.1f}%, value {m.value:g}, "
                f"completed {m.completed}, realtime shortfall {m.rt_shortfall}, "
                f"objective {m.objective:.2f}{ceiling}, {result.latency_ms:.2f} ms -> {out}")
