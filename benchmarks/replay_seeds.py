@@ -43,7 +43,8 @@ current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only fr
 8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`), `recut` (one round of re-cuts on the hot
 path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
-below 98% of its bound, as `gpuplan plan` does).
+below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
+candidate, `refine.REFINE_EXCHANGE = True`).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
@@ -59,6 +60,7 @@ from typing import Any
 
 import typer
 
+from allocator import refine
 from allocator.policies import fast as fastmod
 from allocator.policies import realtime
 
@@ -75,7 +77,7 @@ class Variant:
 
     @contextmanager
     def applied(self) -> Iterator[None]:
-        modules = {"fast": fastmod, "realtime": realtime}
+        modules = {"fast": fastmod, "realtime": realtime, "refine": refine}
         saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
         try:
             for m, name, value in self.constants:
@@ -130,6 +132,7 @@ VARIANTS: dict[str, Variant] = {
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
     "refine": Variant(refine=True),
+    "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),
 }
 
 
@@ -173,7 +176,6 @@ def _refined(plan: Any, scenario: Any, **options: Any) -> Any:
     `make_plan(..., bound="auto", refine_below=REFINE_BELOW)` does) the best of it and its
     candidates' grids."""
     from allocator import grid as gridlib
-    from allocator import refine
     from allocator.plan import prove_bound
 
     grid = plan(scenario, **options)

@@ -88,11 +88,11 @@ def plan(
     refine_below: float = typer.Option(100 * REFINE_BELOW, "--refine-below", callback=finite,
                                        min=0.0, max=100.0,
                                        help="fast: a plan below this percent of its proven "
-                                            "bound is made again, with the services' "
-                                            "exchange and (up to 64 GPUs, 2,500 queued "
-                                            "jobs x steps and 63 steps) plan-day's trials "
-                                            "and hops, the best plan kept (about 40-500 ms "
-                                            "more on the plans it refines; needs "
+                                            "bound is made again with plan-day's trials "
+                                            "and hops (up to 64 GPUs, 2,500 queued jobs x "
+                                            "steps and 63 steps), the better plan kept "
+                                            "(about 40-500 ms more on the plans it "
+                                            "refines; needs "
                                             "the bound; 0 = never)."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
