@@ -127,3 +127,8 @@ def ends_inside(job: BatchJob, start: int, horizon: int) -> bool:
     if job.running:
         return job.running.remaining_steps <= horizon
     return start + job.duration_steps <= horizon
+
+
+def queued_work(scenario: Scenario) -> int:
+    """Queued batch jobs x steps: what the plan's bound and its refinement cost grow with."""
+    return sum(1 for j in scenario.batch_jobs if not j.running) * scenario.T

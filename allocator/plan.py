@@ -14,7 +14,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator import policies, refine
-from allocator.model import Scenario
+from allocator.model import Scenario, queued_work
 from allocator.reservations import as_dicts
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import Metrics, compute_metrics, violations
@@ -95,29 +95,39 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
         found = prove_bound(scenario, metrics.objective, bound, block_seconds, milp_bound)
         if found is not None:
             extras["bound"] = found
-        if policy == "fast" and found is not None and refine.wanting(
-                metrics.objective, found.get("value"), refine_below):
-            first, spent, lifted_by = metrics.objective, 0.0, None
-            runs = refine.candidates(scenario, options)
-            for name, more in runs.items():
-                again, again_ms, again_metrics = _run_checked(scenario, policy, run, more)
-                spent += again_ms
-                if again_metrics.objective > metrics.objective:
-                    result, metrics, lifted_by = again, again_metrics, name
-            if spent:
-                extras["refined"] = {
-                    "below": refine_below, "first_objective": round(first, 6),
-                    "first_share": round(first / found["value"], 6),
-                    "objective": round(metrics.objective, 6),
-                    "tried": list(runs),
-                    "lifted": lifted_by is not None, "lifted_by": lifted_by,
-                    "ms": round(spent, 3)}
+        if policy == "fast" and found is not None:
+            result, metrics, refined, spent = _refined(scenario, run, options, result,
+                                                       metrics, found, refine_below)
+            if refined is not None:
+                extras["refined"] = refined
                 latency_ms += spent
-            if lifted_by is not None:  # the same ceilings, judged against the plan kept
-                extras["bound"] = judged(found["candidates"], metrics.objective,
-                                         found["seconds"])
+                if refined["lifted"]:  # the same ceilings, judged against the plan kept
+                    extras["bound"] = judged(found["candidates"], metrics.objective,
+                                             found["seconds"])
     return Plan(scenario=scenario, policy=policy, grid=result.grid, metrics=metrics,
                 latency_ms=latency_ms, extras=extras, solve=result.solve)
+
+
+def _refined(scenario: Scenario, run: Any, options: dict[str, Any], result: PolicyResult,
+             metrics: Metrics, found: dict[str, Any], below: float
+             ) -> tuple[PolicyResult, Metrics, dict[str, Any] | None, float]:
+    """fast's plan, or where it reads below `below` of its bound `found` the best of it and
+    its refinements (allocator/refine.py); their record (None: none ran) and milliseconds."""
+    runs = (refine.candidates(scenario, options)
+            if refine.wanting(metrics.objective, found.get("value"), below) else {})
+    if not runs:
+        return result, metrics, None, 0.0
+    first, spent, lifted_by = metrics.objective, 0.0, None
+    for name, more in runs.items():
+        again, again_ms, again_metrics = _run_checked(scenario, "fast", run, more)
+        spent += again_ms
+        if again_metrics.objective > metrics.objective:
+            result, metrics, lifted_by = again, again_metrics, name
+    record = {"below": below, "first_objective": round(first, 6),
+              "first_share": round(first / found["value"], 6),
+              "objective": round(metrics.objective, 6), "tried": list(runs),
+              "lifted": lifted_by is not None, "lifted_by": lifted_by, "ms": round(spent, 3)}
+    return result, metrics, record, spent
 
 
 def _run_checked(scenario: Scenario, policy: str, run: Any,
@@ -134,8 +144,7 @@ def _run_checked(scenario: Scenario, policy: str, run: Any,
 
 
 def bound_is_cheap(scenario: Scenario) -> bool:
-    queued = sum(1 for j in scenario.batch_jobs if not j.running)
-    return queued * scenario.T <= AUTO_BOUND_WORK
+    return queued_work(scenario) <= AUTO_BOUND_WORK
 
 
 def prove_bound(scenario: Scenario, objective: float, mode: str, block_seconds: float = 30.0,

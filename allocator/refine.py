@@ -8,10 +8,9 @@ more runs (BENCHMARKS.md, "Refinement below the bound").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from allocator.model import Scenario
+from allocator.model import Scenario, queued_work
 
 # fast as `gpuplan plan-day` runs it: a plan made once and kept spends a few more runs
 # (BENCHMARKS.md, "Pin trials", "Defer trials", "Realtime hops", "Trial passes": each
@@ -49,8 +48,7 @@ def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
 
 def affordable(scenario: Scenario) -> bool:
     """Whether the trials' cost on this scenario stays within the refinement's budget."""
-    queued = sum(1 for j in scenario.batch_jobs if not j.running)
-    return compiled(scenario) and queued * scenario.T <= REFINE_MAX_WORK
+    return compiled(scenario) and queued_work(scenario) <= REFINE_MAX_WORK
 
 
 def compiled(scenario: Scenario) -> bool:
