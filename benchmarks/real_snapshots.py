@@ -104,8 +104,7 @@ def judge(args: tuple[Any, str, float, str, bool]) -> Row:
     if variant.pin_trials:
         options["pin_trials"] = variant.pin_trials
     with variant.applied():  # this worker process only
-        other = gridlib.objective(scenario, fast(scenario, clear_blocks=variant.clear,
-                                                 **options))
+        other = gridlib.objective(scenario, variant.policy()(scenario, **options))
     if time_limit <= 0:  # fast against the variant only: "best found" is the better one
         return Row(scenario.name, scenario.G, week, queued(scenario), got, other,
                    max(got, other), "not run", None, fast_ms)

@@ -75,6 +75,11 @@ class Variant:
     pin_trials: int = 0
     refine: bool = False  # each plan refined below the bound, as `gpuplan plan` does
 
+    def policy(self) -> Any:
+        """fast as the variant calls it (its constants apart: `applied`)."""
+        plan = partial(fastmod.fast, clear_blocks=self.clear, pin_trials=self.pin_trials)
+        return partial(_refined, plan) if self.refine else plan
+
     @contextmanager
     def applied(self) -> Iterator[None]:
         modules = {"fast": fastmod, "realtime": realtime, "refine": refine}
@@ -161,8 +166,7 @@ def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, f
     from allocator import policies
     from pipelines.simulate import SimConfig, run_many
 
-    plan = partial(fastmod.fast, clear_blocks=variant.clear, pin_trials=variant.pin_trials)
-    policies.register("fast", partial(_refined, plan) if variant.refine else plan)
+    policies.register("fast", variant.policy())
     try:
         with variant.applied():
             rows = run_many(worlds, ["fast"], SimConfig())
