@@ -54,6 +54,7 @@ class Row:
     status: str
     gap: float | None
     fast_ms: float
+    other_ms: float  # the variant's, timed the same way (one call, in the same process)
 
 
 def queued(scenario: Any) -> int:
@@ -104,16 +105,19 @@ def judge(args: tuple[Any, str, float, str, bool]) -> Row:
     if variant.pin_trials:
         options["pin_trials"] = variant.pin_trials
     with variant.applied():  # this worker process only
-        other = gridlib.objective(scenario, variant.policy()(scenario, **options))
+        began = time.perf_counter()
+        other_grid = variant.policy()(scenario, **options)
+        other_ms = 1000 * (time.perf_counter() - began)
+        other = gridlib.objective(scenario, other_grid)
     if time_limit <= 0:  # fast against the variant only: "best found" is the better one
         return Row(scenario.name, scenario.G, week, queued(scenario), got, other,
-                   max(got, other), "not run", None, fast_ms)
+                   max(got, other), "not run", None, fast_ms, other_ms)
     result = full(scenario, time_limit=time_limit)
     best = max(got, other, gridlib.objective(scenario, result.grid))
     report = result.solve
     assert report is not None  # full always reports its solve
     return Row(scenario.name, scenario.G, week, queued(scenario), got, other, best,
-               report.status, report.gap, fast_ms)
+               report.status, report.gap, fast_ms, other_ms)
 
 
 def shares(values: list[float], below: bool = True) -> str:
@@ -132,7 +136,8 @@ def summary(gpus: str, week: str, rows: list[Row]) -> list[str]:
             shares([100 * r.other / r.best for r in proven]),
             shares([100 * r.fast / r.best for r in rows], below=False),
             shares([100 * r.other / r.best for r in rows], below=False),
-            changed(rows), f"{statistics.median(r.fast_ms for r in rows):.1f}"]
+            changed(rows), f"{statistics.median(r.fast_ms for r in rows):.1f}",
+            f"{statistics.median(r.other_ms for r in rows):.1f}"]
 
 
 def changed(rows: list[Row]) -> str:
@@ -184,7 +189,8 @@ def main(
     print(table(["GPUs", "week from", "snapshots", "median queued", "proven",
                  "fast / optimum: mean / min / below 97%", f"{against}: the same",
                  "fast / best found, all: mean / min", f"{against}: the same",
-                 f"against {against}: up / down / worst", "fast ms"], out), end="")
+                 f"against {against}: up / down / worst", "fast ms, median",
+                 f"{against} ms"], out), end="")
     print(f"worst {worst} (fast / best found):")
     for r in sorted(rows, key=lambda r: r.fast / r.best if r.best > 0 else 1.0)[:worst]:
         if r.best > 0:

@@ -119,6 +119,7 @@ VARIANTS: dict[str, Variant] = {
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),
     "noclimb": _set(("fast", "CLIMB_FROM", None)),
     "static": _set(("realtime", "BROKEN_FIRST", False)),
+    "noreleased": _set(("fast", "RELEASED", False)),
     "notopup": _set(("fast", "TOP_UP", False)),
     "exchange": _set(("fast", "EXCHANGE", True)),
     "nosurplus": _set(("fast", "SURPLUS_TRADE", False)),

@@ -8,7 +8,10 @@
    A service's layers keep off other services' current GPUs all day (the owner decides
    at step 0 what it keeps); once every layer is placed, a service that left it short
    of its curve takes GPUs free for a whole run, released current GPUs included
-   (`RealtimePlacer.refill`), before the batch work can fill them.
+   (`RealtimePlacer.refill`), before the batch work can fill them. Where the first
+   layout still leaves realtime short and a service lets current GPUs go at step 0, that
+   layout is made once more with those GPUs anyone's from step 0 (`RELEASED`): the refill
+   cannot pay for a rise split across two GPUs, the layers can place it whole.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -126,7 +129,7 @@ from allocator.policies.decoder import (
     order_rows,
     write_spots,
 )
-from allocator.policies.realtime import RealtimePlacer
+from allocator.policies.realtime import RealtimePlacer, released_at_zero
 from allocator.policies.stable import STABILITY, Anchors, keep_starts
 from allocator.policies.topup import swaps_hold as swaps_hold  # re-exported: the policy's check
 
@@ -311,6 +314,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
     candidates, tags = make(placer)
+    if RELEASED and only is None and score.shortfall_cost(candidates[0]) > 0:
+        let_go = released_at_zero(scenario, candidates[0])
+        if let_go:  # the first layout again, those GPUs anyone's from step 0
+            again = RealtimePlacer(scenario, base, released=let_go)
+            more, _ = _candidates(scenario, base, held, score, jobs, orders, search, layouts,
+                                  again, only="first")
+            candidates += more
+            tags += ["released"] * len(more)
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
@@ -724,6 +735,13 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         candidates += more
         tags += ["baseline"] * len(more)
     return candidates, tags
+
+
+# Step 2's first layout made once more where it leaves realtime short and a service lets
+# current GPUs go at step 0: those GPUs then open to every service from step 0, not only
+# to the refill. On a real replan (Philly, 14 GPUs) a service short of a six-step rise
+# could only have had the GPU another service let go: 661 -> 748, the proven optimum.
+RELEASED = True
 
 
 def _place_later(phased: RealtimePlacer, grid: np.ndarray) -> None:

@@ -143,16 +143,34 @@ def place_realtime(scenario: Scenario, grid: np.ndarray, tail_first: bool = Fals
     placer.refill(grid)
 
 
+def released_at_zero(scenario: Scenario, grid: np.ndarray) -> dict[int, frozenset[int]]:
+    """Per realtime job (by index), the current GPUs `grid` has it let go at step 0."""
+    out: dict[int, frozenset[int]] = {}
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, RealtimeJob) and job.current_gpus:
+            gone = frozenset(g for g in job.current_gpus if grid[0, g] != i)
+            if gone:
+                out[i] = gone
+    return out
+
+
 class RealtimePlacer:
     """Realtime layers placed in one go, or in two phases around the batch work.
 
     Two phases: the layers held at step 0 first (they decide what happens to current
     GPUs), the later ones (peaks) after batch jobs are placed, into the gaps they leave;
     `later_demand` tells the batch placement how many GPUs per step to leave for them.
+
+    `released`: per job, current GPUs it lets go at step 0 (as an earlier layout showed it
+    can): its release is charged there up front and the GPUs are anyone's from step 0.
+    A service's layers otherwise keep off another's current GPUs all day, and the refill
+    after them cannot always pay the swaps a split layer needs: a service short of a rise
+    that only a GPU another let go could serve stayed short (a real replan, Philly).
     """
 
     def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False,
-                 stack: bool = False, hold_through_off: bool = False) -> None:
+                 stack: bool = False, hold_through_off: bool = False,
+                 released: dict[int, frozenset[int]] | None = None) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
         self.tail_first = tail_first
@@ -165,6 +183,9 @@ class RealtimePlacer:
         for i, job in realtime:
             if job.current_gpus:
                 self.owner[list(job.current_gpus)] = i
+        released = released or {}
+        for gpus in released.values():  # let go at step 0: anyone's from then on
+            self.owner[sorted(gpus)] = -1
         # With `hold_through_off`, a service may go on holding its current GPUs in cells a
         # reservation keeps realtime off (OFF): holding on is legal, acquiring there is not.
         # Its curve counts such GPUs only as far as its swap limit forces it to (it cannot
@@ -189,7 +210,9 @@ class RealtimePlacer:
         # slots): a copy copies one array and the compiled placement charges it in place
         self.changes = np.zeros((len(realtime), T + 1), dtype=np.int64)
         for r, (i, job) in enumerate(realtime):
-            current = set(job.current_gpus) if job.current_gpus is not None else None
+            current = set(job.current_gpus) - released.get(i, frozenset()) \
+                if job.current_gpus is not None else None
+            self.changes[r, 0] += len(released.get(i, ()))  # their release, paid up front
             allowed = self.allowed[i]
             available = (free & allowed).sum(axis=1)
             if holdable is not None and current:
