@@ -11,6 +11,10 @@ once with `--search-factor` times it. Set beside fast itself, this splits fast's
 
     python benchmarks/loss_anatomy.py --set tuning --gpus 16 --time-limit 30
     python benchmarks/loss_anatomy.py --set tuning --gpus 64 --count 8 --time-limit 60
+    python benchmarks/loss_anatomy.py --philly 14,32 --starts 2017-11-06 --hours 84,156
+
+`--philly` takes the real Philly replans instead (benchmarks/real_snapshots.py: the
+snapshots of the weeks from `--starts`, every `--every` hours, or only those `--hours`).
 
 A diagnosis, not a target: the test seeds stay out of it (BENCHMARKS.md).
 """
@@ -38,9 +42,10 @@ from allocator.policies.full import full  # noqa: E402
 from benchmarks.bench_quality import Case, cases_for, scenario_for  # noqa: E402
 
 
-def anatomy(case: Case, time_limit: float, factor: int) -> dict[str, Any]:
-    """fast, full, and fast's batch placement on full's realtime layout, for one case."""
-    scenario = scenario_for(case)
+def anatomy(case: Case | Any, time_limit: float, factor: int) -> dict[str, Any]:
+    """fast, full, and fast's batch placement on full's realtime layout, for one case (a
+    family case, or a scenario itself)."""
+    scenario = scenario_for(case) if isinstance(case, Case) else case
     fast_grid = fastlib.fast(scenario)
     result = full(scenario, time_limit=time_limit)
     score = gridlib.Scorer(scenario)
@@ -57,8 +62,8 @@ def anatomy(case: Case, time_limit: float, factor: int) -> dict[str, Any]:
                                            orders=orders))
                  for s in (search, factor * search)]
     if best <= 0:  # shortfall outweighs every reward: a ratio says nothing there
-        return {"name": case.name, "G": scenario.G, "status": "negative"}
-    return {"name": case.name, "G": scenario.G, "status": result.solve.status
+        return {"name": scenario.name, "G": scenario.G, "status": "negative"}
+    return {"name": scenario.name, "G": scenario.G, "status": result.solve.status
             if result.solve else "", "fast": score(fast_grid) / best,
             "layout": on_layout[0] / best, "search": max(on_layout) / best}
 
@@ -68,12 +73,28 @@ def main(which: str = typer.Option("tuning", "--set", help="tuning or tuning2"),
          count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
          time_limit: float = typer.Option(30.0, "--time-limit", help="full: seconds each"),
          factor: int = typer.Option(20, "--search-factor", help="the larger search budget"),
-         workers: int = typer.Option(2, "--workers")) -> None:
+         workers: int = typer.Option(2, "--workers"),
+         philly: str = typer.Option("", "--philly", help="the Philly replans at these sizes "
+                                                         "instead, comma-separated"),
+         starts: str = typer.Option("2017-10-30,2017-11-06", "--starts",
+                                    help="--philly: the weeks' first days"),
+         every: int = typer.Option(12, "--every", help="--philly: hours between snapshots"),
+         hours: str = typer.Option("", "--hours", help="--philly: only these hours")) -> None:
     """The table of the three shares per scenario, then their means."""
     if which not in ("tuning", "tuning2"):
         raise typer.BadParameter("tuning or tuning2 (the test seeds stay out of diagnosis)",
                                  param_hint="--set")
-    cases = cases_for(which, gpus, count)
+    cases: list[Any] = [] if philly else cases_for(which, gpus, count)
+    if philly:
+        from benchmarks.real_snapshots import snapshots
+
+        wanted = {int(h) for h in hours.split(",") if h}
+        for size in (int(x) for x in philly.split(",")):
+            for start in starts.split(","):
+                cases += [s for s in snapshots(size, start, every, 0.3)
+                          if not wanted or int(s.name.rsplit("@", 1)[1]) in wanted]
+        which = f"Philly {philly} GPUs from {starts}"
+
     with ProcessPoolExecutor(workers) as pool:
         rows = list(pool.map(anatomy, cases, [time_limit] * len(cases),
                              [factor] * len(cases)))

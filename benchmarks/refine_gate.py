@@ -76,28 +76,34 @@ def _trials(row: dict[str, Any]) -> float:
 def report(rows: list[dict[str, Any]], thresholds: list[float],
            reference: dict[str, float] | None, label: str) -> None:
     """One table row per threshold: refined plans, shares of the reference, time a plan."""
+    from allocator import refine
+
     if reference is None:  # against the best of the ways
         reference = {r["name"]: max([r["hot"], *(v for v, _ in r["runs"].values())])
                      for r in rows}
     judged = [r for r in rows if reference.get(r["name"], 0) > 0]
     print(f"\n{label}: {len(rows)} plans, {len(judged)} with a positive reference\n")
-    print("| refine below | refined | lifted | mean share | min | below 97% | ms a plan: "
-          "mean / median / max |")
-    print("|---|---|---|---|---|---|---|")
+    print("| refine below | refined | lifted | wanting, past the caps | mean share | min | "
+          "below 97% | ms a plan: mean / median / max |")
+    print("|---|---|---|---|---|---|---|---|")
     for below in thresholds:
         outs = [gated(r, below) for r in rows]
         shares = [max(o[0], 0) / reference[r["name"]] for r, o in zip(rows, outs, strict=True)
                   if r in judged]
         ms = [o[1] for o in outs]
         refined = sum(o[2] for o in outs)
+        # below the threshold, with no run the refinement may make (past its size caps)
+        capped = sum(not r["runs"] and refine.wanting(r["hot"], r["bound"], below)
+                     for r in rows)
         lifted = sum(o[2] and o[0] > r["hot"] + 1e-9 for r, o in zip(rows, outs, strict=True))
         name = "never (the hot path)" if below == 0 else f"{100 * below:g}%"
-        print(f"| {name} | {refined} | {lifted} | {100 * statistics.fmean(shares):.3f}% | "
+        print(f"| {name} | {refined} | {lifted} | {capped} | "
+              f"{100 * statistics.fmean(shares):.3f}% | "
               f"{100 * min(shares):.2f}% | {sum(s < 0.97 for s in shares)} | "
               f"{statistics.fmean(ms):.1f} / {statistics.median(ms):.1f} / {max(ms):.0f} |")
     day = [max(_trials(r), 0) / reference[r["name"]] for r in judged]
     trials_ms = [r["runs"]["trials"][1] for r in rows if "trials" in r["runs"]]
-    print(f"| always plan-day's fast (where the trials run) | | | "
+    print(f"| always plan-day's fast (where the trials run) | | | | "
           f"{100 * statistics.fmean(day):.3f}% | {100 * min(day):.2f}% | "
           f"{sum(s < 0.97 for s in day)} | "
           f"{statistics.fmean(trials_ms) if trials_ms else 0:.1f} (the trials alone) |")

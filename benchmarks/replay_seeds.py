@@ -61,8 +61,8 @@ from typing import Any
 import typer
 
 from allocator import refine
+from allocator.policies import evac, realtime
 from allocator.policies import fast as fastmod
-from allocator.policies import realtime
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Variant:
 
     @contextmanager
     def applied(self) -> Iterator[None]:
-        modules = {"fast": fastmod, "realtime": realtime, "refine": refine}
+        modules = {"fast": fastmod, "realtime": realtime, "refine": refine, "evac": evac}
         saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
         try:
             for m, name, value in self.constants:
@@ -120,6 +120,7 @@ VARIANTS: dict[str, Variant] = {
     "noclimb": _set(("fast", "CLIMB_FROM", None)),
     "static": _set(("realtime", "BROKEN_FIRST", False)),
     "noreleased": _set(("fast", "RELEASED", False)),
+    "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),
     "exchange": _set(("fast", "EXCHANGE", True)),
     "nosurplus": _set(("fast", "SURPLUS_TRADE", False)),
