@@ -302,3 +302,43 @@ def test_the_compiled_search_keeps_the_references_layout(scenario: Scenario, one
     assert (got is None) == (want is None)
     if got is not None:
         assert np.array_equal(got, want)
+
+
+@needs_c
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=FAMILY | contended_scenarios(max_gpus=16))
+def test_low_in_c_beside_cost_in_python_keeps_the_references_layout(scenario: Scenario
+                                                                     ) -> None:
+    # rules ("low", "cost"): the compiled "low" search, then the Python one of "cost" above
+    # what it found; the same best move (by value) as the Python search over both rules
+    cells = hopping_layout(scenario, fast(scenario)).astype(np.int64)
+    jobs, orders = Jobs.of(scenario), fastlib.value_orders(scenario)
+    both = ("low", "cost")
+    got = evac.search(scenario, cells, jobs, orders, rules=both)
+    want = evac.search(scenario, cells, jobs, orders, compiled=False, rules=both)
+    event("a move kept" if want is not None else "no move kept")
+    assert (got is None) == (want is None)
+    if got is not None:
+        judge = evac.Evacuation(scenario, jobs)
+        distinct = tuple(dict.fromkeys(orders))
+        assert judge.value(got, distinct, None) == pytest.approx(
+            judge.value(want, distinct, None), rel=1e-12)
+        assert violations(scenario, gridlib.to_ids(scenario, got)) == []
+
+
+# A real replan (the Philly week of 2017-11-06 on 32 GPUs, hour 156,
+# benchmarks/real_snapshots.py): services sit on the top block all day, which a running job
+# leaves broken until step 19; full's layout moves them into blocks running jobs break
+# anyway and reaches 1621.77 (`full(scenario, time_limit=30)`, status "optimal"), fast's
+# greedy batch work on that layout 1620.79 (benchmarks/loss_anatomy.py --philly 32).
+EVAC_COST_CASE = CASES / "philly_evac_cost_32.json"
+
+
+@needs_c
+def test_the_cost_rule_lifts_the_real_32_gpu_replan_the_low_rule_leaves() -> None:
+    scenario = load_scenario(EVAC_COST_CASE)
+    plain = gridlib.objective(scenario, fast(scenario))
+    grid = fast(scenario, evac_rules=("low", "cost"))
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert plain < 0.97 * 1621.77  # the case still tells
+    assert gridlib.objective(scenario, grid) > 1.025 * plain

@@ -26,6 +26,7 @@ from tests.test_hops import FAMILY
 WANTING = Path(__file__).parent / "data" / "quality_cases" / "recut_wins.json"
 CONTROL = Path(__file__).parent.parent / "data" / "scenarios" / "mixed-control.json"
 SHORTAGE = WANTING.parent / "philly_services_exchange.json"
+EVAC_COST_CASE = WANTING.parent / "philly_evac_cost_32.json"
 
 
 def test_deeper_raises_each_trial_to_the_days_and_keeps_what_searches_deeper() -> None:
@@ -64,20 +65,37 @@ def test_the_trials_run_only_where_their_cost_is_bounded() -> None:
     assert not refine.affordable(_sized(16, COMPILED_MAX_T + 1, 10))
 
 
-def test_the_candidates_are_the_trials_where_affordable_and_the_exchange_on_request(
+def test_the_candidates_are_the_evacuations_the_trials_where_affordable_and_the_exchange(
         monkeypatch) -> None:
     small = _sized(16, 24, 30)
+    evacuations = {"evac_rules": refine.REFINE_EVAC_RULES}
+    assert refine.candidates(small, {}) == {"evacuations": evacuations,
+                                            "trials": refine.DAY_TRIALS}
+    assert refine.candidates(small, {**refine.DAY_TRIALS, **evacuations}) == {}  # asked
+    backlog = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1)
+    # past the work cap the trials stay off, one more hot-path run does not
+    assert refine.candidates(backlog, {}) == {"evacuations": evacuations}
+    monkeypatch.setattr(refine, "REFINE_EVAC_RULES", None)
     assert refine.candidates(small, {}) == {"trials": refine.DAY_TRIALS}
     assert refine.candidates(small, dict(refine.DAY_TRIALS)) == {}  # searched as deep
-    backlog = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1)
-    assert refine.candidates(backlog, {}) == {}  # past the work cap
+    assert refine.candidates(backlog, {}) == {}
     monkeypatch.setattr(refine, "REFINE_EXCHANGE", True)
     assert refine.candidates(small, {}) == {"exchange": {"exchange": True},
                                             "trials": refine.DAY_TRIALS}
     assert list(refine.candidates(small, {"exchange": True})) == ["trials"]  # asked already
-    # past the work cap the trials stay off, one more hot-path run does not
     assert list(refine.candidates(backlog, {})) == ["exchange"]
     assert refine.candidates(_sized(2 * refine.REFINE_MAX_GPUS, 24, 30), {}) == {}
+
+
+def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None:
+    """A real 32-GPU replan (the Philly week of 2017-11-06, hour 156; tests/test_evac.py):
+    201 queued jobs put the trials past the work cap; the evacuations' "cost" rule moves
+    the services off the block a running job breaks only until step 19."""
+    scenario = load_scenario(EVAC_COST_CASE)
+    plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
+    refined = plan.extras["refined"]
+    assert refined["tried"] == ["evacuations"] and refined["lifted_by"] == "evacuations"
+    assert plan.metrics.objective > 1.025 * refined["first_objective"]
 
 
 def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
@@ -89,11 +107,13 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     1.1% of full's best plan, 906.68: tests/test_topup.py)."""
     scenario = load_scenario(SHORTAGE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
-    assert "refined" not in plan.extras  # nothing affordable to run
+    refined = plan.extras["refined"]  # the evacuations alone: no block clears the shortage
+    assert refined["tried"] == ["evacuations"] and not refined["lifted"]
     monkeypatch.setattr(refine, "REFINE_EXCHANGE", True)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["exchange"] and refined["lifted_by"] == "exchange"
+    assert refined["tried"] == ["exchange", "evacuations"]
+    assert refined["lifted_by"] == "exchange"
     assert plan.metrics.objective == pytest.approx(897.18, abs=0.01)
     assert refined["first_objective"] < 0.8 * plan.metrics.objective
 
@@ -112,7 +132,7 @@ def test_a_plan_far_below_its_bound_is_refined_to_the_days_plan() -> None:
     plan = make_plan(scenario, "fast", bound="on", refine_below=0.98)
     refined = plan.extras["refined"]
     assert refined["lifted"] and refined["first_objective"] == pytest.approx(hot)
-    assert refined["tried"] == ["trials"] and refined["lifted_by"] == "trials"
+    assert refined["tried"] == ["evacuations", "trials"] and refined["lifted_by"] == "trials"
     assert plan.metrics.objective == pytest.approx(day) == pytest.approx(refined["objective"])
     assert refined["first_share"] < 0.98
     assert plan.extras["bound"]["value"] >= plan.metrics.objective  # re-stated for it

@@ -163,33 +163,43 @@ class Evacuation:
 
 
 def search(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None
-           ) -> np.ndarray | None:
+           orders: tuple[tuple[int, ...], ...], compiled: bool | None = None,
+           rules: tuple[str, ...] | None = None) -> np.ndarray | None:
     """The layout `cells` (running and realtime, no batch work) after the evacuation whose
     best greedy pass earns most, if one earns more than `cells` and keeps every swap
-    limit; else None."""
+    limit; else None. `rules`: where moved runs land (None: `RULES`); "low" runs in C, the
+    others in Python, and the best of all their moves wins (the compiled one on a tie)."""
+    rules = RULES if rules is None else rules
     orders = tuple(dict.fromkeys(orders))
     if not orders or not orders[0] or not scenario.realtime_jobs:
         return None
-    if _packc is not None and compiled_for(scenario, compiled) and RULES == ("low",):
+    low, floor = None, -np.inf
+    if _packc is not None and compiled_for(scenario, compiled) and "low" in rules:
         moved = np.ascontiguousarray(cells, dtype=np.int64).copy()
-        _, found = _packc.evacuate(moved, *_realtime(scenario), jobs.offset, jobs.count,
-                                   order_rows(orders), jobs.gpus, jobs.length, jobs.arrival,
-                                   jobs.weight, jobs.decay, np.array(SIZES, dtype=np.int64))
-        return moved if found else None
-    return _search_py(scenario, cells, jobs, orders, compiled)
+        value, found = _packc.evacuate(moved, *_realtime(scenario), jobs.offset, jobs.count,
+                                       order_rows(orders), jobs.gpus, jobs.length,
+                                       jobs.arrival, jobs.weight, jobs.decay,
+                                       np.array(SIZES, dtype=np.int64))
+        low, floor = (moved, value) if found else (None, floor)
+        rules = tuple(r for r in rules if r != "low")
+        if not rules:
+            return low
+    other = _search_py(scenario, cells, jobs, orders, compiled, rules=rules, floor=floor)
+    return low if other is None else other
 
 
 def _search_py(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
-               orders: tuple[tuple[int, ...], ...], compiled: bool | None
+               orders: tuple[tuple[int, ...], ...], compiled: bool | None,
+               rules: tuple[str, ...] | None = None, floor: float = -np.inf
                ) -> np.ndarray | None:
     """`search` in Python (each layout judged by `compiled`'s decoder): the reference for
-    the compiled one, and every rule's search."""
+    the compiled one, and every rule's search (`rules`, None: `RULES`); a move must also
+    earn more than `floor` (what another search found)."""
     ev = Evacuation(scenario, jobs)
-    top = ev.value(cells, orders, compiled)
+    top = max(ev.value(cells, orders, compiled), floor)
     best = None
     for move in moves(scenario.G, scenario.T):
-        for rule in RULES:
+        for rule in RULES if rules is None else rules:
             trial = ev.apply(cells, move, rule)
             if trial is None:
                 continue

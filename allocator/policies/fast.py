@@ -266,7 +266,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          only: str | None = None, cheap_trials: int | None = None,
          exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
          hot_hops: int | None = None, relayout: bool | None = None,
-         prepared: Prepared | None = None, trial_passes: int = 1) -> np.ndarray:
+         prepared: Prepared | None = None, trial_passes: int = 1,
+         evac_rules: tuple[str, ...] | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -290,6 +291,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `RELAYOUT`); better one-shot plans, worse realized value in the Philly replay.
     `prepared`: the laid-out parts of a scenario this one differs from only in its
     reservations (a pin trial's replan); the same grid as without, in less time.
+    `evac_rules`: where step 9's evacuations land moved runs (None: evac.RULES, "low").
     """
     if search is None:
         search = default_search(scenario)
@@ -344,14 +346,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     light_evac = int(hot_hops != 0 and HOT_EVAC_MIN_GPUS <= scenario.G <= HOT_EVAC_MAX_GPUS)
     if light_rounds > 0 or light_evac:
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
-                       evac_rounds=light_evac, one_order=True)
+                       evac_rounds=light_evac, one_order=True,
+                       evac_rules=evac_rules)
     if (HOT_RUNNER_UP and hot_rounds > 0 and tags[won] != "held"
             and HOT_RUNNER_UP_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS):
         k = _less_short(score, candidates, won)
         if k is not None:
             other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                            hot_rounds, evac_rounds=light_evac, one_order=True,
-                           stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE)
+                           stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE,
+                           evac_rules=evac_rules)
             if score(other) > score(light) + 1e-9:
                 light = other
     if anchors or not (hops or pin_trials or defer_trials):
@@ -383,13 +387,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                           pinned=kept))
     early = best
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
-        early = hopped(scenario, best, held, score, jobs, orders, search, hops)
+        early = hopped(scenario, best, held, score, jobs, orders, search, hops,
+                       evac_rules=evac_rules)
         if HOP_OTHERS and tags[won] != "held" and scenario.G <= hopping.MAX_GPUS:
             early_value = score(early)
             for k in range(len(candidates)):  # and every other construction's plan
                 if k != won:
                     other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
-                                   hops)
+                                   hops, evac_rules=evac_rules)
                     if (got := score(other)) > early_value + 1e-9:
                         early, early_value = other, got
     trying = (pin_trials > 0 or defer_trials > 0) and not anchors
@@ -406,7 +411,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                exchange=exchange, hot_hops=0),
                                        defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
-            best = hopped(scenario, best, held, score, jobs, orders, search, hops)
+            best = hopped(scenario, best, held, score, jobs, orders, search, hops,
+                          evac_rules=evac_rules)
         lifted = score(best)
         if lifted <= before + 1e-9:
             break  # a pass that lifted nothing: the next would try the same replans
@@ -518,13 +524,15 @@ RUNNER_UP_EVERY_STEP = 8
 def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
            score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
            search: int, rounds: int, evac_rounds: int = EVAC_ROUNDS,
-           one_order: bool = False, stride: int | None = None) -> np.ndarray:
+           one_order: bool = False, stride: int | None = None,
+           evac_rules: tuple[str, ...] | None = None) -> np.ndarray:
     """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
     is worth more once the batch work is placed again and realtime topped up as in step 5.
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
     hop that pleases it can leave the full placement worse than the first. Then
     `evac_rounds` block evacuations, judged the same way. `one_order`: the hops judged by
-    one greedy pass (the hot path's light round) instead of the best over the orders."""
+    one greedy pass (the hot path's light round) instead of the best over the orders.
+    `evac_rules`: where the evacuations' moved runs land (None: evac.RULES)."""
     if (scenario.reservations or not scenario.realtime_jobs
             or not hopping.compiled(scenario)):
         return best  # (the Python search is a test reference: seconds a round)
@@ -544,8 +552,9 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     hop = partial(hopping_round, stride=stride)
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
     kept = cells  # the layout of the best plan so far
-    for step in [hop] * rounds + [evac.search] * evac_rounds:
-        if step is evac.search:
+    evacuate = evac.search if evac_rules is None else partial(evac.search, rules=evac_rules)
+    for step in [hop] * rounds + [evacuate] * evac_rounds:
+        if step is evacuate:
             # from the best plan's layout, not the last hop's: a hop the greedy pass liked
             # but the full placement did not can hide the block worth clearing (tuning
             # seed 1197 with plan-day's trials: 97.03 -> 100% of the optimum)
