@@ -65,6 +65,15 @@ def compiled(scenario: Scenario) -> bool:
     return scenario.G <= REFINE_MAX_GPUS and compiled_for(scenario, None)
 
 
+def evacuates(scenario: Scenario, options: dict[str, Any]) -> bool:
+    """Whether fast's hot path runs its block evacuation here (where the rules can matter)."""
+    from allocator.policies import fast
+
+    return (bool(scenario.realtime_jobs) and not scenario.reservations
+            and fast.HOT_EVAC_MIN_GPUS <= scenario.G <= fast.HOT_EVAC_MAX_GPUS
+            and options.get("hot_hops") != 0)
+
+
 def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The runs a wanting plan is refined with, by name: "evacuations", one more hot-path
     run with REFINE_EVAC_RULES, and "trials", the daily plan's trials and hops, where
@@ -75,7 +84,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
         return runs
     if REFINE_EXCHANGE and not options.get("exchange"):
         runs["exchange"] = {**options, "exchange": True}
-    if REFINE_EVAC_RULES is not None and not options.get("evac_rules"):
+    if REFINE_EVAC_RULES is not None and not options.get("evac_rules") and evacuates(
+            scenario, options):
         runs["evacuations"] = {**options, "evac_rules": REFINE_EVAC_RULES}
     trials = deeper(options)
     if trials is not None and affordable(scenario):

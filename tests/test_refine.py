@@ -46,9 +46,12 @@ def test_wanting_reads_the_share_of_the_bound() -> None:
     assert not refine.wanting(50.0, None, 0.98)  # no bound, no verdict
 
 
-def _sized(gpus: int, steps: int, queued: int) -> Scenario:
+def _sized(gpus: int, steps: int, queued: int, service: bool = False) -> Scenario:
     jobs = [{"id": f"j{k}", "kind": "training", "priority": 1, "gpus": 1,
              "duration_steps": 1} for k in range(queued)]
+    if service:
+        jobs.append({"id": "s", "kind": "realtime", "priority": 5, "demand": [1] * steps,
+                     "swap_limit": 1})
     return scenario_from_dict({"cluster": {"gpus": gpus, "horizon_steps": steps},
                                "jobs": jobs})
 
@@ -67,14 +70,20 @@ def test_the_trials_run_only_where_their_cost_is_bounded() -> None:
 
 def test_the_candidates_are_the_evacuations_the_trials_where_affordable_and_the_exchange(
         monkeypatch) -> None:
-    small = _sized(16, 24, 30)
+    served = _sized(16, 24, 30, service=True)
     evacuations = {"evac_rules": refine.REFINE_EVAC_RULES}
-    assert refine.candidates(small, {}) == {"evacuations": evacuations,
-                                            "trials": refine.DAY_TRIALS}
-    assert refine.candidates(small, {**refine.DAY_TRIALS, **evacuations}) == {}  # asked
-    backlog = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1)
+    assert refine.candidates(served, {}) == {"evacuations": evacuations,
+                                             "trials": refine.DAY_TRIALS}
+    assert refine.candidates(served, {**refine.DAY_TRIALS, **evacuations}) == {}  # asked
     # past the work cap the trials stay off, one more hot-path run does not
-    assert refine.candidates(backlog, {}) == {"evacuations": evacuations}
+    crowded = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1, service=True)
+    assert refine.candidates(crowded, {}) == {"evacuations": evacuations}
+    # no evacuation to rule: no service, too few GPUs, or the light rounds off
+    assert "evacuations" not in refine.candidates(_sized(16, 24, 30), {})
+    assert "evacuations" not in refine.candidates(_sized(4, 24, 30, service=True), {})
+    assert "evacuations" not in refine.candidates(served, {"hot_hops": 0})
+    small = _sized(16, 24, 30)
+    backlog = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1)
     monkeypatch.setattr(refine, "REFINE_EVAC_RULES", None)
     assert refine.candidates(small, {}) == {"trials": refine.DAY_TRIALS}
     assert refine.candidates(small, dict(refine.DAY_TRIALS)) == {}  # searched as deep
