@@ -41,18 +41,26 @@ CASES = Path(__file__).parent / "data" / "quality_cases"
 OWNER_RELEASE_PEAK_OPTIMUM = 1573.436358153736
 
 
+def _without_and_with(monkeypatch: pytest.MonkeyPatch, case: str, module: object,
+                      flag: str) -> tuple[Scenario, float, np.ndarray]:
+    """A stored case: fast's objective with `module.flag` off, and its grid (legal) on."""
+    scenario = load_scenario(CASES / case)
+    monkeypatch.setattr(module, flag, False)
+    without = gridlib.objective(scenario, fast(scenario))
+    monkeypatch.setattr(module, flag, True)
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    return scenario, without, grid
+
+
 def test_a_service_takes_the_gpu_another_released_for_its_peak(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """m-large (priority 10) holds GPU 2 and peaks at two GPUs at steps 7-8; m-mid releases
     one of its two current GPUs at step 2. Without the refill m-large's curve is capped at
     one GPU (its own is the only one it may take before step 9), batch work fills the GPU
     m-mid let go, and fast's best candidate is a baseline's, 93 below the optimum."""
-    scenario = load_scenario(CASES / "philly_owner_release_peak.json")
-    monkeypatch.setattr(realtime_module, "REFILL", False)
-    without = gridlib.objective(scenario, fast(scenario))
-    monkeypatch.setattr(realtime_module, "REFILL", True)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    scenario, without, grid = _without_and_with(monkeypatch, "philly_owner_release_peak.json",
+                                                realtime_module, "REFILL")
     assert gridlib.objective(scenario, grid) >= OWNER_RELEASE_PEAK_OPTIMUM * (1 - 1e-9)
     assert without < 0.95 * OWNER_RELEASE_PEAK_OPTIMUM  # the case still tells
     large = next(i for i, j in enumerate(scenario.jobs) if j.id == "m-large")
@@ -135,16 +143,13 @@ def test_a_service_short_of_a_rise_takes_the_gpu_another_let_go_at_step_0(
     taken at 6 and let go at 7 beside the one taken at 7 breaks the limit): 2 GPU-steps
     short at 48 each. The first layout made again with that GPU anyone's reaches the
     proven optimum (`fast.RELEASED`)."""
-    scenario = load_scenario(CASES / "philly_owner_release_rise.json")
-    monkeypatch.setattr(fast_module, "RELEASED", False)
-    without = gridlib.objective(scenario, fast(scenario))
-    monkeypatch.setattr(fast_module, "RELEASED", True)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    scenario, without, grid = _without_and_with(monkeypatch, "philly_owner_release_rise.json",
+                                                fast_module, "RELEASED")
     assert gridlib.objective(scenario, grid) >= OWNER_RELEASE_RISE_OPTIMUM * (1 - 1e-9)
     assert without < 0.9 * OWNER_RELEASE_RISE_OPTIMUM  # the case still tells
-    small = next(i for i, j in enumerate(scenario.jobs) if j.id == "m-small")
-    demand = np.array(scenario.jobs[small].demand)
+    small, service = next((i, j) for i, j in enumerate(scenario.jobs)
+                          if isinstance(j, RealtimeJob) and j.id == "m-small")
+    demand = np.array(service.demand)
     assert ((grid == small).sum(axis=1) >= demand).all()
 
 
