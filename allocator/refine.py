@@ -1,5 +1,5 @@
-"""A fast plan that its proven bound finds wanting is made again with the daily plan's
-trials.
+"""A fast plan that its proven bound finds wanting is made again: with its evacuations
+by a second rule, and with the daily plan's trials.
 
 The hot path is built for milliseconds and usually lands within a point of the optimum;
 the plans where it does not are the ones its bound leaves room on, and only those pay for
@@ -65,27 +65,20 @@ def compiled(scenario: Scenario) -> bool:
     return scenario.G <= REFINE_MAX_GPUS and compiled_for(scenario, None)
 
 
-def evacuates(scenario: Scenario, options: dict[str, Any]) -> bool:
-    """Whether fast's hot path runs its block evacuation here (where the rules can matter)."""
-    from allocator.policies import fast
-
-    return (bool(scenario.realtime_jobs) and not scenario.reservations
-            and fast.HOT_EVAC_MIN_GPUS <= scenario.G <= fast.HOT_EVAC_MAX_GPUS
-            and options.get("hot_hops") != 0)
-
-
 def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The runs a wanting plan is refined with, by name: "evacuations", one more hot-path
-    run with REFINE_EVAC_RULES, and "trials", the daily plan's trials and hops, where
-    affordable; with REFINE_EXCHANGE, first "exchange", one more hot-path run where
-    services may hand GPU runs to each other."""
+    run with REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily
+    plan's trials and hops, where affordable; with REFINE_EXCHANGE, first "exchange", one
+    more hot-path run where services may hand GPU runs to each other."""
+    from allocator.policies.fast import light_evacuation
+
     runs: dict[str, dict[str, Any]] = {}
     if not compiled(scenario):
         return runs
     if REFINE_EXCHANGE and not options.get("exchange"):
         runs["exchange"] = {**options, "exchange": True}
-    if REFINE_EVAC_RULES is not None and not options.get("evac_rules") and evacuates(
-            scenario, options):
+    if REFINE_EVAC_RULES is not None and not options.get("evac_rules") and \
+            light_evacuation(scenario, options.get("hot_hops")):  # where the rules matter
         runs["evacuations"] = {**options, "evac_rules": REFINE_EVAC_RULES}
     trials = deeper(options)
     if trials is not None and affordable(scenario):

@@ -88,12 +88,13 @@ def plan(
     refine_below: float = typer.Option(100 * REFINE_BELOW, "--refine-below", callback=finite,
                                        min=0.0, max=100.0,
                                        help="fast: a plan below this percent of its proven "
-                                            "bound is made again with plan-day's trials "
-                                            "and hops (up to 64 GPUs, 2,500 queued jobs x "
-                                            "steps and 63 steps), the better plan kept "
-                                            "(about 40-500 ms more on the plans it "
-                                            "refines; needs "
-                                            "the bound; 0 = never)."),
+                                            "bound is made again, once with its block "
+                                            "evacuations by a second rule and with "
+                                            "plan-day's trials and hops (up to 64 GPUs, "
+                                            "2,500 queued jobs x steps and 63 steps), the "
+                                            "best plan kept (about 40-500 ms more on the "
+                                            "plans it refines; needs the bound; 0 = "
+                                            "never)."),
 ) -> None:
     """Plan one scenario with one policy; exit 2 on bad input, writing nothing."""
     from pipelines.plan_one import PlanArgs, plan_file
@@ -112,7 +113,7 @@ def plan(
     ceiling = (f", {proven['summary']} (bound {proven['value']:.2f})"
                if proven.get("value") is not None else "")
     refined = result.extras.get("refined")
-    if refined:  # the first plan, and whether the trials lifted it
+    if refined:  # the first plan, and which run lifted it
         ceiling += (f"; refined from {100 * refined['first_share']:.1f}% of it"
                     + (f" by the {refined['lifted_by']}" if refined["lifted"]
                        else ", not lifted"))

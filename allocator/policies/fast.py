@@ -343,7 +343,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
     hot_rounds = HOT_HOPS if hot_hops is None else hot_hops
     light_rounds = hot_rounds if HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS else 0
-    light_evac = int(hot_hops != 0 and HOT_EVAC_MIN_GPUS <= scenario.G <= HOT_EVAC_MAX_GPUS)
+    light_evac = int(light_evacuation(scenario, hot_hops))
     if light_rounds > 0 or light_evac:
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=light_evac, one_order=True,
@@ -507,6 +507,13 @@ HOT_MAX_GPUS = 16
 # (half the moves) kept +0.31% for 0.8 ms: not kept.
 HOT_EVAC_MIN_GPUS = 8
 HOT_EVAC_MAX_GPUS = 64
+
+
+def light_evacuation(scenario: Scenario, hot_hops: int | None) -> bool:
+    """Whether the hot path's light evacuation runs (`hot_hops`: fast's option): services
+    to move, no reservations (`hopped` skips those), HOT_EVAC_MIN_GPUS to HOT_EVAC_MAX_GPUS."""
+    return (hot_hops != 0 and HOT_EVAC_MIN_GPUS <= scenario.G <= HOT_EVAC_MAX_GPUS
+            and bool(scenario.realtime_jobs) and not scenario.reservations)
 # The hot path's light rounds also run on the best candidate that leaves realtime less
 # short than the winner, from HOT_RUNNER_UP_MIN_GPUS to HOT_MAX_GPUS: it lost on batch value,
 # which hops win back. On the tuning seeds it runs on 3 of 210 plans and lifts one, tuning4
