@@ -153,6 +153,15 @@ def test_a_service_short_of_a_rise_takes_the_gpu_another_let_go_at_step_0(
     assert ((grid == small).sum(axis=1) >= demand).all()
 
 
+def test_a_trial_asking_for_the_released_construction_alone_builds_it() -> None:
+    """Past 16 GPUs the cheap pin trials replan with the winning construction alone
+    (`only`); where the released layout won, that replan must build it, not raise."""
+    scenario = load_scenario(CASES / "philly_owner_release_rise.json")
+    grid = fast(scenario, only="released", hot_hops=0, cheap_trials=0)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert gridlib.objective(scenario, grid) >= OWNER_RELEASE_RISE_OPTIMUM * (1 - 1e-9)
+
+
 def rise_beside_a_release() -> Scenario:
     """4 GPUs: X holds GPUs 0 and 1 and needs one; Y (swap limit 1) holds GPU 2 and needs
     two GPUs from step 2; a running job holds GPU 3 until step 3; a long 1-GPU job would

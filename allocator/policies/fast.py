@@ -316,12 +316,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
     candidates, tags = make(placer)
-    if RELEASED and only is None and score.shortfall_cost(candidates[0]) > 0:
-        let_go = released_at_zero(scenario, candidates[0])
+    if RELEASED and only in (None, "released"):  # (a cheap trial of a "released" winner
+        # asks for that construction alone: the first layout is then built to read it off)
+        first = candidates[0] if only is None else make(placer, only="first")[0][0]
+        let_go = released_at_zero(scenario, first) if score.shortfall_cost(first) > 0 else {}
         if let_go:  # the first layout again, those GPUs anyone's from step 0
             again = RealtimePlacer(scenario, base, released=let_go)
-            more, _ = _candidates(scenario, base, held, score, jobs, orders, search, layouts,
-                                  again, only="first")
+            more, _ = make(again, only="first")
             candidates += more
             tags += ["released"] * len(more)
     if scenario.reservations:
