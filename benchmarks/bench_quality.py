@@ -134,10 +134,9 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         "plan_bound_ms": round(1000 * carried.seconds, 1),
     }
     runs = refine.candidates(scenario, {})  # what `gpuplan plan` refines with
-    row["affordable"] = "trials" in runs
-    if "exchange" in runs:
-        row["exchange"] = round(gridlib.objective(scenario, fast(scenario, **runs["exchange"])),
-                                3)
+    row["affordable"] = "trials" in runs  # (the trials' plan is "trials" above)
+    row["refine_runs"] = {name: round(gridlib.objective(scenario, fast(scenario, **options)), 3)
+                          for name, options in runs.items() if name != "trials"}
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
         began = time.perf_counter()
@@ -163,16 +162,17 @@ def _share(a: float, b: float | None) -> float | None:
 
 
 def refined(r: dict[str, Any]) -> float:
-    """The objective of `gpuplan plan`'s plan: fast, refined with the trials where its
-    bound finds it wanting (allocator/refine.py)."""
+    """The objective of `gpuplan plan`'s plan: fast, refined with its candidates (the
+    trials, where affordable, and the other runs) where its bound finds it wanting
+    (allocator/refine.py)."""
     if not _refines(r):
         return r["fast"]
-    return max(r["fast"], r.get("exchange", r["fast"]),
+    return max(r["fast"], *r.get("refine_runs", {}).values(),
                r["trials"] if r.get("affordable", True) else r["fast"])
 
 
 def _refines(r: dict[str, Any]) -> bool:
-    return (r.get("affordable", True) or "exchange" in r) and refine.wanting(
+    return (r.get("affordable", True) or bool(r.get("refine_runs"))) and refine.wanting(
         r["fast"], r.get("plan_bound"), refine.REFINE_BELOW)
 
 

@@ -38,3 +38,16 @@ def test_the_plan_day_variants_refuse_the_test_seeds() -> None:
     for sets in ("test", "tuning,test", "nosuchset"):
         result = CliRunner().invoke(app, ["--sets", sets])
         assert result.exit_code == 2, result.output
+
+
+def test_a_plan_past_the_trials_caps_is_refined_by_the_other_runs() -> None:
+    """`gpuplan plan` refines a wanting plan past the trials' caps with its other runs
+    (allocator/refine.py's candidates); the benchmark's "as refined" share says the same."""
+    row = {"gpus": 32, "fast": 9.0, "full": 10.0, "optimal": True, "trials": 10.0,
+           "lagrangian": 12.0, "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0,
+           "trials_ms": 9.0, "affordable": False, "refine_runs": {"evacuations": 9.5}}
+    assert summary([row])["refined_plans"] == 1
+    assert summary([row])["refined_over_optimum"]["min"] == pytest.approx(0.95)
+    row["refine_runs"] = {}  # nothing to run: the hot plan stands
+    assert summary([row])["refined_plans"] == 0
+    assert summary([row])["refined_over_optimum"]["min"] == pytest.approx(0.9)
