@@ -41,6 +41,7 @@ class Spec:
     long_single: float = 0.0  # share of the queue turned into long 1-GPU jobs
     big_jobs: int = 0  # extra 8-GPU (or whole-cluster) training jobs
     fragment_running: bool = False  # running jobs on scattered aligned blocks, not packed
+    held_over: bool = False  # services hold current GPUs left from yesterday (a replan)
 
 
 SPECS: dict[str, Spec] = {
@@ -105,6 +106,8 @@ def build(name: str, spec: Spec, rng: np.random.Generator) -> Scenario:
     batch = _batch_jobs(rng, spec, budget)
     jobs.extend(_scatter_running(batch, spec, G, rng) if spec.fragment_running
                 else _pin_some(batch, spec, G, T))
+    if spec.held_over:  # drawn last: the same seed gives the same day without it
+        jobs = _hold_over(jobs, G, rng)
     scenario = Scenario(cluster=Cluster(gpus=G, horizon_steps=T), weights=Weights(),
                         jobs=tuple(jobs), name=name)
     return scenario
@@ -192,4 +195,31 @@ def _scatter_running(jobs: list[BatchJob], spec: Spec, G: int,
             pinned += 1
         else:
             out.append(job)
+    return out
+
+
+def _hold_over(jobs: list[BatchJob | RealtimeJob], G: int,
+               rng: np.random.Generator) -> list[BatchJob | RealtimeJob]:
+    """Give each service the GPUs it holds now, as a replan finds them: between its first
+    hour's demand and its peak (yesterday's evening not yet let go, shrinking by its swap
+    limit a step), on the GPUs no running job holds, either stacked from the top (as a
+    stacked plan leaves them) or scattered (as a day of hops leaves them)."""
+    free = np.ones(G, dtype=bool)
+    for job in jobs:
+        if isinstance(job, BatchJob) and job.running is not None:
+            free[job.running.first_gpu : job.running.first_gpu + job.gpus] = False
+    out: list[BatchJob | RealtimeJob] = []
+    for job in jobs:
+        if not isinstance(job, RealtimeJob):
+            out.append(job)
+            continue
+        first, peak = job.demand[0], max(job.demand)
+        count = min(first + int(rng.integers(0, peak - first + 1)), int(free.sum()))
+        open_gpus = np.flatnonzero(free)
+        if rng.random() < 0.5:
+            taken = open_gpus[len(open_gpus) - count:]
+        else:
+            taken = rng.choice(open_gpus, size=count, replace=False)
+        free[taken] = False
+        out.append(replace(job, current_gpus=tuple(sorted(int(g) for g in taken))))
     return out

@@ -31,7 +31,8 @@ STORED = ROOT / "benchmarks" / "stored"
 
 
 def main(set_name: str = typer.Option("tuning", "--set",
-                                      help="tuning, tuning2, tuning3, tuning4 or test"),
+                                      help="tuning .. tuning4, replan, test or "
+                                           "test-replan"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),

@@ -19,7 +19,7 @@ import json
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,18 @@ TUNING3_SEEDS: tuple[int, ...] = tuple(range(1090, 1150))
 # scenarios nothing was chosen on, and more shapes for later rounds. Tuning too.
 TUNING4_SEEDS: tuple[int, ...] = tuple(range(1150, 1210))
 TEST_SEEDS: tuple[int, ...] = tuple(range(2000, 2060))
-# Every set by the name the scripts take (`--set`).
+# Replans: the same family, each service already holding GPUs yesterday left it (between its
+# first hour's demand and its peak, stacked or scattered; Spec.held_over). The other sets'
+# services hold none, so the hot path's handling of current GPUs (releases, evacuations)
+# was only ever judged on the real replans. A tuning range and a held-out one.
+REPLAN_SEEDS: tuple[int, ...] = tuple(range(1210, 1270))
+REPLAN_TEST_SEEDS: tuple[int, ...] = tuple(range(2100, 2160))
+HELD_OVER_SEEDS = frozenset(REPLAN_SEEDS + REPLAN_TEST_SEEDS)
+# Every set by the name the scripts take (`--set`); a name starting "test" is held out.
 SEED_SETS: dict[str, tuple[int, ...]] = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS,
                                          "tuning3": TUNING3_SEEDS, "tuning4": TUNING4_SEEDS,
-                                         "test": TEST_SEEDS}
+                                         "replan": REPLAN_SEEDS, "test": TEST_SEEDS,
+                                         "test-replan": REPLAN_TEST_SEEDS}
 SMALL_GPUS: tuple[int, ...] = (8, 10, 12, 14, 16)
 
 
@@ -63,8 +71,13 @@ class Case:
     min_load: float = 0.8
 
     @property
+    def held_over(self) -> bool:
+        """A replan: services hold current GPUs (the replan sets' seeds)."""
+        return self.seed in HELD_OVER_SEEDS
+
+    @property
     def name(self) -> str:
-        return f"family-{self.gpus}g-s{self.seed}"
+        return f"{'replan' if self.held_over else 'family'}-{self.gpus}g-s{self.seed}"
 
 
 def family_spec(rng: np.random.Generator, gpus: int, jobs: int, min_load: float) -> Spec:
@@ -89,7 +102,7 @@ def family_spec(rng: np.random.Generator, gpus: int, jobs: int, min_load: float)
 def scenario_for(case: Case) -> Scenario:
     rng = np.random.default_rng([case.seed, case.gpus, case.jobs])
     spec = family_spec(rng, case.gpus, case.jobs, case.min_load)
-    return build(case.name, spec, rng)
+    return build(case.name, replace(spec, held_over=case.held_over), rng)
 
 
 def small_cases(seeds: tuple[int, ...]) -> list[Case]:

@@ -50,7 +50,7 @@ def main(sets: str = typer.Option("tuning,tuning2,tuning3,tuning4", "--sets",
     from benchmarks.bench_quality import SEED_SETS, scenario_for, small_cases
 
     names = [s for s in sets.split(",") if s]
-    if "test" in names or any(n not in SEED_SETS for n in names):
+    if any(n.startswith("test") or n not in SEED_SETS for n in names):
         raise typer.BadParameter("tuning sets only (tuning .. tuning4)", param_hint="--sets")
     rows: dict[str, dict[str, tuple[float, float, int]]] = {v: {} for v, _ in VARIANTS}
     for name in names:

@@ -47,8 +47,8 @@ def main(sets: str = typer.Option("tuning,tuning2,tuning3", "--sets",
     from benchmarks.bench_quality import SEED_SETS, scenario_for, small_cases
 
     names = sets.split(",")
-    if "test" in names or any(n not in SEED_SETS for n in names):
-        tuning = ", ".join(n for n in SEED_SETS if n != "test")
+    if any(n.startswith("test") or n not in SEED_SETS for n in names):
+        tuning = ", ".join(n for n in SEED_SETS if not n.startswith("test"))
         raise typer.BadParameter(f"tuning sets only: {tuning}")
     rows: dict[int, list[tuple[bool, bool, float | None, float, float]]] = {}
     for name in names:

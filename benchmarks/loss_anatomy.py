@@ -68,7 +68,7 @@ def anatomy(case: Case | Any, time_limit: float, factor: int) -> dict[str, Any]:
             "layout": on_layout[0] / best, "search": max(on_layout) / best}
 
 
-def main(which: str = typer.Option("tuning", "--set", help="tuning or tuning2"),
+def main(which: str = typer.Option("tuning", "--set", help="a tuning set (tuning .. replan)"),
          gpus: int = typer.Option(16, "--gpus", help="16: the small family; 64 or 256"),
          count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
          time_limit: float = typer.Option(30.0, "--time-limit", help="full: seconds each"),
@@ -81,8 +81,10 @@ def main(which: str = typer.Option("tuning", "--set", help="tuning or tuning2"),
          every: int = typer.Option(12, "--every", help="--philly: hours between snapshots"),
          hours: str = typer.Option("", "--hours", help="--philly: only these hours")) -> None:
     """The table of the three shares per scenario, then their means."""
-    if which not in ("tuning", "tuning2"):
-        raise typer.BadParameter("tuning or tuning2 (the test seeds stay out of diagnosis)",
+    from benchmarks.bench_quality import SEED_SETS
+
+    if which.startswith("test") or which not in SEED_SETS:
+        raise typer.BadParameter("a tuning set (the test seeds stay out of diagnosis)",
                                  param_hint="--set")
     cases: list[Any] = [] if philly else cases_for(which, gpus, count)
     if philly:

@@ -12,6 +12,13 @@
    layout still leaves realtime short and a service lets current GPUs go at step 0, that
    layout is made once more with those GPUs anyone's from step 0 (`RELEASED`): the refill
    cannot pay for a rise split across two GPUs, the layers can place it whole.
+   On a replan (services holding current GPUs) two more first layouts: one with each
+   service's current GPUs, as many as its swap limit lets go at step 0, anyone's from
+   step 0 (`OPENED`), and the first layout of the same day without current GPUs, each
+   service walking onto it from the GPUs it holds within its swap limit (`FRESH`,
+   allocator/policies/fresh.py): every other layout keeps a service on the scattered
+   GPUs yesterday left it, and the blocks they break stay broken. Where either wins,
+   step 9's light rounds run on the best other candidate too.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -116,7 +123,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, evac, layout_climb, recut, rtmove, topup
+from allocator.policies import baselines, evac, fresh, layout_climb, recut, rtmove, topup
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import (
@@ -325,6 +332,18 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             more, _ = make(again, only="first")
             candidates += more
             tags += ["released"] * len(more)
+    if OPENED and only in (None, "opened"):
+        let_go = opened_current(scenario, placer.rank)
+        if let_go:  # the first layout with services' current GPUs anyone's from step 0
+            again = RealtimePlacer(scenario, base, released=let_go)
+            more, _ = make(again, only="first")
+            candidates += more
+            tags += ["opened"] * len(more)
+    if FRESH and only in (None, "fresh") and not scenario.reservations \
+            and fresh.holds_current(scenario):
+        more = _fresh_candidates(scenario, base, held, jobs, orders, search)
+        candidates += more
+        tags += ["fresh"] * len(more)
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
@@ -349,6 +368,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
+    if (light is not best and tags[won] in ("fresh", "opened")
+            and (k := _best_other(score, candidates, tags, tags[won])) is not None):
+        # a replan's layout won before the light rounds: the best of the rest gets them too
+        # (on the replan tuning seeds they lifted another's plan past the winner's)
+        other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
+                       light_rounds, evac_rounds=light_evac, one_order=True,
+                       evac_rules=evac_rules)
+        if score(other) > score(light) + 1e-9:
+            light = other
     if (HOT_RUNNER_UP and hot_rounds > 0 and tags[won] != "held"
             and HOT_RUNNER_UP_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS):
         k = _less_short(score, candidates, won)
@@ -612,6 +640,13 @@ def hopping_round(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
     return moved if kept else None
 
 
+def _best_other(score: gridlib.Scorer, candidates: list[np.ndarray], tags: list[str],
+                tag: str) -> int | None:
+    """The best candidate another construction than `tag` built (None: there is none)."""
+    others = [k for k, t in enumerate(tags) if t != tag]
+    return max(others, key=lambda k: (score(candidates[k]), -k)) if others else None
+
+
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
             candidates: list[np.ndarray]) -> int:
     """The candidate with the highest objective once realtime takes what it is short of
@@ -759,6 +794,40 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
 # to the refill. On a real replan (Philly, 14 GPUs) a service short of a six-step rise
 # could only have had the GPU another service let go: 661 -> 748, the proven optimum.
 RELEASED = True
+
+
+OPENED = True
+
+
+def opened_current(scenario: Scenario, rank: np.ndarray) -> dict[int, frozenset[int]]:
+    """Per service holding current GPUs, those it could let go at step 0 within its swap
+    limit (all of them, or the ones realtime's `rank` likes least)."""
+    out: dict[int, frozenset[int]] = {}
+    for i, job in enumerate(scenario.jobs):
+        if isinstance(job, RealtimeJob) and job.current_gpus and job.swap_limit > 0:
+            worst = sorted(job.current_gpus, key=lambda g: (rank[g], g))
+            out[i] = frozenset(worst[: job.swap_limit])
+    return out
+
+
+# On a replan, the first layout of the same day with no current GPUs, each service walking
+# onto it from the GPUs it holds (allocator/policies/fresh.py).
+FRESH = True
+FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
+
+
+def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
+                      jobs: Jobs, orders: tuple[tuple[int, ...], ...], search: int
+                      ) -> list[np.ndarray]:
+    """The fresh layouts (`FRESH_MODES`) the services can walk onto, batch work placed."""
+    placer = RealtimePlacer(fresh.without_current(scenario), base)
+    out = []
+    for mode in FRESH_MODES:
+        layout = _lay_out(placer.copy(**mode), base, held)
+        if fresh.walk_on(scenario, layout) and swaps_hold(scenario, layout):
+            out.append(place_batch(scenario, layout, None, search, held=held, jobs=jobs,
+                                   orders=orders))
+    return out
 
 
 def _place_later(phased: RealtimePlacer, grid: np.ndarray) -> None:

@@ -215,6 +215,11 @@ class RealtimePlacer:
             self.changes[r, 0] += len(released.get(i, ()))  # their release, paid up front
             allowed = self.allowed[i]
             available = (free & allowed).sum(axis=1)
+            let_go = len(released.get(i, ()))
+            if let_go:  # what it may hold at step 0 once the releases are paid
+                available = available.copy()
+                available[0] = min(available[0],
+                                   len(current or ()) + max(0, job.swap_limit - let_go))
             if holdable is not None and current:
                 slowest = len(current) - job.swap_limit * np.arange(1, T + 1)
                 most = (free & allowed | holdable & (self.owner == i)).sum(axis=1)
