@@ -8,8 +8,9 @@ same day with no current GPUs often plans several points better (the replan fami
 benchmarks/bench_quality.py). Here the layout of that day is laid out, and each service
 walks from its current GPUs onto it: at every step it keeps what both share, releases what
 another job needs there, then spends what budget is left on acquiring the layout's GPUs
-while it is short of its demand and on releasing the rest. A service that cannot (a
-forced release past its limit) leaves the candidate out.
+while it holds no more than its demand (an acquire before each release: a hand-over is
+never short) and on releasing the rest. A service that cannot (a forced release past its
+limit) leaves the candidate out.
 """
 
 from __future__ import annotations
