@@ -336,12 +336,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         let_go = opened_current(scenario, placer.rank)
         if let_go:  # the first layout with services' current GPUs anyone's from step 0
             again = RealtimePlacer(scenario, base, released=let_go)
-            more, _ = make(again, only="first")
+            more, _ = _candidates(scenario, base, held, score, jobs, orders,
+                                  search // REPLAN_SHARE, layouts, again, only="first")
             candidates += more
             tags += ["opened"] * len(more)
     if FRESH and only in (None, "fresh") and not scenario.reservations \
             and fresh.holds_current(scenario):
-        more = _fresh_candidates(scenario, base, held, jobs, orders, search)
+        more = _fresh_candidates(scenario, base, held, jobs, orders, search // REPLAN_SHARE)
         candidates += more
         tags += ["fresh"] * len(more)
     if scenario.reservations:
@@ -814,6 +815,8 @@ def opened_current(scenario: Scenario, rank: np.ndarray) -> dict[int, frozenset[
 # onto it from the GPUs it holds (allocator/policies/fresh.py).
 FRESH = True
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
+# The opened and fresh layouts' batch placement searches orders with the budget over this.
+REPLAN_SHARE = 4
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,

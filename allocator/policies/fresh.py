@@ -42,8 +42,8 @@ def walk_on(scenario: Scenario, layout: np.ndarray) -> bool:
     cannot hold."""
     T = layout.shape[0]
     for i, job in enumerate(scenario.jobs):
-        if not isinstance(job, RealtimeJob) or not job.current_gpus:
-            continue
+        if not isinstance(job, RealtimeJob) or job.current_gpus is None:
+            continue  # (holding none, `()`, still counts step 0's acquires)
         mine = layout == i
         target = [set(np.flatnonzero(mine[t]).tolist()) for t in range(T)]
         layout[mine] = gridlib.FREE
