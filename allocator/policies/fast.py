@@ -797,6 +797,10 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
 RELEASED = True
 
 
+# On a replan, the first layout with each service's current GPUs (as many as its swap limit
+# lets go at step 0) anyone's from step 0. With FRESH, on the replan tuning seeds of
+# benchmarks/bench_quality.py: 98.08 -> 98.42% of the proven optima, min 87.74 -> 91.71%
+# (BENCHMARKS.md, "Replans: services on the GPUs yesterday left them").
 OPENED = True
 
 
@@ -812,7 +816,8 @@ def opened_current(scenario: Scenario, rank: np.ndarray) -> dict[int, frozenset[
 
 
 # On a replan, the first layout of the same day with no current GPUs, each service walking
-# onto it from the GPUs it holds (allocator/policies/fresh.py).
+# onto it from the GPUs it holds (allocator/policies/fresh.py). The other layouts made so
+# (tail-first, stacked) lifted no more tuning replans.
 FRESH = True
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
 # The opened and fresh layouts' batch placement searches orders with the budget over this.
