@@ -20,6 +20,8 @@ from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 
+REPLAN = {"replan_layouts": True}  # off on the hot path; `gpuplan plan` refines with them
+
 CASES = Path(__file__).parent / "data" / "quality_cases"
 # full's proven optimum of fresh_walk_wins.json (the replan family of
 # benchmarks/bench_quality.py, tuning seed 1241: `full(scenario, time_limit=30)` reports
@@ -62,9 +64,9 @@ def test_the_walk_lifts_a_replan_the_current_gpus_held_back(
     would give it: 645.28 -> 690.08 (98.9% of the optimum)."""
     scenario = load_scenario(CASES / "fresh_walk_wins.json")
     monkeypatch.setattr(fast_module, "FRESH", False)
-    without = gridlib.objective(scenario, fast(scenario))
+    without = gridlib.objective(scenario, fast(scenario, **REPLAN))
     monkeypatch.setattr(fast_module, "FRESH", True)
-    grid = fast(scenario)
+    grid = fast(scenario, **REPLAN)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(645.2802, abs=1e-3)
@@ -91,5 +93,5 @@ def test_a_walk_is_legal_or_refused_and_touches_realtime_cells_only(scenario: Sc
     assert np.isin(walked[changed], [*realtime, gridlib.FREE]).all()
     assert np.isin(layout[changed], [*realtime, gridlib.FREE]).all()
     assert (walked[base >= 0] == base[base >= 0]).all()  # running work untouched
-    plan = fast(scenario)
+    plan = fast(scenario, **REPLAN)
     assert violations(scenario, gridlib.to_ids(scenario, plan)) == []

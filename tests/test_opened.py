@@ -24,6 +24,8 @@ from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 
+REPLAN = {"replan_layouts": True}  # off on the hot path; `gpuplan plan` refines with them
+
 CASES = Path(__file__).parent / "data" / "quality_cases"
 # full's proven optimum of opened_current_wins.json (the replan family of
 # benchmarks/bench_quality.py, tuning seed 1233: `full(scenario, time_limit=30)` reports
@@ -55,9 +57,9 @@ def test_the_service_on_the_queue_s_gpu_leaves_it(monkeypatch: pytest.MonkeyPatc
     405.27 (96.0% of the optimum; the same day with no current GPUs gives fast 405.27)."""
     scenario = load_scenario(CASES / "opened_current_wins.json")
     monkeypatch.setattr(fast_module, "OPENED", False)
-    without = gridlib.objective(scenario, fast(scenario))
+    without = gridlib.objective(scenario, fast(scenario, **REPLAN))
     monkeypatch.setattr(fast_module, "OPENED", True)
-    grid = fast(scenario)
+    grid = fast(scenario, **REPLAN)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(370.3738, abs=1e-3)
@@ -102,5 +104,5 @@ def test_an_opened_layout_and_fast_s_plan_are_legal(scenario: Scenario) -> None:
         job = scenario.jobs[i]
         assert isinstance(job, RealtimeJob) and job.current_gpus
         assert gone <= set(job.current_gpus) and len(gone) <= job.swap_limit
-    plan = fast(scenario)
+    plan = fast(scenario, **REPLAN)
     assert violations(scenario, gridlib.to_ids(scenario, plan)) == []

@@ -24,6 +24,7 @@ from tests.strategies import contended_scenarios, examples
 from tests.test_hops import FAMILY
 
 WANTING = Path(__file__).parent / "data" / "quality_cases" / "recut_wins.json"
+CASES = Path(__file__).parent / "data" / "quality_cases"
 CONTROL = Path(__file__).parent.parent / "data" / "scenarios" / "mixed-control.json"
 SHORTAGE = WANTING.parent / "philly_services_exchange.json"
 EVAC_COST_CASE = WANTING.parent / "philly_evac_cost_32.json"
@@ -46,12 +47,14 @@ def test_wanting_reads_the_share_of_the_bound() -> None:
     assert not refine.wanting(50.0, None, 0.98)  # no bound, no verdict
 
 
-def _sized(gpus: int, steps: int, queued: int, service: bool = False) -> Scenario:
+def _sized(gpus: int, steps: int, queued: int, service: bool = False,
+           current: tuple[int, ...] | None = None) -> Scenario:
     jobs = [{"id": f"j{k}", "kind": "training", "priority": 1, "gpus": 1,
              "duration_steps": 1} for k in range(queued)]
     if service:
         jobs.append({"id": "s", "kind": "realtime", "priority": 5, "demand": [1] * steps,
-                     "swap_limit": 1})
+                     "swap_limit": 1, "current_gpus": None if current is None
+                     else list(current)})
     return scenario_from_dict({"cluster": {"gpus": gpus, "horizon_steps": steps},
                                "jobs": jobs})
 
@@ -96,6 +99,29 @@ def test_the_candidates_are_the_evacuations_the_trials_where_affordable_and_the_
     assert refine.candidates(_sized(2 * refine.REFINE_MAX_GPUS, 24, 30), {}) == {}
 
 
+def test_a_replan_is_refined_with_the_replan_layouts_first() -> None:
+    """Services holding GPUs: one more hot-path run with the opened and fresh layouts
+    (off on the hot path), unless the caller asked for them either way."""
+    replan = _sized(16, 24, 30, service=True, current=(15,))
+    runs = refine.candidates(replan, {})
+    assert list(runs) == ["replan", "evacuations", "trials"]
+    assert runs["replan"] == {"replan_layouts": True}
+    assert "replan" not in refine.candidates(replan, {"replan_layouts": False})
+    assert "replan" not in refine.candidates(_sized(16, 24, 30, service=True), {})
+
+
+def test_a_replan_the_current_gpus_held_back_is_refined_by_the_replan_layouts() -> None:
+    """The generated replan of tests/test_opened.py: the hot path keeps serve-0 on the GPU
+    the queue's block needs (370.37); the refinement's opened layout lets it go (405.27)."""
+    scenario = load_scenario(CASES / "opened_current_wins.json")
+    plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
+    refined = plan.extras["refined"]
+    assert refined["first_objective"] == pytest.approx(370.3738, abs=1e-3)
+    assert refined["tried"][0] == "replan"
+    assert plan.metrics.objective >= 405.27
+    assert violations(scenario, gridlib.to_ids(scenario, plan.grid)) == []
+
+
 def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None:
     """A real 32-GPU replan (the Philly week of 2017-11-06, hour 156; tests/test_evac.py):
     201 queued jobs put the trials past the work cap; the evacuations' "cost" rule moves
@@ -103,7 +129,8 @@ def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None
     scenario = load_scenario(EVAC_COST_CASE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["evacuations"] and refined["lifted_by"] == "evacuations"
+    assert refined["tried"] == ["replan", "evacuations"]  # a replan: the layouts first
+    assert refined["lifted_by"] == "evacuations"
     assert plan.metrics.objective > 1.025 * refined["first_objective"]
 
 
@@ -116,12 +143,14 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     1.1% of full's best plan, 906.68: tests/test_topup.py)."""
     scenario = load_scenario(SHORTAGE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
-    refined = plan.extras["refined"]  # the evacuations alone: no block clears the shortage
-    assert refined["tried"] == ["evacuations"] and not refined["lifted"]
+    refined = plan.extras["refined"]  # no block evacuation clears the shortage; the
+    # replan layouts ease it (689.18 -> 755.63), the exchange more
+    assert refined["tried"] == ["replan", "evacuations"] and refined["lifted_by"] == "replan"
+    assert plan.metrics.objective == pytest.approx(755.63, abs=0.01)
     monkeypatch.setattr(refine, "REFINE_EXCHANGE", True)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["exchange", "evacuations"]
+    assert refined["tried"] == ["replan", "exchange", "evacuations"]
     assert refined["lifted_by"] == "exchange"
     assert plan.metrics.objective == pytest.approx(897.18, abs=0.01)
     assert refined["first_objective"] < 0.8 * plan.metrics.objective

@@ -274,7 +274,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
          hot_hops: int | None = None, relayout: bool | None = None,
          prepared: Prepared | None = None, trial_passes: int = 1,
-         evac_rules: tuple[str, ...] | None = None) -> np.ndarray:
+         evac_rules: tuple[str, ...] | None = None,
+         replan_layouts: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -299,6 +300,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `prepared`: the laid-out parts of a scenario this one differs from only in its
     reservations (a pin trial's replan); the same grid as without, in less time.
     `evac_rules`: where step 9's evacuations land moved runs (None: evac.RULES, "low").
+    `replan_layouts`: step 2's opened and fresh layouts on a replan (None:
+    `REPLAN_LAYOUTS`, off: better one-shot plans, worse realized value in the Philly
+    replay; `gpuplan plan` refines a wanting replan with them).
     """
     if search is None:
         search = default_search(scenario)
@@ -332,7 +336,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             more, _ = make(again, only="first")
             candidates += more
             tags += ["released"] * len(more)
-    if OPENED and only in (None, "opened"):
+    replanning = REPLAN_LAYOUTS if replan_layouts is None else replan_layouts
+    if OPENED and replanning and only in (None, "opened"):
         let_go = opened_current(scenario, placer.rank)
         if let_go:  # the first layout with services' current GPUs anyone's from step 0
             again = RealtimePlacer(scenario, base, released=let_go)
@@ -340,7 +345,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                   search // REPLAN_SHARE, layouts, again, only="first")
             candidates += more
             tags += ["opened"] * len(more)
-    if FRESH and only in (None, "fresh") and not scenario.reservations \
+    if FRESH and replanning and only in (None, "fresh") and not scenario.reservations \
             and fresh.holds_current(scenario):
         more = _fresh_candidates(scenario, base, held, jobs, orders, search // REPLAN_SHARE)
         candidates += more
@@ -397,7 +402,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0,
-                                                         prepared=ready()),
+                                                         prepared=ready(),
+                                                         replan_layouts=replan_layouts),
                                  cheap_trials, score)
     if ((RELAYOUT if relayout is None else relayout)
             and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
@@ -433,12 +439,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         if pin_trials > 0:
             best = trials.pin_trials(scenario, best,
                                      partial(fast, search=search, mirror=mirror,
-                                             exchange=exchange, hot_hops=0, prepared=ready()),
+                                             exchange=exchange, hot_hops=0, prepared=ready(),
+                                             replan_layouts=replan_layouts),
                                      pin_trials, score)
         if defer_trials > 0:
             best = trials.defer_trials(scenario, best,
                                        partial(fast, search=search, mirror=mirror,
-                                               exchange=exchange, hot_hops=0),
+                                               exchange=exchange, hot_hops=0,
+                                               replan_layouts=replan_layouts),
                                        defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops,
@@ -822,6 +830,12 @@ FRESH = True
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
 # The opened and fresh layouts' batch placement searches orders with the budget over this.
 REPLAN_SHARE = 4
+# Whether the hot path makes them (`replan_layouts=None`). Off: on the replan seeds they
+# lift one-shot plans (98.08 -> 98.42% of the optimum) and 6 of 315 real Philly replans
+# (none lowered), but in the rolling replays of the Philly weeks net value fell 0.30%,
+# 0.52% and 0.56% at 14, 16 and 32 GPUs (se 0.76, 0.94, 0.32). `gpuplan plan` refines a
+# wanting replan with them (allocator/refine.py).
+REPLAN_LAYOUTS = False
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
