@@ -12,7 +12,9 @@
    layout still leaves realtime short and a service lets current GPUs go at step 0, that
    layout is made once more with those GPUs anyone's from step 0 (`RELEASED`): the refill
    cannot pay for a rise split across two GPUs, the layers can place it whole.
-   On a replan (services holding current GPUs) two more first layouts: one with each
+   With `replan_layouts` (off on the hot path: better one-shot replans, worse realized
+   value in the Philly replay; `gpuplan plan` refines a wanting replan with them), on a
+   replan (services holding current GPUs) two more first layouts: one with each
    service's current GPUs, as many as its swap limit lets go at step 0, anyone's from
    step 0 (`OPENED`), and the first layout of the same day without current GPUs, each
    service walking onto it from the GPUs it holds within its swap limit (`FRESH`,
