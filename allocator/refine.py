@@ -81,12 +81,13 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     "exchange" before them, one more hot-path run where services may hand GPU runs to
     each other."""
     from allocator.policies.fast import light_evacuation
+    from allocator.policies.fresh import holds_current
 
     runs: dict[str, dict[str, Any]] = {}
     if not compiled(scenario):
         return runs
     replan = REFINE_REPLAN and options.get("replan_layouts") is None and \
-        any(j.current_gpus for j in scenario.realtime_jobs)
+        holds_current(scenario)
     if replan:  # every run below makes them too
         options = {**options, "replan_layouts": True}
         runs["replan"] = options
