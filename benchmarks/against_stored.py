@@ -31,7 +31,7 @@ STORED = ROOT / "benchmarks" / "stored"
 
 
 def main(set_name: str = typer.Option("tuning", "--set",
-                                      help="tuning .. tuning4, replan, test or "
+                                      help="tuning .. tuning4, replan, replan2, test or "
                                            "test-replan"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),

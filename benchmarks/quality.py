@@ -21,7 +21,7 @@ from benchmarks.bench_quality import SEED_SETS, print_report  # noqa: E402
 
 def main(
     which: str = typer.Option("tuning", "--set",
-                              help="tuning, tuning2, tuning3, tuning4, replan, test or "
+                              help="tuning .. tuning4, replan, replan2, test or "
                                    "test-replan"),
     gpus: int = typer.Option(16, "--gpus",
                              help="16: the small family (8-16 GPUs); 64 or 256: cluster scale"),

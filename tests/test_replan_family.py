@@ -14,6 +14,7 @@ from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from allocator.scenarios import build
 from allocator.validator import violations
 from benchmarks.bench_quality import (
+    REPLAN2_SEEDS,
     REPLAN_SEEDS,
     REPLAN_TEST_SEEDS,
     SEED_SETS,
@@ -26,10 +27,11 @@ from benchmarks.bench_quality import (
 
 
 def test_the_replan_seeds_are_their_own_and_apart_from_every_other_set() -> None:
-    others = [s for name, seeds in SEED_SETS.items() if "replan" not in name for s in seeds]
-    assert not set(REPLAN_SEEDS) & set(others) and not set(REPLAN_TEST_SEEDS) & set(others)
-    assert not set(REPLAN_SEEDS) & set(REPLAN_TEST_SEEDS)
-    assert all(c.held_over and c.name.startswith("replan-") for c in small_cases(REPLAN_SEEDS))
+    every = [s for seeds in SEED_SETS.values() for s in seeds]
+    assert len(every) == len(set(every))  # no seed in two sets
+    replans = REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN_TEST_SEEDS
+    assert {s for name, seeds in SEED_SETS.items() if "replan" in name for s in seeds} == set(replans)
+    assert all(c.held_over and c.name.startswith("replan-") for c in small_cases(replans))
     assert not any(c.held_over for c in small_cases(TUNING_SEEDS + TEST_SEEDS))
 
 
