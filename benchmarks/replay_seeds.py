@@ -122,6 +122,8 @@ VARIANTS: dict[str, Variant] = {
     "noreleased": _set(("fast", "RELEASED", False)),
     "noopened": _set(("fast", "OPENED", False)),
     "nofresh": _set(("fast", "FRESH", False)),
+    "nodropped": _set(("fast", "DROPPED", False)),
+    "coldropped": _set(("fast", "DROPPED_HOT", False)),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),

@@ -44,11 +44,12 @@ OWNER_RELEASE_PEAK_OPTIMUM = 1573.436358153736
 def _without_and_with(monkeypatch: pytest.MonkeyPatch, case: str, module: object,
                       flag: str) -> tuple[Scenario, float, np.ndarray]:
     """A stored case: fast's objective with `module.flag` off, and its grid (legal) on;
-    without the opened and fresh layouts either way (they reach some of these plans by
-    another road, and each case tells of one mechanism: tests/test_opened.py)."""
+    without the opened, fresh and dropped layouts either way (they reach some of these
+    plans by another road, and each case tells of one mechanism: tests/test_opened.py,
+    tests/test_dropped.py)."""
     scenario = load_scenario(CASES / case)
-    monkeypatch.setattr(fast_module, "OPENED", False)
-    monkeypatch.setattr(fast_module, "FRESH", False)
+    for other in ("OPENED", "FRESH", "DROPPED"):
+        monkeypatch.setattr(fast_module, other, False)
     monkeypatch.setattr(module, flag, False)
     without = gridlib.objective(scenario, fast(scenario))
     monkeypatch.setattr(module, flag, True)
@@ -188,10 +189,10 @@ def rise_beside_a_release() -> Scenario:
 @pytest.mark.parametrize("released", [True, False])
 def test_y_rises_on_time_only_on_the_gpu_x_let_go(
         released: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """(Without the opened and fresh layouts, which also let Y rise on time.)"""
+    """(Without the opened, fresh and dropped layouts, which also let Y rise on time.)"""
     monkeypatch.setattr(fast_module, "RELEASED", released)
-    monkeypatch.setattr(fast_module, "OPENED", False)
-    monkeypatch.setattr(fast_module, "FRESH", False)
+    for other in ("OPENED", "FRESH", "DROPPED"):
+        monkeypatch.setattr(fast_module, other, False)
     scenario = rise_beside_a_release()
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
