@@ -12,6 +12,10 @@
    layout still leaves realtime short and a service lets current GPUs go at step 0, that
    layout is made once more with those GPUs anyone's from step 0 (`RELEASED`): the refill
    cannot pay for a rise split across two GPUs, the layers can place it whole.
+   Where a service holds more current GPUs than its curve keeps at step 0, the first,
+   climbed and realtime-last layouts are made once more with the ones it drops there
+   anyone's from step 0 (`DROPPED`): a service sitting in a block the queue needs can
+   then move onto a GPU its neighbour let go.
    With `replan_layouts` (off on the hot path: better one-shot replans, worse realized
    value in the Philly replay; `gpuplan plan` refines a wanting replan with them), on a
    replan (services holding current GPUs) two more first layouts: one with each
@@ -827,11 +831,15 @@ RELEASED = True
 # other layout keeps them off-limits to the other services all day, so a service sitting
 # in a block the queue needs never moved onto a GPU its neighbour had let go. On the
 # replan tuning seeds of benchmarks/bench_quality.py: 98.08 -> 98.23% (replan) and
-# 98.10 -> 98.38% (replan2) of the proven optima (BENCHMARKS.md, "Dropped GPUs").
+# 98.10 -> 98.38% (replan2) of the proven optima; in the rolling replays of the real
+# Philly weeks net value -0.22%, +0.24%, +0.03% at 14, 16 and 32 GPUs, each within its
+# standard error (BENCHMARKS.md, "Dropped GPUs").
 DROPPED = True
 # The constructions made with them: on the replan tuning seeds the dropped candidate that
 # won was climbed (4), first, last and phased-spare (1 each); the phased ones are left out.
 DROPPED_BUILDS: tuple[str, ...] = ("first", "climbed", "last")
+# Whether the hot path makes them (False: only with `replan_layouts`, as the opened and
+# fresh ones; `gpuplan plan`'s refinement gains nothing from them there, a scratch run).
 DROPPED_HOT = True
 
 
