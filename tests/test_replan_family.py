@@ -30,7 +30,8 @@ def test_the_replan_seeds_are_their_own_and_apart_from_every_other_set() -> None
     every = [s for seeds in SEED_SETS.values() for s in seeds]
     assert len(every) == len(set(every))  # no seed in two sets
     replans = REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN_TEST_SEEDS
-    assert {s for name, seeds in SEED_SETS.items() if "replan" in name for s in seeds} == set(replans)
+    named = {s for name, seeds in SEED_SETS.items() if "replan" in name for s in seeds}
+    assert named == set(replans)
     assert all(c.held_over and c.name.startswith("replan-") for c in small_cases(replans))
     assert not any(c.held_over for c in small_cases(TUNING_SEEDS + TEST_SEEDS))
 
