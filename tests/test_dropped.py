@@ -31,6 +31,7 @@ from allocator.policies.fast import (
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.flag_cases import off_and_on
 from tests.strategies import contended_scenarios, examples
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -65,11 +66,7 @@ def test_a_service_leaves_the_queue_s_block_for_a_gpu_its_neighbour_drops(
     on 7 and the 8-GPU jobs waited; with GPU 8 anyone's from step 0 the climbed layout
     moves serve-1 there: 104.58 -> 121.12, the proven optimum."""
     scenario = load_scenario(CASES / "dropped_current_wins.json")
-    monkeypatch.setattr(fast_module, "DROPPED", False)
-    without = gridlib.objective(scenario, fast(scenario))
-    monkeypatch.setattr(fast_module, "DROPPED", True)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    without, grid = off_and_on(monkeypatch, scenario, fast_module, "DROPPED")
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(104.5786, abs=1e-3)
     assert found == pytest.approx(DROPPED_OPTIMUM, abs=1e-3)

@@ -18,6 +18,7 @@ from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.flag_cases import off_and_on
 from tests.strategies import contended_scenarios, examples
 
 REPLAN = {"replan_layouts": True}  # off on the hot path; `gpuplan plan` refines with them
@@ -63,11 +64,7 @@ def test_the_walk_lifts_a_replan_the_current_gpus_held_back(
     block. The fresh layout walks it onto the GPUs the same day without current GPUs
     would give it: 645.28 -> 690.08 (98.9% of the optimum)."""
     scenario = load_scenario(CASES / "fresh_walk_wins.json")
-    monkeypatch.setattr(fast_module, "FRESH", False)
-    without = gridlib.objective(scenario, fast(scenario, **REPLAN))
-    monkeypatch.setattr(fast_module, "FRESH", True)
-    grid = fast(scenario, **REPLAN)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    without, grid = off_and_on(monkeypatch, scenario, fast_module, "FRESH", **REPLAN)
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(645.2802, abs=1e-3)
     assert found == pytest.approx(690.0802, abs=1e-3)

@@ -22,6 +22,7 @@ from allocator.policies.fast import fast, opened_current
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.flag_cases import off_and_on
 from tests.strategies import contended_scenarios, examples
 
 REPLAN = {"replan_layouts": True}  # off on the hot path; `gpuplan plan` refines with them
@@ -56,11 +57,7 @@ def test_the_service_on_the_queue_s_gpu_leaves_it(monkeypatch: pytest.MonkeyPatc
     serve-0 leaves GPU 8 at step 0 (short one step) and serve-1 stacks on 8-9: 370.37 ->
     405.27 (96.0% of the optimum; the same day with no current GPUs gives fast 405.27)."""
     scenario = load_scenario(CASES / "opened_current_wins.json")
-    monkeypatch.setattr(fast_module, "OPENED", False)
-    without = gridlib.objective(scenario, fast(scenario, **REPLAN))
-    monkeypatch.setattr(fast_module, "OPENED", True)
-    grid = fast(scenario, **REPLAN)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    without, grid = off_and_on(monkeypatch, scenario, fast_module, "OPENED", **REPLAN)
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(370.3738, abs=1e-3)
     assert found == pytest.approx(405.2729, abs=1e-3)

@@ -32,6 +32,7 @@ from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer, released_at_zero
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
+from tests.flag_cases import off_and_on
 from tests.strategies import contended_scenarios, examples
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -48,13 +49,8 @@ def _without_and_with(monkeypatch: pytest.MonkeyPatch, case: str, module: object
     plans by another road, and each case tells of one mechanism: tests/test_opened.py,
     tests/test_dropped.py)."""
     scenario = load_scenario(CASES / case)
-    for other in ("OPENED", "FRESH", "DROPPED"):
-        monkeypatch.setattr(fast_module, other, False)
-    monkeypatch.setattr(module, flag, False)
-    without = gridlib.objective(scenario, fast(scenario))
-    monkeypatch.setattr(module, flag, True)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    without, grid = off_and_on(monkeypatch, scenario, module, flag,
+                               others_off=("OPENED", "FRESH", "DROPPED"))
     return scenario, without, grid
 
 

@@ -33,6 +33,7 @@ from allocator.policies.topup import _top_up_py, exchange, gain_bound, top_up
 from allocator.reservations import OFF
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.flag_cases import off_and_on
 from tests.strategies import examples, scenarios
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -52,12 +53,8 @@ def test_a_released_current_gpu_serves_another_service(monkeypatch: pytest.Monke
     runner-up that leaves realtime less short also close most of that gap: off here,
     so that the case still tells what the top-up does.)"""
     scenario = load_scenario(CASES / "philly_owner_release.json")
-    monkeypatch.setattr(fast_module, "HOT_RUNNER_UP", False)
-    monkeypatch.setattr(fast_module, "TOP_UP", False)
-    without = gridlib.objective(scenario, fast(scenario))
-    monkeypatch.setattr(fast_module, "TOP_UP", True)
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    without, grid = off_and_on(monkeypatch, scenario, fast_module, "TOP_UP",
+                               others_off=("HOT_RUNNER_UP",))
     got = gridlib.objective(scenario, grid)
     assert got >= OWNER_RELEASE_OPTIMUM * (1 - 1e-9)
     assert without < 0.75 * OWNER_RELEASE_OPTIMUM  # the case still tells
