@@ -56,12 +56,16 @@ REPLAN_SEEDS: tuple[int, ...] = tuple(range(1210, 1270))
 # A second replan tuning range, drawn to look for the held-out replans' worst shape without
 # looking at them. Tuning too.
 REPLAN2_SEEDS: tuple[int, ...] = tuple(range(1270, 1330))
+# A third, wider: hunted against the bound each plan carries (no full runs stored;
+# benchmarks/worst_against_bound.py), for the plans far below it. Tuning too.
+REPLAN3_SEEDS: tuple[int, ...] = tuple(range(1330, 1630))
 REPLAN_TEST_SEEDS: tuple[int, ...] = tuple(range(2100, 2160))
-HELD_OVER_SEEDS = frozenset(REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN_TEST_SEEDS)
+HELD_OVER_SEEDS = frozenset(REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN3_SEEDS + REPLAN_TEST_SEEDS)
 # Every set by the name the scripts take (`--set`); a name starting "test" is held out.
 SEED_SETS: dict[str, tuple[int, ...]] = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS,
                                          "tuning3": TUNING3_SEEDS, "tuning4": TUNING4_SEEDS,
                                          "replan": REPLAN_SEEDS, "replan2": REPLAN2_SEEDS,
+                                         "replan3": REPLAN3_SEEDS,
                                          "test": TEST_SEEDS,
                                          "test-replan": REPLAN_TEST_SEEDS}
 SMALL_GPUS: tuple[int, ...] = (8, 10, 12, 14, 16)

@@ -124,6 +124,7 @@ VARIANTS: dict[str, Variant] = {
     "nofresh": _set(("fast", "FRESH", False)),
     "nodropped": _set(("fast", "DROPPED", False)),
     "coldropped": _set(("fast", "DROPPED_HOT", False)),
+    "unaffordable": _set(("realtime", "AFFORDABLE_STACK", False)),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),

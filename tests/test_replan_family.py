@@ -15,6 +15,7 @@ from allocator.scenarios import build
 from allocator.validator import violations
 from benchmarks.bench_quality import (
     REPLAN2_SEEDS,
+    REPLAN3_SEEDS,
     REPLAN_SEEDS,
     REPLAN_TEST_SEEDS,
     SEED_SETS,
@@ -29,7 +30,7 @@ from benchmarks.bench_quality import (
 def test_the_replan_seeds_are_their_own_and_apart_from_every_other_set() -> None:
     every = [s for seeds in SEED_SETS.values() for s in seeds]
     assert len(every) == len(set(every))  # no seed in two sets
-    replans = REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN_TEST_SEEDS
+    replans = REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN3_SEEDS + REPLAN_TEST_SEEDS
     named = {s for name, seeds in SEED_SETS.items() if "replan" in name for s in seeds}
     assert named == set(replans)
     assert all(c.held_over and c.name.startswith("replan-") for c in small_cases(replans))

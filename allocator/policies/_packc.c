@@ -1861,6 +1861,14 @@ static int handover(const Ledger *l, int T, int m, int b, int wait, int *head_en
     return -1;
 }
 
+/* realtime.py's _affordable: whether charge would take [a, b) on gpu (nothing charged). */
+static int affordable(const Ledger *l, int T, int gpu, int a, int b) {
+    const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
+    const int release = b < T;
+    if (acquire && release && a == b) return l->changes[a] + 2 <= l->limit;
+    return !((acquire && l->changes[a] + 1 > l->limit) || (release && l->changes[b] + 1 > l->limit));
+}
+
 /* realtime.py's _charge: the acquire at a and the release at b, if both fit. */
 static int charge(Ledger *l, int T, int gpu, int a, int b, int paid) {
     const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
@@ -1879,15 +1887,15 @@ static int charge(Ledger *l, int T, int gpu, int a, int b, int paid) {
 /* rt_place(grid (T, G) int32, intervals (n, 3) int64 [a, slot, b], job (R,) int64,
  * prio (R,) float64, allowed (R, G) bool, current (R, G) bool, unused (R, G) bool,
  * has_current (R,) bool, limit (R,) int64, changes (R, T + 1) int64, rank (G,) float64,
- * largest, tail_first, stack, lag, wait) -> None: RealtimePlacer.place without holding through
+ * largest, tail_first, stack, lag, wait, affordable_stack) -> None: RealtimePlacer.place without holding through
  * a keep-off, the same loop over the same queue order; writes grid, unused and changes. */
 static PyObject *rt_place(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[11];
-    int largest, tail_first, stack, lag, wait;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOippii:rt_place", &o[0], &o[1], &o[2], &o[3],
+    int largest, tail_first, stack, lag, wait, affordable_stack;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOippiip:rt_place", &o[0], &o[1], &o[2], &o[3],
                           &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &largest,
-                          &tail_first, &stack, &lag, &wait))
+                          &tail_first, &stack, &lag, &wait, &affordable_stack))
         return NULL;
     Py_buffer bu[11];
     /* writable: grid, unused, changes */
@@ -1949,7 +1957,8 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
                     gpu = pick, start = moved, head_end = end, chosen = 1;
                 }
             }
-            if (!chosen && pick >= 0 && (own < 0 || rank[pick] > rank[own])) {
+            if (!chosen && pick >= 0 && (own < 0 || rank[pick] > rank[own]) &&
+                (own < 0 || !affordable_stack || affordable(l, T, pick, a, b))) {
                 gpu = pick, start = a, head_end = a, chosen = 1;
             }
             if (!chosen && own >= 0) gpu = own, start = a, head_end = a, chosen = 1;
@@ -2613,7 +2622,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 24
+#define PACKC_ABI 25
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -377,7 +377,8 @@ class RealtimePlacer:
         _packc.rt_place(grid, fixed.intervals[phase], fixed.job, fixed.prio, fixed.allowed,
                         fixed.current, unused, fixed.has_current, fixed.limit, self.changes,
                         np.ascontiguousarray(self.rank, dtype=np.float64), self.largest,
-                        self.tail_first, self.stack, STACK_LAG, HANDOVER_WAIT)
+                        self.tail_first, self.stack, STACK_LAG, HANDOVER_WAIT,
+                        AFFORDABLE_STACK)
         for r in holders:  # a current GPU taken at step 0 is used now
             ledgers[r].unused_current.intersection_update(np.flatnonzero(unused[r]).tolist())
 
@@ -518,6 +519,11 @@ def _choose(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray, ran
 # tuning3 s1139 from 72.5 to 99.1% (a service leaving an 8-GPU block for two GPUs busy
 # 3 steps); 2, or 3 without the wait, reached nothing there, and 4 lost elsewhere.
 STACK_LAG = 3
+# The stacked layout takes a preferred GPU over the service's own current one only where
+# the swap budget pays for it (`_affordable`); False: the layer was dropped where it did
+# not (a service moving three current GPUs to the top at swap limit 2 lost its third
+# layer, and held the GPUs it left a step longer besides).
+AFFORDABLE_STACK = True
 # How many steps past the step its GPU frees a moving layer may wait for swap budget
 # (another layer's move may have spent that step).
 HANDOVER_WAIT = 1
@@ -543,7 +549,8 @@ def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndar
             pick = _stack_pick(free, mine, rank, a, b, 0)
         elif own_best < 0 or rank[pick[0]] > rank[own_best]:
             return pick[0], move[0], move[1]
-    if pick is not None and (own_best < 0 or rank[pick[0]] > rank[own_best]):
+    if pick is not None and (own_best < 0 or rank[pick[0]] > rank[own_best]) and \
+            (own_best < 0 or not AFFORDABLE_STACK or _affordable(state, pick[0], a, b)):
         return pick[0], a, a
     if own_best >= 0:
         return own_best, a, a
@@ -648,6 +655,17 @@ def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
         return None
     candidates = np.flatnonzero(start == best)
     return int(candidates[np.argmax(rank[candidates])]), a + best
+
+
+def _affordable(state: SwapLedger, gpu: int, a: int, b: int) -> bool:
+    """Whether `_charge` would take [a, b) on `gpu` (nothing charged)."""
+    limit, changes = state.job.swap_limit, state.changes
+    T = len(changes) - 1
+    acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
+    release = b < T
+    if acquire and release and a == b:
+        return bool(changes[a] + 2 <= limit)
+    return not ((acquire and changes[a] + 1 > limit) or (release and changes[b] + 1 > limit))
 
 
 def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int, paid: bool = False) -> bool:

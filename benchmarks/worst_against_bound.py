@@ -1,0 +1,79 @@
+"""fast's worst plans against the bound each plan carries, over a whole tuning set: a cheap
+hunt for failure shapes where full's runs are not stored (the bound needs no MILP).
+
+A low ratio is a lead, not a loss: the bound is loose on some plans (BENCHMARKS.md, "the
+plan's bound"). `--full SECONDS` runs full on the worst few to tell the two apart:
+
+    python benchmarks/worst_against_bound.py --set replan3 --worst 15 --full 30
+
+A diagnosis: the test seeds stay out of it (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import typer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_quality import SEED_SETS, Case, scenario_for, small_cases  # noqa: E402
+
+
+def against_bound(case: Case) -> tuple[str, float, float | None]:
+    """(name, fast's objective, the plan's bound) of one case."""
+    from allocator import grid as gridlib
+    from allocator.plan import prove_bound
+    from allocator.policies.fast import fast
+
+    scenario = scenario_for(case)
+    value = gridlib.objective(scenario, fast(scenario))
+    return case.name, value, (prove_bound(scenario, value, "auto") or {}).get("value")
+
+
+def against_full(case: Case, seconds: float) -> tuple[float, str]:
+    """full's objective on one case and its solve status."""
+    from allocator import grid as gridlib
+    from allocator.policies.full import full
+
+    scenario = scenario_for(case)
+    result = full(scenario, time_limit=seconds)
+    return gridlib.objective(scenario, result.grid), result.solve.status if result.solve else ""
+
+
+def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
+         worst: int = typer.Option(15, "--worst", help="how many of the worst to list"),
+         seconds: float = typer.Option(0.0, "--full", help="full's seconds on each listed "
+                                                          "(0: not run)"),
+         workers: int = typer.Option(2, "--workers")) -> None:
+    if which.startswith("test") or which not in SEED_SETS:
+        raise typer.BadParameter("a tuning set (the test seeds stay out of diagnosis)",
+                                 param_hint="--set")
+    cases = small_cases(SEED_SETS[which])
+    with ProcessPoolExecutor(workers) as pool:
+        rows = list(pool.map(against_bound, cases, chunksize=8))
+    ranked = sorted(((v / b, name, v, b, case) for (name, v, b), case in zip(rows, cases,
+                                                                              strict=True)
+                     if b is not None and b > 0), key=lambda r: r[0])[:worst]
+    fulls: list[tuple[float, str] | None] = [None] * len(ranked)
+    if seconds > 0:
+        with ProcessPoolExecutor(workers) as pool:
+            fulls = list(pool.map(against_full, [r[4] for r in ranked],
+                                  [seconds] * len(ranked)))
+    print(f"| scenario | fast | the plan's bound | fast / bound |"
+          f"{' full (status) | fast / full |' if seconds > 0 else ''}")
+    print("|---|---:|---:|---:|" + ("---|---:|" if seconds > 0 else ""))
+    for (share, name, value, bound, _), got in zip(ranked, fulls, strict=True):
+        tail = "" if got is None else \
+            f" {got[0]:.2f} ({got[1]}) | {100 * value / got[0]:.1f}% |" if got[0] > 0 else \
+            f" {got[0]:.2f} ({got[1]}) | - |"
+        print(f"| {name} | {value:.2f} | {bound:.2f} | {100 * share:.1f}% |{tail}")
+    print(f"\n{which}: {len(rows)} scenarios, {sum(b is not None and b > 0 for _, _, b in rows)}"
+          " with a positive bound")
+
+
+if __name__ == "__main__":
+    typer.run(main)
