@@ -34,6 +34,16 @@ def against_bound(case: Case) -> tuple[str, float, float | None]:
     return case.name, value, (prove_bound(scenario, value, "auto") or {}).get("value")
 
 
+def as_planned(case: Case) -> float:
+    """`gpuplan plan`'s objective on one case: fast, refined where its bound finds it
+    wanting."""
+    from allocator.plan import make_plan
+    from allocator.refine import REFINE_BELOW
+
+    plan = make_plan(scenario_for(case), "fast", bound="auto", refine_below=REFINE_BELOW)
+    return float(plan.metrics.objective)
+
+
 def against_full(case: Case, seconds: float) -> tuple[float, str]:
     """full's objective on one case and its solve status."""
     from allocator import grid as gridlib
@@ -58,19 +68,24 @@ def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
     ranked = sorted(((v / b, name, v, b, case) for (name, v, b), case in zip(rows, cases,
                                                                               strict=True)
                      if b is not None and b > 0), key=lambda r: r[0])[:worst]
+    with ProcessPoolExecutor(workers) as pool:
+        planned = list(pool.map(as_planned, [r[4] for r in ranked]))
     fulls: list[tuple[float, str] | None] = [None] * len(ranked)
     if seconds > 0:
         with ProcessPoolExecutor(workers) as pool:
             fulls = list(pool.map(against_full, [r[4] for r in ranked],
                                   [seconds] * len(ranked)))
-    print(f"| scenario | fast | the plan's bound | fast / bound |"
-          f"{' full (status) | fast / full |' if seconds > 0 else ''}")
-    print("|---|---:|---:|---:|" + ("---|---:|" if seconds > 0 else ""))
-    for (share, name, value, bound, _), got in zip(ranked, fulls, strict=True):
-        tail = "" if got is None else \
-            f" {got[0]:.2f} ({got[1]}) | {100 * value / got[0]:.1f}% |" if got[0] > 0 else \
-            f" {got[0]:.2f} ({got[1]}) | - |"
-        print(f"| {name} | {value:.2f} | {bound:.2f} | {100 * share:.1f}% |{tail}")
+    print(f"| scenario | fast | the plan's bound | fast / bound | gpuplan plan |"
+          f"{' full (status) | fast / full | gpuplan plan / full |' if seconds > 0 else ''}")
+    print("|---|---:|---:|---:|---:|" + ("---|---:|---:|" if seconds > 0 else ""))
+    for (share, name, value, bound, _), plan, got in zip(ranked, planned, fulls, strict=True):
+        tail = ""
+        if got is not None:
+            tail = f" {got[0]:.2f} ({got[1]}) | " + (
+                f"{100 * value / got[0]:.1f}% | {100 * plan / got[0]:.1f}% |" if got[0] > 0
+                else "- | - |")
+        print(f"| {name} | {value:.2f} | {bound:.2f} | {100 * share:.1f}% | {plan:.2f} |"
+              f"{tail}")
     print(f"\n{which}: {len(rows)} scenarios, {sum(b is not None and b > 0 for _, _, b in rows)}"
           " with a positive bound")
 
