@@ -11,6 +11,8 @@ A diagnosis: the test seeds stay out of it (BENCHMARKS.md).
 
 from __future__ import annotations
 
+import contextlib
+import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -58,17 +60,27 @@ def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
          worst: int = typer.Option(15, "--worst", help="how many of the worst to list"),
          seconds: float = typer.Option(0.0, "--full", help="full's seconds on each listed "
                                                           "(0: not run)"),
+         variant: str = typer.Option("", "--variant",
+                                     help="a variant of benchmarks/replay_seeds.py"),
          workers: int = typer.Option(2, "--workers")) -> None:
     if which.startswith("test") or which not in SEED_SETS:
         raise typer.BadParameter("a tuning set (the test seeds stay out of diagnosis)",
                                  param_hint="--set")
     cases = small_cases(SEED_SETS[which])
-    with ProcessPoolExecutor(workers) as pool:
+    def applied() -> contextlib.AbstractContextManager[object]:
+        """The variant's constants set while a pool forks its workers."""
+        if not variant:
+            return contextlib.nullcontext()
+        from benchmarks.replay_seeds import combined
+
+        return combined(variant).applied()
+
+    with applied(), ProcessPoolExecutor(workers) as pool:
         rows = list(pool.map(against_bound, cases, chunksize=8))
     ranked = sorted(((v / b, name, v, b, case) for (name, v, b), case in zip(rows, cases,
                                                                               strict=True)
                      if b is not None and b > 0), key=lambda r: r[0])[:worst]
-    with ProcessPoolExecutor(workers) as pool:
+    with applied(), ProcessPoolExecutor(workers) as pool:
         planned = list(pool.map(as_planned, [r[4] for r in ranked]))
     fulls: list[tuple[float, str] | None] = [None] * len(ranked)
     if seconds > 0:
@@ -86,8 +98,11 @@ def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
                 else "- | - |")
         print(f"| {name} | {value:.2f} | {bound:.2f} | {100 * share:.1f}% | {plan:.2f} |"
               f"{tail}")
-    print(f"\n{which}: {len(rows)} scenarios, {sum(b is not None and b > 0 for _, _, b in rows)}"
-          " with a positive bound")
+    shares = [v / b for _, v, b in rows if b is not None and b > 0]
+    print(f"\n{which}{f' ({variant})' if variant else ''}: {len(rows)} scenarios, "
+          f"{len(shares)} with a positive bound: fast / bound mean "
+          f"{100 * statistics.fmean(shares):.2f}%, below 90% {sum(x < 0.9 for x in shares)}, "
+          f"below 75% {sum(x < 0.75 for x in shares)}")
 
 
 if __name__ == "__main__":
