@@ -537,7 +537,9 @@ def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndar
     The highest-ranked GPU free for all of [a, b), or free from at most STACK_LAG steps
     on: then the head [a, m) is placed apart (at step 0 on the job's own current GPU), so
     a service moves off an aligned block as soon as the top of the cluster frees, handing
-    over within its swap limit (the head held one step longer where the limit is 1).
+    over within its swap limit (the head held one step longer where the limit is 1). At
+    step 0 the job's own current GPU wins where the move's acquire would not fit the budget
+    (`AFFORDABLE_STACK`).
     """
     own = _own_best(free, own_free, mine, rank, state, a, b)
     own_best = -1 if own is None else own
