@@ -155,9 +155,11 @@ def measure(case: Case, time_limit: float, with_full: bool = True) -> dict[str, 
         "plan_bound_ms": round(1000 * carried.seconds, 1),
     }
     runs = refine.candidates(scenario, {})  # what `gpuplan plan` refines with
-    row["affordable"] = "trials" in runs  # (the trials' plan is "trials" above)
+    row["affordable"] = "trials" in runs  # (the trials' plan is "trials" above, where the
+    # refinement runs them as plan-day does; on a replan it adds the replan layouts)
     row["refine_runs"] = {name: round(gridlib.objective(scenario, fast(scenario, **options)), 3)
-                          for name, options in runs.items() if name != "trials"}
+                          for name, options in runs.items()
+                          if name != "trials" or options != DAY_TRIALS}
     if with_full:
         full = importlib.import_module("allocator.policies.full").full
         began = time.perf_counter()
@@ -188,8 +190,9 @@ def refined(r: dict[str, Any]) -> float:
     (allocator/refine.py)."""
     if not _refines(r):
         return r["fast"]
-    return max(r["fast"], *r.get("refine_runs", {}).values(),
-               r["trials"] if r.get("affordable", True) else r["fast"])
+    runs = r.get("refine_runs", {})
+    trials = r["trials"] if r.get("affordable", True) and "trials" not in runs else r["fast"]
+    return max(r["fast"], *runs.values(), trials)
 
 
 def _refines(r: dict[str, Any]) -> bool:

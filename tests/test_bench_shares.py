@@ -51,3 +51,16 @@ def test_a_plan_past_the_trials_caps_is_refined_by_the_other_runs() -> None:
     row["refine_runs"] = {}  # nothing to run: the hot plan stands
     assert summary([row])["refined_plans"] == 0
     assert summary([row])["refined_over_optimum"]["min"] == pytest.approx(0.9)
+
+
+def test_a_replan_s_refinement_trials_count_as_the_refinement_runs_them() -> None:
+    """On a replan `gpuplan plan`'s trials make the replan layouts too, so they are not
+    plan-day's trials ("trials"): the refinement's own run ("refine_runs"' "trials") is
+    the one its share counts, plan-day's not at all."""
+    row = {"gpus": 12, "fast": 8.0, "full": 10.0, "optimal": True, "trials": 8.5,
+           "lagrangian": 12.0, "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0,
+           "trials_ms": 9.0, "affordable": True, "refine_runs": {"replan": 8.2, "trials": 9.7}}
+    assert summary([row])["refined_over_optimum"]["min"] == pytest.approx(0.97)
+    assert summary([row])["day_trials_over_optimum"]["min"] == pytest.approx(0.85)
+    row["refine_runs"] = {"replan": 8.2, "trials": 8.1}  # below plan-day's: still its own
+    assert summary([row])["refined_over_optimum"]["min"] == pytest.approx(0.82)
