@@ -1861,24 +1861,21 @@ static int handover(const Ledger *l, int T, int m, int b, int wait, int *head_en
     return -1;
 }
 
-/* realtime.py's _affordable: whether charge would take [a, b) on gpu (nothing charged). */
-static int affordable(const Ledger *l, int T, int gpu, int a, int b) {
-    const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
-    const int release = b < T;
-    if (acquire && release && a == b) return l->changes[a] + 2 <= l->limit;
-    return !((acquire && l->changes[a] + 1 > l->limit) || (release && l->changes[b] + 1 > l->limit));
+/* realtime.py's _fits: whether taking [a, b) on gpu fits the swap budget, with the
+ * acquire and release it costs (*acquire, *release); nothing charged. */
+static int fits(const Ledger *l, int T, int gpu, int a, int b, int paid, int *acquire,
+                int *release) {
+    *acquire = a > 0 || (l->has_current && !l->current[gpu]);
+    *release = b < T && !paid;
+    if (*acquire && *release && a == b) return l->changes[a] + 2 <= l->limit;
+    return !((*acquire && l->changes[a] + 1 > l->limit) ||
+             (*release && l->changes[b] + 1 > l->limit));
 }
 
 /* realtime.py's _charge: the acquire at a and the release at b, if both fit. */
 static int charge(Ledger *l, int T, int gpu, int a, int b, int paid) {
-    const int acquire = a > 0 || (l->has_current && !l->current[gpu]);
-    const int release = b < T && !paid;
-    if (acquire && release && a == b) {
-        if (l->changes[a] + 2 > l->limit) return 0;
-    } else if ((acquire && l->changes[a] + 1 > l->limit) ||
-               (release && l->changes[b] + 1 > l->limit)) {
-        return 0;
-    }
+    int acquire, release;
+    if (!fits(l, T, gpu, a, b, paid, &acquire, &release)) return 0;
     if (acquire) l->changes[a] += 1;
     if (release) l->changes[b] += 1;
     return 1;
@@ -1957,8 +1954,10 @@ static PyObject *rt_place(PyObject *self, PyObject *args) {
                     gpu = pick, start = moved, head_end = end, chosen = 1;
                 }
             }
+            int acquire, release; /* (what the move would cost: unused here) */
             if (!chosen && pick >= 0 && (own < 0 || rank[pick] > rank[own]) &&
-                (own < 0 || !affordable_stack || affordable(l, T, pick, a, b))) {
+                (own < 0 || !affordable_stack ||
+                 fits(l, T, pick, a, b, 0, &acquire, &release))) {
                 gpu = pick, start = a, head_end = a, chosen = 1;
             }
             if (!chosen && own >= 0) gpu = own, start = a, head_end = a, chosen = 1;

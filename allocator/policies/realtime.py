@@ -520,7 +520,7 @@ def _choose(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndarray, ran
 # 3 steps); 2, or 3 without the wait, reached nothing there, and 4 lost elsewhere.
 STACK_LAG = 3
 # The stacked layout takes a preferred GPU over the service's own current one only where
-# the swap budget pays for it (`_affordable`); False: the layer was dropped where it did
+# the swap budget pays for it (`_fits`); False: the layer was dropped where it did
 # not (a service moving three current GPUs to the top at swap limit 2 lost its third
 # layer, and held the GPUs it left a step longer besides).
 AFFORDABLE_STACK = True
@@ -552,7 +552,8 @@ def _choose_stacked(free: np.ndarray, own_free: np.ndarray | None, mine: np.ndar
         elif own_best < 0 or rank[pick[0]] > rank[own_best]:
             return pick[0], move[0], move[1]
     if pick is not None and (own_best < 0 or rank[pick[0]] > rank[own_best]) and \
-            (own_best < 0 or not AFFORDABLE_STACK or _affordable(state, pick[0], a, b)):
+            (own_best < 0 or not AFFORDABLE_STACK
+             or _fits(state, pick[0], a, b, len(state.changes) - 1) is not None):
         return pick[0], a, a
     if own_best >= 0:
         return own_best, a, a
@@ -659,29 +660,30 @@ def _choose_py(free: np.ndarray, mine: np.ndarray, rank: np.ndarray,
     return int(candidates[np.argmax(rank[candidates])]), a + best
 
 
-def _affordable(state: SwapLedger, gpu: int, a: int, b: int) -> bool:
-    """Whether `_charge` would take [a, b) on `gpu` (nothing charged)."""
-    limit, changes = state.job.swap_limit, state.changes
-    T = len(changes) - 1
-    acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
-    release = b < T
-    if acquire and release and a == b:
-        return bool(changes[a] + 2 <= limit)
-    return not ((acquire and changes[a] + 1 > limit) or (release and changes[b] + 1 > limit))
-
-
-def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int, paid: bool = False) -> bool:
-    """Charge the acquire at a and the release at b to the swap budget, if both fit
-    (`paid`: the release was charged when the interval was split off)."""
+def _fits(state: SwapLedger, gpu: int, a: int, b: int, T: int, paid: bool = False
+          ) -> tuple[bool, bool] | None:
+    """(acquire, release) that taking [a, b) on `gpu` costs, where both fit the swap
+    budget; None where they do not (`paid`: the release is charged already)."""
     limit = state.job.swap_limit
     changes = state.changes
     acquire = a > 0 or (state.job.current_gpus is not None and gpu not in state.current)
     release = b < T and not paid
     if acquire and release and a == b:
         if changes[a] + 2 > limit:
-            return False
+            return None
     elif (acquire and changes[a] + 1 > limit) or (release and changes[b] + 1 > limit):
+        return None
+    return acquire, release
+
+
+def _charge(state: SwapLedger, gpu: int, a: int, b: int, T: int, paid: bool = False) -> bool:
+    """Charge the acquire at a and the release at b to the swap budget, if both fit
+    (`paid`: the release was charged when the interval was split off)."""
+    cost = _fits(state, gpu, a, b, T, paid)
+    if cost is None:
         return False
+    acquire, release = cost
+    changes = state.changes
     if acquire:
         changes[a] += 1
     if release:
