@@ -75,11 +75,10 @@ def compiled(scenario: Scenario) -> bool:
 def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The runs a wanting plan is refined with, by name: on a replan "replan", one more
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
-    makes them too); "evacuations", one
-    more hot-path run with REFINE_EVAC_RULES where its light evacuation runs, and
-    "trials", the daily plan's trials and hops, where affordable; with REFINE_EXCHANGE,
-    "exchange" before them, one more hot-path run where services may hand GPU runs to
-    each other."""
+    makes them too); "evacuations", one more hot-path run with REFINE_EVAC_RULES where
+    its light evacuation runs, and "trials", the daily plan's trials and hops, where
+    affordable; with REFINE_EXCHANGE, "exchange" before them, one more hot-path run where
+    services may hand GPU runs to each other."""
     from allocator.policies.fast import light_evacuation
     from allocator.policies.fresh import holds_current
 
