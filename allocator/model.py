@@ -72,6 +72,9 @@ class Reservation:
     start: int
     first_gpu: int
     gpus: int
+    # A promise kept across replans has realtime leave the block ahead of its start
+    # (`reservations.realtime_off_from`); a pin trial's one plan only at the start itself.
+    lead: bool = True
 
 
 @dataclass(frozen=True)

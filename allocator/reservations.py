@@ -321,6 +321,8 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
     if not limits:
         return 0
+    if not r.lead:  # a pin trial's plan: fast's realtime placer leaves the block at the
+        return r.start  # start on its own, within the swap limits, short where it must
     lead = -(-2 * r.gpus // min(limits))
     vacate = vacate_steps(scenario, r.first_gpu, r.gpus)
     off = min(r.start, max(vacate, r.start - lead))

@@ -61,7 +61,7 @@ from typing import Any
 import typer
 
 from allocator import refine
-from allocator.policies import evac, realtime
+from allocator.policies import evac, pin_trials, realtime
 from allocator.policies import fast as fastmod
 
 
@@ -82,7 +82,8 @@ class Variant:
 
     @contextmanager
     def applied(self) -> Iterator[None]:
-        modules = {"fast": fastmod, "realtime": realtime, "refine": refine, "evac": evac}
+        modules = {"fast": fastmod, "realtime": realtime, "refine": refine, "evac": evac,
+                   "pin_trials": pin_trials}
         saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
         try:
             for m, name, value in self.constants:
@@ -125,6 +126,10 @@ VARIANTS: dict[str, Variant] = {
     "nodropped": _set(("fast", "DROPPED", False)),
     "coldropped": _set(("fast", "DROPPED_HOT", False)),
     "unaffordable": _set(("realtime", "AFFORDABLE_STACK", False)),
+    "pinlead": _set(("pin_trials", "LEAD", True)),
+    "earliest": _set(("pin_trials", "SPOT", "earliest")),
+    "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
+                      refine=True),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),

@@ -102,10 +102,10 @@ def test_spots_start_a_delayed_job_at_its_arrival_on_a_block_no_running_job_hold
     grid[:3, 0:2] = 0  # the running job
     grid[:, 2:4] = 1  # a holds the free block all day; b, delayed past the horizon, waits
     # a is at its arrival already; b, at once, on the block no running job holds
-    assert spots(scenario, grid) == [R.Reservation("b", 0, 2, 2)]
+    assert spots(scenario, grid) == [R.Reservation("b", 0, 2, 2, lead=False)]
     # that block promised to a: b's spot is the other block, once the running job ends
     held = replace(scenario, reservations=(R.Reservation("a", 0, 2, 2),))
-    assert spots(held, grid) == [R.Reservation("b", 3, 0, 2)]
+    assert spots(held, grid) == [R.Reservation("b", 3, 0, 2, lead=False)]
 
 
 def test_one_cheap_trial_finds_a_64_gpu_layout_the_candidates_miss(
@@ -211,6 +211,19 @@ def test_plan_command_passes_trial_passes_to_fast(tmp_path: Path) -> None:
     assert passes > one_pass + 5
 
 
+def _net(scenario: Scenario, fixed: np.ndarray, job: BatchJob, start: int) -> float:
+    """The net-of-start estimate step by step: the run's decayed reward, less the cheapest
+    service's penalty on the summed demand past the GPUs left beside the block."""
+    w, T, G = scenario.weights, scenario.T, scenario.G
+    cheapest = w.realtime_penalty * min(rt.priority for rt in scenario.realtime_jobs)
+    total = 0.0
+    for t in range(start, min(start + job.duration_steps, T)):
+        demand = sum(rt.demand[t] for rt in scenario.realtime_jobs)
+        room = G - int(fixed[t].sum()) - job.gpus
+        total += job.priority * job.gpus * w.decay ** t - cheapest * max(0, demand - room)
+    return total
+
+
 def _spots_by_window_sums(scenario: Scenario, grid: np.ndarray) -> list[R.Reservation]:
     """`spots` as first written: one grid scan per job and a window sum per start and
     block. The reference the one-pass version must match."""
@@ -240,9 +253,15 @@ def _spots_by_window_sums(scenario: Scenario, grid: np.ndarray) -> list[R.Reserv
         clear = (cum[end] - cum[begin]) == 0
         if not clear.any():
             continue
-        s, block = np.unravel_index(int(np.argmax(clear)), clear.shape)
+        s = int(np.argmax(clear.any(axis=1)))
+        if trial_rounds.SPOT == "net" and scenario.realtime_jobs:
+            nets = [_net(scenario, fixed, job, int(b)) if clear[n].any() else -np.inf
+                    for n, b in enumerate(begin)]
+            s = next(n for n, v in enumerate(nets) if v >= max(nets) - 1e-9)  # the first best
+        block = int(np.argmax(clear[s]))
         ranked.append((job.priority * (start - int(begin[s])), -i,
-                       R.Reservation(job.id, int(begin[s]), int(block) * k, k)))
+                       R.Reservation(job.id, int(begin[s]), int(block) * k, k,
+                                     lead=trial_rounds.LEAD)))
     ranked.sort(key=lambda x: (-x[0], -x[1], x[2].start, x[2].first_gpu))
     return [r for _, _, r in ranked]
 
