@@ -49,6 +49,10 @@ REFINE_EVAC_RULES: tuple[str, ...] | None = ("low", "cost")
 # the rolling Philly replay). On the replan tuning seeds they lift the hot path from
 # 98.08% to 98.42% of the optimum (BENCHMARKS.md, "Replans").
 REFINE_REPLAN = True
+# One more hot-path run whose constructions that leave a service short have its layers laid
+# again as paths around their batch work (fast's `reroute`, rtpath.py): replan3 s1433
+# 302 -> 460 (full's optimum 460.2), s1624 117 -> 137.
+REFINE_REROUTE = True
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
@@ -75,7 +79,9 @@ def compiled(scenario: Scenario) -> bool:
 def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The runs a wanting plan is refined with, by name: on a replan "replan", one more
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
-    makes them too); "evacuations", one more hot-path run with REFINE_EVAC_RULES where
+    makes them too); "reroute", where services run, one more hot-path run laying short
+    services again as paths (REFINE_REROUTE); "evacuations", one more hot-path run with
+    REFINE_EVAC_RULES where
     its light evacuation runs, and "trials", the daily plan's trials and hops, where
     affordable; with REFINE_EXCHANGE, "exchange" before them, one more hot-path run where
     services may hand GPU runs to each other."""
@@ -90,6 +96,9 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     if replan:  # every run below makes them too
         options = {**options, "replan_layouts": True}
         runs["replan"] = options
+    if REFINE_REROUTE and scenario.realtime_jobs and options.get("reroute") is None:
+        runs["reroute"] = {**options, "reroute": True}  # a run of its own: passed on to
+        # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
     if REFINE_EXCHANGE and not options.get("exchange"):
         runs["exchange"] = {**options, "exchange": True}
     if REFINE_EVAC_RULES is not None and not options.get("evac_rules") and \

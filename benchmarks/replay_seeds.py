@@ -128,6 +128,7 @@ VARIANTS: dict[str, Variant] = {
     "unaffordable": _set(("realtime", "AFFORDABLE_STACK", False)),
     "pinlead": _set(("pin_trials", "LEAD", True)),
     "earliest": _set(("pin_trials", "SPOT", "earliest")),
+    "reroute": _set(("fast", "REROUTE", True)),
     "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
                       refine=True),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),

@@ -75,12 +75,15 @@ def test_the_candidates_are_the_evacuations_the_trials_where_affordable_and_the_
         monkeypatch) -> None:
     served = _sized(16, 24, 30, service=True)
     evacuations = {"evac_rules": refine.REFINE_EVAC_RULES}
-    assert refine.candidates(served, {}) == {"evacuations": evacuations,
+    rerouted = {"reroute": True}
+    assert refine.candidates(served, {}) == {"reroute": rerouted, "evacuations": evacuations,
                                              "trials": refine.DAY_TRIALS}
-    assert refine.candidates(served, {**refine.DAY_TRIALS, **evacuations}) == {}  # asked
+    assert refine.candidates(served, {**refine.DAY_TRIALS, **evacuations,
+                                      "reroute": False}) == {}  # asked
     # past the work cap the trials stay off, one more hot-path run does not
     crowded = _sized(16, 24, refine.REFINE_MAX_WORK // 24 + 1, service=True)
-    assert refine.candidates(crowded, {}) == {"evacuations": evacuations}
+    assert refine.candidates(crowded, {}) == {"reroute": rerouted, "evacuations": evacuations}
+    monkeypatch.setattr(refine, "REFINE_REROUTE", False)
     # no evacuation to rule: no service, too few GPUs, or the light rounds off
     assert "evacuations" not in refine.candidates(_sized(16, 24, 30), {})
     assert "evacuations" not in refine.candidates(_sized(4, 24, 30, service=True), {})
@@ -104,8 +107,9 @@ def test_a_replan_is_refined_with_the_replan_layouts_first() -> None:
     (off on the hot path), unless the caller asked for them either way."""
     replan = _sized(16, 24, 30, service=True, current=(15,))
     runs = refine.candidates(replan, {})
-    assert list(runs) == ["replan", "evacuations", "trials"]
+    assert list(runs) == ["replan", "reroute", "evacuations", "trials"]
     assert runs["replan"] == {"replan_layouts": True}
+    assert runs["reroute"] == {"replan_layouts": True, "reroute": True}
     assert "replan" not in refine.candidates(replan, {"replan_layouts": False})
     assert "replan" not in refine.candidates(_sized(16, 24, 30, service=True), {})
 
@@ -129,7 +133,7 @@ def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None
     scenario = load_scenario(EVAC_COST_CASE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["replan", "evacuations"]  # a replan: the layouts first
+    assert refined["tried"] == ["replan", "reroute", "evacuations"]  # a replan: the layouts first
     assert refined["lifted_by"] == "evacuations"
     assert plan.metrics.objective > 1.025 * refined["first_objective"]
 
@@ -144,13 +148,15 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     scenario = load_scenario(SHORTAGE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]  # no block evacuation clears the shortage; the
-    # replan layouts ease it (689.18 -> 755.63), the exchange more
-    assert refined["tried"] == ["replan", "evacuations"] and refined["lifted_by"] == "replan"
-    assert plan.metrics.objective == pytest.approx(755.63, abs=0.01)
+    # replan layouts ease it (689.18 -> 755.63), the services rerouted more (881.18),
+    # the exchange more still
+    assert refined["tried"] == ["replan", "reroute", "evacuations"]
+    assert refined["lifted_by"] == "reroute"
+    assert plan.metrics.objective == pytest.approx(881.18, abs=0.01)
     monkeypatch.setattr(refine, "REFINE_EXCHANGE", True)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["replan", "exchange", "evacuations"]
+    assert refined["tried"] == ["replan", "reroute", "exchange", "evacuations"]
     assert refined["lifted_by"] == "exchange"
     assert plan.metrics.objective == pytest.approx(897.18, abs=0.01)
     assert refined["first_objective"] < 0.8 * plan.metrics.objective
@@ -170,7 +176,7 @@ def test_a_plan_far_below_its_bound_is_refined_to_the_days_plan() -> None:
     plan = make_plan(scenario, "fast", bound="on", refine_below=0.98)
     refined = plan.extras["refined"]
     assert refined["lifted"] and refined["first_objective"] == pytest.approx(hot)
-    assert refined["tried"] == ["evacuations", "trials"] and refined["lifted_by"] == "trials"
+    assert refined["tried"] == ["reroute", "evacuations", "trials"] and refined["lifted_by"] == "trials"
     assert plan.metrics.objective == pytest.approx(day) == pytest.approx(refined["objective"])
     assert refined["first_share"] < 0.98
     assert plan.extras["bound"]["value"] >= plan.metrics.objective  # re-stated for it

@@ -129,7 +129,16 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
-from allocator.policies import baselines, evac, fresh, layout_climb, recut, rtmove, topup
+from allocator.policies import (
+    baselines,
+    evac,
+    fresh,
+    layout_climb,
+    recut,
+    rtmove,
+    rtpath,
+    topup,
+)
 from allocator.policies import hops as hopping
 from allocator.policies import pin_trials as trials
 from allocator.policies.decoder import (
@@ -281,7 +290,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          hot_hops: int | None = None, relayout: bool | None = None,
          prepared: Prepared | None = None, trial_passes: int = 1,
          evac_rules: tuple[str, ...] | None = None,
-         replan_layouts: bool | None = None) -> np.ndarray:
+         replan_layouts: bool | None = None, reroute: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -309,6 +318,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `replan_layouts`: step 2's opened and fresh layouts on a replan (None:
     `REPLAN_LAYOUTS`, off: better one-shot plans, worse realized value in the Philly
     replay; `gpuplan plan` refines a wanting replan with them).
+    `reroute`: step 2's constructions that leave a service short, its layers laid again as
+    paths around their batch work (rtpath.py; None: `REROUTE`), and the plan itself last.
     """
     if search is None:
         search = default_search(scenario)
@@ -375,6 +386,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if EXCHANGE if exchange is None else exchange:
         for grid in candidates:  # every one: a hand-over can change which one wins
             _filled(scenario, grid, held.realtime_off, "any")
+    rerouting = REROUTE if reroute is None else reroute
+    if rerouting:
+        candidates = [rtpath.rerouted(scenario, grid, score, held.realtime_off)
+                      for grid in candidates]
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
@@ -477,6 +492,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = recut.search(scenario, best, partial(hopping.layout, scenario),
                             partial(_placed_again, scenario, held, jobs, orders, search),
                             score, recuts)
+    if rerouting:
+        best = rtpath.rerouted(scenario, best, score, held.realtime_off)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
@@ -887,6 +904,10 @@ REPLAN_SHARE = 4
 # 0.52% and 0.56% at 14, 16 and 32 GPUs (se 0.76, 0.94, 0.32). `gpuplan plan` refines a
 # wanting replan with them (allocator/refine.py).
 REPLAN_LAYOUTS = False
+# Whether the hot path lays a short service's layers again as paths (`reroute=None`):
+# tens of milliseconds in Python where a construction leaves a service short. Off;
+# `gpuplan plan` refines a wanting plan with it (allocator/refine.py).
+REROUTE = False
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
