@@ -8,11 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator import refine
 from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
 from allocator.plan import make_plan
+from allocator.policies import rtpath
+from allocator.policies.decoder import _packc
 from allocator.policies.fast import fast
 from allocator.policies.rtpath import rerouted
 from allocator.scenario_io import load_scenario
@@ -97,3 +100,38 @@ def test_gpuplan_plan_refines_with_the_rerouted_run(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(refine, "REFINE_REROUTE", False)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     assert plan.metrics.objective < 303
+
+
+@pytest.mark.skipif(_packc is None, reason="the C extension is not built")
+@settings(max_examples=examples(1.0))
+@given(data=st.data(), steps=st.integers(1, 12), gpus=st.integers(1, 9))
+def test_the_compiled_path_is_the_reference_path(data: st.DataObject, steps: int,
+                                                 gpus: int) -> None:
+    """`_packc.path` against `rtpath.layer_path`: the same cells, changes and start, or no
+    path either way (sparse and crowded cells, tight and loose budgets, current GPUs)."""
+    density = data.draw(st.sampled_from([0.0, 0.2, 0.5, 0.8]))
+    bits = data.draw(st.lists(st.floats(0, 1), min_size=steps * gpus, max_size=steps * gpus))
+    taken = (np.array(bits).reshape(steps, gpus) < density)
+    needed = np.array(data.draw(st.lists(st.booleans(), min_size=steps, max_size=steps)))
+    budget = np.array(data.draw(st.lists(st.integers(0, 3), min_size=steps,
+                                         max_size=steps)), dtype=np.int64)
+    starts = sorted(data.draw(st.sets(st.integers(0, gpus - 1), max_size=min(gpus, 3))))
+    want = rtpath.layer_path(taken, needed, budget.copy(), list(starts))
+    got = rtpath._layer_path(taken, needed, budget.copy(), list(starts))
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert sorted(got[0]) == sorted(want[0])
+    assert got[1].tolist() == want[1].tolist() and got[2] == want[2]
+    held = np.zeros_like(taken)
+    for t, g in got[0]:
+        assert not taken[t, g]
+        held[t, g] = True
+    assert (got[1] <= budget).all()  # each step's changes within the budget
+    before = np.zeros(gpus, dtype=bool)  # and they are the path's own changes
+    if got[2] is not None:
+        before[got[2]] = True
+    for t in range(steps):
+        assert (held[t] ^ before).sum() <= got[1][t]
+        before = held[t]

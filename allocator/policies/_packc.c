@@ -2592,6 +2592,159 @@ static PyObject *runs_of(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(R);
 }
 
+/* path(taken (T, G) uint8, needed (T,) uint8, budget (T,) int64, starts (k,) int64,
+ * out (4, T) int64) -> int: rtpath._layer_path's shortest path of one layer, the same
+ * moves, costs and ties (the numpy version is the reference a test holds this to). Writes
+ * per step the state (G: none), the release owed, the state before and the changes used;
+ * returns the start state (the current GPU it began on, or G), or -1 where no path keeps
+ * within the budget. */
+#define RT_SHORT 1000.0
+#define RT_IDLE 0.1
+static PyObject *rt_path(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "OOOOO:path", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    Py_buffer b[5];
+    if (!take_buffers(o, b, 5, 16u)) return NULL;
+    const Py_ssize_t G = b[0].ndim == 2 ? b[0].shape[1] : 0;
+    const Py_ssize_t T = b[1].len;
+    const Py_ssize_t K = b[3].len / (Py_ssize_t)sizeof(int64_t);
+    if (b[0].itemsize != 1 || b[0].len != T * G || b[2].len != T * (Py_ssize_t)sizeof(int64_t)
+        || b[4].len < 4 * T * (Py_ssize_t)sizeof(int64_t)) {
+        release_all(b, 5);
+        PyErr_SetString(PyExc_ValueError, "path: (T, G) uint8, (T,) uint8, (T,) int64, "
+                                          "(k,) int64 and (4, T) int64 buffers");
+        return NULL;
+    }
+    const unsigned char *taken = b[0].buf, *needed = b[1].buf;
+    const int64_t *budget = b[2].buf, *starts = b[3].buf;
+    int64_t *out = b[4].buf;
+    const Py_ssize_t n = G + 1;
+    double *value = malloc(sizeof(double) * 2 * (size_t)n);
+    double *next = malloc(sizeof(double) * 2 * (size_t)n);
+    double *held = malloc(sizeof(double) * (size_t)n);
+    int32_t *back = malloc(sizeof(int32_t) * 2 * (size_t)(T * 2 * n));
+    signed char *moved = malloc((size_t)(T * 2 * n));
+    unsigned char *ok = malloc((size_t)n);
+    long result = -1;
+    if (!value || !next || !held || !back || !moved || !ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < 2 * n; i++) value[i] = INFINITY;
+    if (K > 0) {
+        for (Py_ssize_t k = 0; k < K; k++)
+            if (starts[k] >= 0 && starts[k] < G) value[starts[k]] = 0.0;
+    } else {
+        value[G] = 0.0;
+    }
+    for (Py_ssize_t t = 0; t < T; t++) {
+        for (Py_ssize_t q = 0; q < G; q++) ok[q] = !taken[t * G + q];
+        ok[G] = 1;
+        for (Py_ssize_t i = 0; i < 2 * n; i++) next[i] = INFINITY;
+        int32_t *bk = back + (size_t)t * 2 * n * 2;
+        signed char *mv = moved + (size_t)t * 2 * n;
+        for (int owed = 0; owed < 2; owed++) {
+            const double *row = value + owed * n;
+            const int64_t room = budget[t] - owed;
+            int any = 0;
+            for (Py_ssize_t q = 0; q < n; q++) any |= isfinite(row[q]);
+            if (room < 0 || !any) continue;
+            Py_ssize_t first = 0, second = 0;
+            for (Py_ssize_t q = 1; q < G; q++)
+                if (row[q] < row[first]) first = q;
+            if (G > 1) {
+                second = first == 0 ? 1 : 0;
+                for (Py_ssize_t q = 0; q < G; q++)
+                    if (q != first && row[q] < row[second]) second = q;
+                /* numpy: the first minimum once row[first] is set to inf */
+            } else {
+                second = first;
+            }
+            for (Py_ssize_t q = 0; q < n; q++) {
+                double c = ok[q] ? row[q] : INFINITY;
+                Py_ssize_t p = q;
+                int ch = 0;
+                if (room >= 1) {
+                    if (q < G && ok[q] && row[G] + 1.0 < c) c = row[G] + 1.0, p = G, ch = 1;
+                    if (q == G && G > 0 && row[first] + 1.0 < c) c = row[first] + 1.0, p = first, ch = 1;
+                }
+                if (room >= 2 && G > 1 && q < G && ok[q]) {
+                    const Py_ssize_t other = q == first ? second : first;
+                    if (other != q && row[other] + 2.0 < c) c = row[other] + 2.0, p = other, ch = 2;
+                }
+                c += owed;
+                if (c < next[q]) {
+                    next[q] = c;
+                    bk[(0 * n + q) * 2] = owed;
+                    bk[(0 * n + q) * 2 + 1] = (int32_t)p;
+                    mv[0 * n + q] = (signed char)ch;
+                }
+            }
+            if (room >= 1 && G > 1) {
+                for (Py_ssize_t q = 0; q < G; q++) held[q] = ok[q] ? row[q] : INFINITY;
+                Py_ssize_t a = 0, bb;
+                for (Py_ssize_t q = 1; q < G; q++)
+                    if (held[q] < held[a]) a = q;
+                bb = a == 0 ? 1 : 0;
+                for (Py_ssize_t q = 0; q < G; q++)
+                    if (q != a && held[q] < held[bb]) bb = q;
+                for (Py_ssize_t q = 0; q < G; q++) {
+                    const Py_ssize_t other = q == a ? bb : a;
+                    const double c = (ok[q] && other != q ? held[other] + 1.0 : INFINITY) + owed;
+                    if (c < next[n + q]) {
+                        next[n + q] = c;
+                        bk[(1 * n + q) * 2] = owed;
+                        bk[(1 * n + q) * 2 + 1] = (int32_t)other;
+                        mv[1 * n + q] = 1;
+                    }
+                }
+            }
+        }
+        int any = 0;
+        for (int owe = 0; owe < 2; owe++)
+            for (Py_ssize_t q = 0; q < n; q++) {
+                double add = q == G ? (needed[t] ? RT_SHORT : 0.0) : (needed[t] ? 0.0 : RT_IDLE);
+                value[owe * n + q] = next[owe * n + q] + add;
+                any |= isfinite(value[owe * n + q]);
+            }
+        if (!any) goto done;
+    }
+    {
+        int owed = 0;
+        Py_ssize_t state = 0;
+        double best = INFINITY;
+        int found = 0;
+        for (int owe = 0; owe < 2; owe++)
+            for (Py_ssize_t q = 0; q < n; q++)
+                if (!found || value[owe * n + q] < best) {
+                    best = value[owe * n + q], owed = owe, state = q, found = 1;
+                }
+        for (Py_ssize_t t = T - 1; t >= 0; t--) {
+            const int32_t *bk = back + (size_t)t * 2 * n * 2;
+            const int before_owed = bk[(owed * n + state) * 2];
+            const Py_ssize_t before = bk[(owed * n + state) * 2 + 1];
+            out[t] = state;
+            out[T + t] = owed;
+            out[2 * T + t] = before;
+            out[3 * T + t] = moved[(size_t)t * 2 * n + owed * n + state] + before_owed;
+            owed = before_owed;
+            state = before;
+        }
+        result = (long)state;
+    }
+done:
+    free(value);
+    free(next);
+    free(held);
+    free(back);
+    free(moved);
+    free(ok);
+    release_all(b, 5);
+    if (PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(result);
+}
+
 static PyMethodDef methods[] = {
     {"counts", counts_of, METH_VARARGS, "cells per step and job of each grid."},
     {"prefer", prefer, METH_VARARGS, "realtime's GPU preference as a rank per GPU."},
@@ -2613,6 +2766,7 @@ static PyMethodDef methods[] = {
     {"rt_place", rt_place, METH_VARARGS, "realtime's layer intervals placed, queue and all."},
     {"layers", layers, METH_VARARGS, "realtime's held-GPU curve and its layer intervals."},
     {"decomp", decomp, METH_VARARGS, "the decomposition bound's subgradient descent."},
+    {"path", rt_path, METH_VARARGS, "one realtime layer's shortest path through free cells."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2621,7 +2775,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 25
+#define PACKC_ABI 26
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -15,6 +15,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import _packc
 from allocator.policies.topup import swaps_hold
 
 SHORT = 1000.0  # a step short outweighs any number of changes
@@ -93,6 +94,26 @@ def _lay_service(out: np.ndarray, taken: np.ndarray, i: int, job: RealtimeJob) -
 
 def _layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
                 starts: list[int]) -> tuple[list[tuple[int, int]], np.ndarray, int | None] | None:
+    """`layer_path`, in C where the extension is built (`_packc.path`: the same moves,
+    costs and ties; a test holds the two to the same paths)."""
+    if _packc is None:
+        return layer_path(taken, needed, budget, starts)
+    T, G = taken.shape
+    out = np.empty((4, T), dtype=np.int64)
+    start = _packc.path(np.ascontiguousarray(taken, dtype=np.uint8),
+                        np.ascontiguousarray(needed, dtype=np.uint8),
+                        np.ascontiguousarray(budget, dtype=np.int64),
+                        np.asarray(starts, dtype=np.int64), out)
+    if start < 0:
+        return None
+    state, owed, before, used = out
+    cells = [(t, int(g)) for t, g in enumerate(state.tolist()) if g < G]
+    cells += [(t, int(before[t])) for t in np.flatnonzero(owed).tolist()]
+    return cells, used.copy(), (int(start) if starts else None)
+
+
+def layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
+               starts: list[int]) -> tuple[list[tuple[int, int]], np.ndarray, int | None] | None:
     """The cheapest path of one layer through the free cells: (cells held, changes per
     step, the current GPU it starts from), or None where none keeps within `budget`.
 
@@ -142,7 +163,7 @@ def _layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
                     cost[G], pred[G], changes[G] = gpus[first] + 1.0, first, 1
             if room >= 2 and G > 1:  # a switch from the best other GPU
                 other = np.where(states[:G] == first, second, first)
-                switch = np.where(ok[:G], row[other] + 2.0, inf)
+                switch = np.where(ok[:G] & (other != states[:G]), row[other] + 2.0, inf)
                 take = switch < cost[:G]
                 cost[:G] = np.where(take, switch, cost[:G])
                 pred[:G] = np.where(take, other, pred[:G])
@@ -156,7 +177,7 @@ def _layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
                 b = int(rest.argmin())
                 other = np.where(states[:G] == a, b, a)
                 hand = np.full(n, inf)
-                hand[:G] = np.where(ok[:G], held[other] + 1.0, inf)
+                hand[:G] = np.where(ok[:G] & (other != states[:G]), held[other] + 1.0, inf)
                 hand_pred = np.full(n, G)
                 hand_pred[:G] = other
                 _keep(new, back, moved, t, 1, hand + owed, hand_pred,
