@@ -74,7 +74,7 @@ class Reservation:
     gpus: int
     # A promise kept across replans has realtime leave the block ahead of its start
     # (`reservations.realtime_off_from`); a pin trial's one plan only at the start itself.
-    lead: bool = True
+    lead: bool = field(default=True, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,8 @@ def _net_of_start(scenario: Scenario, fixed: np.ndarray, jobs: list[BatchJob],
     sizes = np.array([j.gpus for j in jobs])[:, None]
     short[:, 1:] = np.cumsum(np.maximum(0, demand[None, :] - (room[None, :] - sizes)), axis=1)
     penalty = cheapest * (short[np.arange(len(jobs))[:, None], ends] - short[:, :T])
-    return reward - penalty
+    net: np.ndarray = reward - penalty
+    return net
 
 
 def free_until(fixed: np.ndarray, kept: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ def _laid(scenario: Scenario, grid: np.ndarray, order: list[tuple[int, RealtimeJ
           keep_off: np.ndarray | None) -> np.ndarray | None:
     """The batch work of `grid` with the services laid in `order`; None where a layer finds
     no legal path."""
-    out = grid.copy()
+    out: np.ndarray = grid.copy()
     services = {i for i, _ in order}
     out[np.isin(out, list(services))] = gridlib.FREE
     waiting = dict(order)
