@@ -492,7 +492,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = recut.search(scenario, best, partial(hopping.layout, scenario),
                             partial(_placed_again, scenario, held, jobs, orders, search),
                             score, recuts)
-    if rerouting:
+    if rerouting or (REROUTE_LAST and only is None and not anchors):
         best = rtpath.rerouted(scenario, best, score, held.realtime_off)
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
@@ -908,6 +908,8 @@ REPLAN_LAYOUTS = False
 # tens of milliseconds in Python where a construction leaves a service short. Off;
 # `gpuplan plan` refines a wanting plan with it (allocator/refine.py).
 REROUTE = False
+# Whether the hot path lays a short service's layers again in its final plan alone.
+REROUTE_LAST = False
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
