@@ -318,8 +318,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `replan_layouts`: step 2's opened and fresh layouts on a replan (None:
     `REPLAN_LAYOUTS`, off: better one-shot plans, worse realized value in the Philly
     replay; `gpuplan plan` refines a wanting replan with them).
-    `reroute`: step 2's constructions that leave a service short, its layers laid again as
-    paths around their batch work (rtpath.py; None: `REROUTE`), and the plan itself last.
+    `reroute`: step 2's constructions that leave a service short made once more with its
+    layers laid again as paths around their batch work (rtpath.py; None: `REROUTE`), and
+    the plan itself last (alone: `REROUTE_LAST`).
     """
     if search is None:
         search = default_search(scenario)
@@ -387,9 +388,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         for grid in candidates:  # every one: a hand-over can change which one wins
             _filled(scenario, grid, held.realtime_off, "any")
     rerouting = REROUTE if reroute is None else reroute
-    if rerouting:
-        candidates = [rtpath.rerouted(scenario, grid, score, held.realtime_off)
-                      for grid in candidates]
+    if rerouting:  # beside the constructions, not for them: a rerouted one that wins
+        # here can end below the plan the original's light rounds reach (tuning3 -0.08)
+        laid = [rtpath.rerouted(scenario, grid, score, held.realtime_off)
+                for grid in candidates]
+        more = [k for k, grid in enumerate(laid) if grid is not candidates[k]]
+        candidates += [laid[k] for k in more]
+        tags += [tags[k] for k in more]
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
