@@ -129,7 +129,7 @@ VARIANTS: dict[str, Variant] = {
     "pinlead": _set(("pin_trials", "LEAD", True)),
     "earliest": _set(("pin_trials", "SPOT", "earliest")),
     "reroute": _set(("fast", "REROUTE", True)),
-    "reroutelast": _set(("fast", "REROUTE_LAST", True)),
+    "noreroutelast": _set(("fast", "REROUTE_LAST", False)),
     "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
                       refine=True),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),

@@ -147,8 +147,8 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     1.1% of full's best plan, 906.68: tests/test_topup.py)."""
     scenario = load_scenario(SHORTAGE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
-    refined = plan.extras["refined"]  # no block evacuation clears the shortage; the
-    # replan layouts ease it (689.18 -> 755.63), the services rerouted more (881.18),
+    refined = plan.extras["refined"]  # no block evacuation clears the shortage; the hot
+    # path's plan, its last plan rerouted, is 737.18; every construction rerouted 881.18,
     # the exchange more still
     assert refined["tried"] == ["replan", "reroute", "evacuations"]
     assert refined["lifted_by"] == "reroute"
@@ -159,7 +159,8 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     assert refined["tried"] == ["replan", "reroute", "exchange", "evacuations"]
     assert refined["lifted_by"] == "exchange"
     assert plan.metrics.objective == pytest.approx(897.18, abs=0.01)
-    assert refined["first_objective"] < 0.8 * plan.metrics.objective
+    assert refined["first_objective"] < 0.85 * plan.metrics.objective  # (737.18: the hot
+    # path's final plan rerouted, fast.REROUTE_LAST)
 
 
 def test_a_long_horizon_plan_is_not_refined() -> None:
