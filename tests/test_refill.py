@@ -185,9 +185,10 @@ def rise_beside_a_release() -> Scenario:
 @pytest.mark.parametrize("released", [True, False])
 def test_y_rises_on_time_only_on_the_gpu_x_let_go(
         released: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """(Without the opened, fresh and dropped layouts, which also let Y rise on time.)"""
+    """(Without the opened, fresh and dropped layouts and the final plan's reroute, which
+    also let Y rise on time.)"""
     monkeypatch.setattr(fast_module, "RELEASED", released)
-    for other in ("OPENED", "FRESH", "DROPPED"):
+    for other in ("OPENED", "FRESH", "DROPPED", "REROUTE_LAST"):
         monkeypatch.setattr(fast_module, other, False)
     scenario = rise_beside_a_release()
     grid = fast(scenario)

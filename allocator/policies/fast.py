@@ -390,9 +390,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     rerouting = REROUTE if reroute is None else reroute
     if rerouting:  # beside the constructions, not for them: a rerouted one that wins
         # here can end below the plan the original's light rounds reach (tuning3 -0.08)
-        laid = [rtpath.rerouted(scenario, grid, score, held.realtime_off)
-                for grid in candidates]
-        more = [k for k, grid in enumerate(laid) if grid is not candidates[k]]
+        laid = [rtpath.rerouted(scenario, made, score, held.realtime_off)
+                for made in candidates]
+        more = [k for k in range(len(laid)) if laid[k] is not candidates[k]]
         candidates += [laid[k] for k in more]
         tags += [tags[k] for k in more]
     won = _winner(scenario, score, held, candidates)
