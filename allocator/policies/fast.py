@@ -392,9 +392,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         # here can end below the plan the original's light rounds reach (tuning3 -0.08)
         laid = [rtpath.rerouted(scenario, made, score, held.realtime_off)
                 for made in candidates]
-        more = [k for k in range(len(laid)) if laid[k] is not candidates[k]]
-        candidates += [laid[k] for k in more]
-        tags += [tags[k] for k in more]
+        changed = [k for k in range(len(laid)) if laid[k] is not candidates[k]]
+        candidates += [laid[k] for k in changed]
+        tags += [tags[k] for k in changed]
     won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
