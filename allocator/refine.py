@@ -81,10 +81,9 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
     makes them too); "reroute", where services run, one more hot-path run laying short
     services again as paths (REFINE_REROUTE); "evacuations", one more hot-path run with
-    REFINE_EVAC_RULES where
-    its light evacuation runs, and "trials", the daily plan's trials and hops, where
-    affordable; with REFINE_EXCHANGE, "exchange" before them, one more hot-path run where
-    services may hand GPU runs to each other."""
+    REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
+    trials and hops, where affordable; with REFINE_EXCHANGE, "exchange" before them, one
+    more hot-path run where services may hand GPU runs to each other."""
     from allocator.policies.fast import light_evacuation
     from allocator.policies.fresh import holds_current
 

@@ -317,6 +317,8 @@ def realtime_off_from(scenario: Scenario, r: Reservation) -> int:
     And at least two steps before the start: the next plan sees realtime where this one
     left it a step earlier, and `vacate_steps` gives a GPU still held there a step to move
     and one of slack, so a block cleared any later would push the kept promise later.
+    A reservation without `lead` (a pin trial's, never kept past its plan) keeps realtime
+    off only from its start.
     """
     limits = [max(rt.swap_limit, 1) for rt in scenario.realtime_jobs]
     if not limits:

@@ -2600,6 +2600,22 @@ static PyObject *runs_of(PyObject *self, PyObject *args) {
  * within the budget. */
 #define RT_SHORT 1000.0
 #define RT_IDLE 0.1
+
+/* The index of x's lowest entry and of the lowest of the others, the first on a tie (numpy's
+ * argmin, then argmin with the first set to inf); a one-entry row gives its index twice. */
+static void two_lowest(const double *x, Py_ssize_t n, Py_ssize_t *first, Py_ssize_t *second) {
+    Py_ssize_t f = 0, s = 0;
+    for (Py_ssize_t q = 1; q < n; q++)
+        if (x[q] < x[f]) f = q;
+    if (n > 1) {
+        s = f == 0 ? 1 : 0;
+        for (Py_ssize_t q = 0; q < n; q++)
+            if (q != f && x[q] < x[s]) s = q;
+    }
+    *first = f;
+    *second = s;
+}
+
 static PyObject *rt_path(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[5];
@@ -2650,17 +2666,8 @@ static PyObject *rt_path(PyObject *self, PyObject *args) {
             int any = 0;
             for (Py_ssize_t q = 0; q < n; q++) any |= isfinite(row[q]);
             if (room < 0 || !any) continue;
-            Py_ssize_t first = 0, second = 0;
-            for (Py_ssize_t q = 1; q < G; q++)
-                if (row[q] < row[first]) first = q;
-            if (G > 1) {
-                second = first == 0 ? 1 : 0;
-                for (Py_ssize_t q = 0; q < G; q++)
-                    if (q != first && row[q] < row[second]) second = q;
-                /* numpy: the first minimum once row[first] is set to inf */
-            } else {
-                second = first;
-            }
+            Py_ssize_t first, second;
+            two_lowest(row, G, &first, &second);
             for (Py_ssize_t q = 0; q < n; q++) {
                 double c = ok[q] ? row[q] : INFINITY;
                 Py_ssize_t p = q;
@@ -2683,12 +2690,8 @@ static PyObject *rt_path(PyObject *self, PyObject *args) {
             }
             if (room >= 1 && G > 1) {
                 for (Py_ssize_t q = 0; q < G; q++) held[q] = ok[q] ? row[q] : INFINITY;
-                Py_ssize_t a = 0, bb;
-                for (Py_ssize_t q = 1; q < G; q++)
-                    if (held[q] < held[a]) a = q;
-                bb = a == 0 ? 1 : 0;
-                for (Py_ssize_t q = 0; q < G; q++)
-                    if (q != a && held[q] < held[bb]) bb = q;
+                Py_ssize_t a, bb;
+                two_lowest(held, G, &a, &bb);
                 for (Py_ssize_t q = 0; q < G; q++) {
                     const Py_ssize_t other = q == a ? bb : a;
                     const double c = (ok[q] && other != q ? held[other] + 1.0 : INFINITY) + owed;

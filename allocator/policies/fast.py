@@ -909,9 +909,10 @@ REPLAN_SHARE = 4
 # 0.52% and 0.56% at 14, 16 and 32 GPUs (se 0.76, 0.94, 0.32). `gpuplan plan` refines a
 # wanting replan with them (allocator/refine.py).
 REPLAN_LAYOUTS = False
-# Whether the hot path lays a short service's layers again as paths (`reroute=None`):
-# tens of milliseconds in Python where a construction leaves a service short. Off;
-# `gpuplan plan` refines a wanting plan with it (allocator/refine.py).
+# Whether the hot path lays a short service's layers again as paths in every construction
+# (`reroute=None`; the final plan alone: REROUTE_LAST below). Off: a few ms more where
+# constructions leave a service short, for hundredths of a point (BENCHMARKS.md, "services
+# rerouted as paths"); `gpuplan plan` refines a wanting plan with it (allocator/refine.py).
 REROUTE = False
 # Whether the hot path lays a short service's layers again in its final plan alone
 # (kept where it raises the objective, so never lower): on the real Philly replans one shot

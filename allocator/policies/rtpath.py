@@ -20,7 +20,6 @@ from allocator.policies.topup import swaps_hold
 
 SHORT = 1000.0  # a step short outweighs any number of changes
 IDLE = 0.1  # a step held above demand: a surplus GPU is let go where the budget allows
-NONE = -1
 
 
 def rerouted(scenario: Scenario, grid: np.ndarray, score: gridlib.Scorer,
@@ -41,8 +40,11 @@ def rerouted(scenario: Scenario, grid: np.ndarray, score: gridlib.Scorer,
             continue
         tried.append(indices)
         laid = _laid(scenario, grid, order, keep_off)
-        if laid is not None and swaps_hold(scenario, laid) and score(laid) > value + 1e-9:
-            best, value = laid, score(laid)
+        if laid is None or not swaps_hold(scenario, laid):
+            continue
+        got = score(laid)
+        if got > value + 1e-9:
+            best, value = laid, got
     return best
 
 
@@ -144,11 +146,7 @@ def layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
             if room < 0 or not np.isfinite(row).any():
                 continue
             gpus = row[:G]
-            first = int(gpus.argmin()) if G else 0
-            second_row = gpus.copy()
-            if G:
-                second_row[first] = inf
-            second = int(second_row.argmin()) if G > 1 else first
+            first, second = _two_lowest(gpus)
             # (cost, predecessor, changes) per target, for the plain moves
             cost = np.where(ok, row, inf)  # stay (none -> none included)
             pred = states.copy()
@@ -171,10 +169,7 @@ def layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
             _keep(new, back, moved, t, 0, cost + owed, pred, changes, owed)
             if room >= 1 and G > 1:  # a hand-over from a GPU still free now
                 held = np.where(ok[:G], gpus, inf)
-                a = int(held.argmin())
-                rest = held.copy()
-                rest[a] = inf
-                b = int(rest.argmin())
+                a, b = _two_lowest(held)
                 other = np.where(states[:G] == a, b, a)
                 hand = np.full(n, inf)
                 hand[:G] = np.where(ok[:G] & (other != states[:G]), held[other] + 1.0, inf)
@@ -201,6 +196,17 @@ def layer_path(taken: np.ndarray, needed: np.ndarray, budget: np.ndarray,
         used[t] += moved[t, owed, state] + before_owed
         owed, state = before_owed, before
     return cells, used, (state if starts else None)
+
+
+def _two_lowest(x: np.ndarray) -> tuple[int, int]:
+    """The index of the lowest entry and of the lowest of the others (the first on a tie;
+    a one-entry row gives its index twice, an empty one 0, 0)."""
+    if len(x) < 2:
+        return 0, 0
+    first = int(x.argmin())
+    rest = x.copy()
+    rest[first] = np.inf
+    return first, int(rest.argmin())
 
 
 def _keep(new: np.ndarray, back: np.ndarray, moved: np.ndarray, t: int, owe: int,
