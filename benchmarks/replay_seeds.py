@@ -133,6 +133,8 @@ VARIANTS: dict[str, Variant] = {
     "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
                       refine=True),
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),
+    "noreplanhot": _set(("fast", "REPLAN_LAYOUTS", False)),
+    "replanany": _set(("fast", "REPLAN_MARGIN", None)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),
     "exchange": _set(("fast", "EXCHANGE", True)),

@@ -47,6 +47,7 @@ def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(fast_module, "TOP_UP", top_up)
     monkeypatch.setattr(fast_module, "HOT_HOPS", fast_module.HOT_HOPS if top_up else 0)
     monkeypatch.setattr(fast_module, "REROUTE_LAST", top_up)  # (mends it too)
+    monkeypatch.setattr(fast_module, "REPLAN_LAYOUTS", False)  # (moves the services too)
     scenario = load_scenario(CASES / name)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from allocator import grid as gridlib
 from allocator import reservations as R
 from allocator.core.errors import InputError
-from allocator.model import BatchJob, Scenario
+from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
 from allocator.plan import make_plan
 from allocator.policies import fast as fastmod
 from allocator.policies import pin_trials as trial_rounds
@@ -55,6 +55,28 @@ def test_pin_trials_are_legal_and_never_worse(scenario: Scenario,
     if trials.get("trial_passes", 1) > 1:  # and more passes never lower one pass's plan
         one = fast(scenario, **{**trials, "trial_passes": 1})
         assert gridlib.objective(scenario, grid) >= gridlib.objective(scenario, one) - 1e-6
+
+
+def test_trials_never_lower_the_plan_the_final_reroute_lifts() -> None:
+    """The hot path's final reroute (`fast.REROUTE_LAST`) lifted the plan without trials
+    (154 -> 162) past the trials' plan rerouted (157 -> 160); the plan without trials is
+    rerouted beside it, so the trials keep 162 (hypothesis found the case)."""
+    scenario = Scenario(
+        cluster=Cluster(gpus=10, horizon_steps=20, node_size=1), weights=Weights(decay=1.0),
+        jobs=(*(BatchJob(id=f"tr{k}", kind="training", priority=2.0 if k == 3 else 1.0,
+                         gpus=1, duration_steps=20) for k in range(4)),
+              BatchJob(id="tr4", kind="training", priority=1.0, gpus=4, duration_steps=20),
+              BatchJob(id="tr5", kind="training", priority=1.0, gpus=1, duration_steps=1),
+              BatchJob(id="tr6", kind="training", priority=1.0, gpus=4, duration_steps=18),
+              RealtimeJob(id="re7", priority=1.0, swap_limit=1,
+                          demand=(0,) * 10 + (1,) + (0,) * 9),
+              RealtimeJob(id="re8", priority=1.0, swap_limit=1,
+                          demand=(0,) * 10 + (1,) + (0,) * 7 + (5, 0))))
+    plain = gridlib.objective(scenario, fast(scenario))
+    grid = fast(scenario, defer_trials=3)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert plain == pytest.approx(162.0)
+    assert gridlib.objective(scenario, grid) >= plain - 1e-6
 
 
 @TRIALS

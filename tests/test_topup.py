@@ -163,6 +163,7 @@ def test_services_hand_gpus_to_the_one_whose_shortfall_costs_most(
     any runs over (`exchange=True`) reaches 897, within 1.1% of the best plan full found."""
     scenario = load_scenario(CASES / "philly_services_exchange.json")
     monkeypatch.setattr(fast_module, "REROUTE_LAST", False)  # (it mends the shortage too)
+    monkeypatch.setattr(fast_module, "REPLAN_LAYOUTS", False)  # (and so does a replan layout)
     monkeypatch.setattr(fast_module, "SURPLUS_TRADE", False)
     monkeypatch.setattr(realtime_module, "REFILL", False)
     without = gridlib.objective(scenario, fast(scenario))
@@ -242,7 +243,7 @@ def test_plan_command_passes_exchange_to_fast(tmp_path: Path) -> None:
     assert values[True] == pytest.approx(gridlib.objective(scenario,
                                                            fast(scenario, exchange=True)))
     assert values[False] == pytest.approx(gridlib.objective(scenario, fast(scenario)))
-    assert values[True] > 1.2 * values[False]
+    assert values[True] > 1.15 * values[False]  # (the hot path's fresh layout reaches 756)
 
 
 @st.composite

@@ -316,14 +316,16 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     reservations (a pin trial's replan); the same grid as without, in less time.
     `evac_rules`: where step 9's evacuations land moved runs (None: evac.RULES, "low").
     `replan_layouts`: step 2's opened and fresh layouts on a replan (None:
-    `REPLAN_LAYOUTS`, off: better one-shot plans, worse realized value in the Philly
-    replay; `gpuplan plan` refines a wanting replan with them).
+    `REPLAN_LAYOUTS`, kept only where they win by `REPLAN_MARGIN`; True: at any margin, as
+    `gpuplan plan` refines a wanting replan).
     `reroute`: step 2's constructions that leave a service short made once more with its
     layers laid again as paths around their batch work (rtpath.py; None: `REROUTE`), and
     the plan itself last (alone: `REROUTE_LAST`).
     """
     if search is None:
         search = default_search(scenario)
+    if anchors is not None and stability < 0:
+        anchors = None  # the term turned off: the plan made without anchors, every step of it
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     held = reservations.holds(scenario)  # reserved jobs are pinned like running ones
@@ -395,7 +397,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         changed = [k for k in range(len(laid)) if laid[k] is not candidates[k]]
         candidates += [laid[k] for k in changed]
         tags += [tags[k] for k in changed]
-    won = _winner(scenario, score, held, candidates)
+    if replan_layouts is None and REPLAN_MARGIN is not None:
+        candidates, tags, won = _by_margin(scenario, score, held, candidates, tags)
+    else:
+        won = _winner(scenario, score, held, candidates)
     best = candidates[won]
     light = best  # step 9's light rounds: the plan, or beside what trials and hops give
     hot_rounds = HOT_HOPS if hot_hops is None else hot_hops
@@ -405,13 +410,18 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
-    if (light is not best and tags[won] in ("fresh", "opened")
+    if ((light is not best or replan_layouts is None) and tags[won] in ("fresh", "opened")
             and (k := _best_other(score, candidates, tags, tags[won])) is not None):
         # a replan's layout won before the light rounds: the best of the rest gets them too
-        # (on the replan tuning seeds they lifted another's plan past the winner's)
+        # (on the replan tuning seeds they lifted another's plan past the winner's), and on
+        # the hot path the final reroute as well, even where the rounds leave the winner
+        # as it was (a real 16-GPU replan: the opened layout's plan won by 38%, 665 to
+        # 481, and the rest's best rerouted reached 721)
         other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                        light_rounds, evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
+        if replan_layouts is None and REROUTE_LAST and only is None and not anchors:
+            other = rtpath.rerouted(scenario, other, score, held.realtime_off)
         if score(other) > score(light) + 1e-9:
             light = other
     if (HOT_RUNNER_UP and hot_rounds > 0 and tags[won] != "held"
@@ -498,7 +508,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                             partial(_placed_again, scenario, held, jobs, orders, search),
                             score, recuts)
     if rerouting or (REROUTE_LAST and only is None and not anchors):
-        best = rtpath.rerouted(scenario, best, score, held.realtime_off)
+        final = rtpath.rerouted(scenario, best, score, held.realtime_off)
+        if light is not best and not anchors:  # the plan without trials rerouted too: a
+            # reroute can lift it past the trials' plan (so trials never lower the plan)
+            other = rtpath.rerouted(scenario, light, score, held.realtime_off)
+            if score(other) > score(final) + 1e-9:
+                final = other
+        best = final
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
@@ -687,6 +703,26 @@ def _best_other(score: gridlib.Scorer, candidates: list[np.ndarray], tags: list[
     """The best candidate another construction than `tag` built (None: there is none)."""
     others = [k for k, t in enumerate(tags) if t != tag]
     return max(others, key=lambda k: (score(candidates[k]), -k)) if others else None
+
+
+def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
+               candidates: list[np.ndarray], tags: list[str]
+               ) -> tuple[list[np.ndarray], list[str], int]:
+    """The candidates and the winner's index: the replan layouts' best (`REPLAN_TAGS`)
+    where it beats the others' by `REPLAN_MARGIN` of their value, else the others alone,
+    as if the replan layouts had not been made (the plan is then the one without them)."""
+    plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS]
+    moved = [k for k, t in enumerate(tags) if t in REPLAN_TAGS]
+    if not plain or not moved:
+        return candidates, tags, _winner(scenario, score, held, candidates)
+    kept = [candidates[k] for k in plain]
+    won = _winner(scenario, score, held, kept)
+    other = moved[_winner(scenario, score, held, [candidates[k] for k in moved])]
+    value = score(kept[won])
+    assert REPLAN_MARGIN is not None
+    if score(candidates[other]) >= value + REPLAN_MARGIN * abs(value):
+        return candidates, tags, other
+    return kept, [tags[k] for k in plain], won
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
@@ -908,7 +944,11 @@ REPLAN_SHARE = 4
 # (none lowered), but in the rolling replays of the Philly weeks net value fell 0.30%,
 # 0.52% and 0.56% at 14, 16 and 32 GPUs (se 0.76, 0.94, 0.32). `gpuplan plan` refines a
 # wanting replan with them (allocator/refine.py).
-REPLAN_LAYOUTS = False
+REPLAN_LAYOUTS = True
+# With REPLAN_LAYOUTS on the hot path: a replan layout's plan wins only where it beats the
+# best other by this share of it (None: any margin).
+REPLAN_MARGIN: float | None = 0.05
+REPLAN_TAGS = ("opened", "fresh")
 # Whether the hot path lays a short service's layers again as paths in every construction
 # (`reroute=None`; the final plan alone: REROUTE_LAST below). Off: a few ms more where
 # constructions leave a service short, for hundredths of a point (BENCHMARKS.md, "services
