@@ -45,9 +45,10 @@ REFINE_EVAC_RULES: tuple[str, ...] | None = ("low", "cost")
 
 
 # On a replan (services holding GPUs), one more hot-path run with the opened and fresh
-# layouts (fast's `replan_layouts`, off on the hot path: they lowered realized value in
-# the rolling Philly replay). On the replan tuning seeds they lift the hot path from
-# 98.08% to 98.42% of the optimum (BENCHMARKS.md, "Replans").
+# layouts at any margin (fast's `replan_layouts=True`; the hot path keeps them only where
+# they win by fast.REPLAN_MARGIN, since at any margin they lowered realized value in the
+# rolling Philly replay). On the replan tuning seeds they lifted the hot path from 98.08%
+# to 98.42% of the optimum at any margin (BENCHMARKS.md, "Replans").
 REFINE_REPLAN = True
 # One more hot-path run whose constructions that leave a service short have its layers laid
 # again as paths around their batch work (fast's `reroute`, rtpath.py): replan3 s1433

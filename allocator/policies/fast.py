@@ -16,15 +16,15 @@
    climbed and realtime-last layouts are made once more with the ones it drops there
    anyone's from step 0 (`DROPPED`): a service sitting in a block the queue needs can
    then move onto a GPU its neighbour let go.
-   With `replan_layouts` (off on the hot path: better one-shot replans, worse realized
-   value in the Philly replay; `gpuplan plan` refines a wanting replan with them), on a
-   replan (services holding current GPUs) two more first layouts: one with each
+   On a replan (services holding current GPUs) two more first layouts (`replan_layouts`;
+   on the hot path kept only where they win by `REPLAN_MARGIN`): one with each
    service's current GPUs, as many as its swap limit lets go at step 0, anyone's from
    step 0 (`OPENED`), and the first layout of the same day without current GPUs, each
    service walking onto it from the GPUs it holds within its swap limit (`FRESH`,
    allocator/policies/fresh.py): every other layout keeps a service on the scattered
    GPUs yesterday left it, and the blocks they break stay broken. Where either wins,
-   step 9's light rounds run on the best other candidate too.
+   step 9's light rounds (and on the hot path the final reroute) run on the best other
+   candidate too.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
    earliest feasible start on the aligned block that best fits the hole it lands in
    (the block whose buddy is already busy). Occupancy only grows, so no later placement
@@ -939,14 +939,18 @@ FRESH = True
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
 # The opened and fresh layouts' batch placement searches orders with the budget over this.
 REPLAN_SHARE = 4
-# Whether the hot path makes them (`replan_layouts=None`). Off: on the replan seeds they
-# lift one-shot plans (98.08 -> 98.42% of the optimum) and 6 of 315 real Philly replans
-# (none lowered), but in the rolling replays of the Philly weeks net value fell 0.30%,
-# 0.52% and 0.56% at 14, 16 and 32 GPUs (se 0.76, 0.94, 0.32). `gpuplan plan` refines a
-# wanting replan with them (allocator/refine.py).
+# Whether the hot path makes them (`replan_layouts=None`), and the margin a replan layout's
+# plan must win by there (a share of the best other plan's value; None: any): below it the
+# hot path's plan is the one made without them. At any margin they lowered the rolling
+# Philly replays' net value in an earlier round (-0.30/-0.52/-0.56% at 14/16/32 GPUs, se
+# 0.76/0.94/0.32) for one-shot gains, since a replan every hour moves services for small
+# gains a forecast's error undoes. With 5%: the replan tuning seeds 98.29 -> 98.55%
+# (replan) and 98.38 -> 98.56% (replan2) of the proven optima, replan3 summed +0.45%, 18
+# of 420 up and 1 down (-2.1%); real Philly replans one shot 4 of 377 up, none down; the
+# rolling replays' net value within noise (BENCHMARKS.md, "Replan layouts on the hot
+# path"); about a fifth more time on a replan (3.5 -> 4.3 ms median at 8-16 GPUs), none
+# elsewhere. `gpuplan plan` refines a wanting replan with them at any margin.
 REPLAN_LAYOUTS = True
-# With REPLAN_LAYOUTS on the hot path: a replan layout's plan wins only where it beats the
-# best other by this share of it (None: any margin).
 REPLAN_MARGIN: float | None = 0.05
 REPLAN_TAGS = ("opened", "fresh")
 # Whether the hot path lays a short service's layers again as paths in every construction
