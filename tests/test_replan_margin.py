@@ -66,21 +66,20 @@ def _two_plans() -> tuple[Scenario, list[np.ndarray], list[float]]:
 
 
 @pytest.mark.parametrize("tag", ["opened", "fresh"])
-def test_a_replan_layout_wins_only_past_the_margin(monkeypatch: pytest.MonkeyPatch,
-                                                   tag: str) -> None:
+def test_a_replan_layout_wins_only_past_the_margin(tag: str) -> None:
     scenario, grids, values = _two_plans()
     gain = (values[1] - values[0]) / values[0]
     score = gridlib.Scorer(scenario)
     held = reservations.holds(scenario)
-    monkeypatch.setattr(fast_module, "REPLAN_MARGIN", gain * 0.99)
-    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag])
+    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag],
+                                       gain * 0.99)
     assert tags == ["first", tag] and won == 1
-    monkeypatch.setattr(fast_module, "REPLAN_MARGIN", gain * 1.01)
-    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag])
+    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag],
+                                       gain * 1.01)
     assert tags == ["first"] and won == 0 and candidates[0] is grids[0]
     # the others' best wins outright: no margin asked of it
     candidates, tags, won = _by_margin(scenario, score, held, list(grids[::-1]),
-                                       ["first", tag])
+                                       ["first", tag], gain * 1.01)
     assert tags == ["first"] and won == 0 and candidates[0] is grids[1]
 
 

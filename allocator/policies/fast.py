@@ -398,7 +398,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates += [laid[k] for k in changed]
         tags += [tags[k] for k in changed]
     if replan_layouts is None and REPLAN_MARGIN is not None:
-        candidates, tags, won = _by_margin(scenario, score, held, candidates, tags)
+        candidates, tags, won = _by_margin(scenario, score, held, candidates, tags,
+                                           REPLAN_MARGIN)
     else:
         won = _winner(scenario, score, held, candidates)
     best = candidates[won]
@@ -410,7 +411,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
                        evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
-    if ((light is not best or replan_layouts is None) and tags[won] in ("fresh", "opened")
+    reroute_last = REROUTE_LAST and only is None and not anchors
+    if ((light is not best or replan_layouts is None) and tags[won] in REPLAN_TAGS
             and (k := _best_other(score, candidates, tags, tags[won])) is not None):
         # a replan's layout won before the light rounds: the best of the rest gets them too
         # (on the replan tuning seeds they lifted another's plan past the winner's), and on
@@ -420,7 +422,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                        light_rounds, evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
-        if replan_layouts is None and REROUTE_LAST and only is None and not anchors:
+        if replan_layouts is None and reroute_last:
             other = rtpath.rerouted(scenario, other, score, held.realtime_off)
         if score(other) > score(light) + 1e-9:
             light = other
@@ -507,7 +509,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         best = recut.search(scenario, best, partial(hopping.layout, scenario),
                             partial(_placed_again, scenario, held, jobs, orders, search),
                             score, recuts)
-    if rerouting or (REROUTE_LAST and only is None and not anchors):
+    if rerouting or reroute_last:
         final = rtpath.rerouted(scenario, best, score, held.realtime_off)
         if light is not best and not anchors:  # the plan without trials rerouted too: a
             # reroute can lift it past the trials' plan (so trials never lower the plan)
@@ -706,11 +708,11 @@ def _best_other(score: gridlib.Scorer, candidates: list[np.ndarray], tags: list[
 
 
 def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
-               candidates: list[np.ndarray], tags: list[str]
+               candidates: list[np.ndarray], tags: list[str], margin: float
                ) -> tuple[list[np.ndarray], list[str], int]:
     """The candidates and the winner's index: the replan layouts' best (`REPLAN_TAGS`)
-    where it beats the others' by `REPLAN_MARGIN` of their value, else the others alone,
-    as if the replan layouts had not been made (the plan is then the one without them)."""
+    where it beats the others' by `margin` of their value, else the others alone, as if
+    the replan layouts had not been made (the plan is then the one without them)."""
     plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS]
     moved = [k for k, t in enumerate(tags) if t in REPLAN_TAGS]
     if not plain or not moved:
@@ -719,8 +721,7 @@ def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Hol
     won = _winner(scenario, score, held, kept)
     other = moved[_winner(scenario, score, held, [candidates[k] for k in moved])]
     value = score(kept[won])
-    assert REPLAN_MARGIN is not None
-    if score(candidates[other]) >= value + REPLAN_MARGIN * abs(value):
+    if score(candidates[other]) >= value + margin * abs(value):
         return candidates, tags, other
     return kept, [tags[k] for k in plain], won
 
