@@ -71,16 +71,16 @@ def test_a_replan_layout_wins_only_past_the_margin(tag: str) -> None:
     gain = (values[1] - values[0]) / values[0]
     score = gridlib.Scorer(scenario)
     held = reservations.holds(scenario)
-    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag],
-                                       gain * 0.99)
-    assert tags == ["first", tag] and won == 1
-    candidates, tags, won = _by_margin(scenario, score, held, list(grids), ["first", tag],
-                                       gain * 1.01)
-    assert tags == ["first"] and won == 0 and candidates[0] is grids[0]
+    candidates, tags, won, fallback = _by_margin(scenario, score, held, list(grids),
+                                                 ["first", tag], gain * 0.99)
+    assert tags == ["first", tag] and won == 1 and fallback == 0
+    candidates, tags, won, fallback = _by_margin(scenario, score, held, list(grids),
+                                                 ["first", tag], gain * 1.01)
+    assert tags == ["first"] and won == 0 and candidates[0] is grids[0] and fallback is None
     # the others' best wins outright: no margin asked of it
-    candidates, tags, won = _by_margin(scenario, score, held, list(grids[::-1]),
-                                       ["first", tag], gain * 1.01)
-    assert tags == ["first"] and won == 0 and candidates[0] is grids[1]
+    candidates, tags, won, fallback = _by_margin(scenario, score, held, list(grids[::-1]),
+                                                 ["first", tag], gain * 1.01)
+    assert tags == ["first"] and won == 0 and candidates[0] is grids[1] and fallback is None
 
 
 @settings(max_examples=examples(0.5), deadline=None)

@@ -397,9 +397,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         changed = [k for k in range(len(laid)) if laid[k] is not candidates[k]]
         candidates += [laid[k] for k in changed]
         tags += [tags[k] for k in changed]
+    fallback = None  # where a replan layout won by the margin: the others' winner
     if replan_layouts is None and REPLAN_MARGIN is not None:
-        candidates, tags, won = _by_margin(scenario, score, held, candidates, tags,
-                                           REPLAN_MARGIN)
+        candidates, tags, won, fallback = _by_margin(scenario, score, held, candidates,
+                                                     tags, REPLAN_MARGIN)
     else:
         won = _winner(scenario, score, held, candidates)
     best = candidates[won]
@@ -413,12 +414,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                        evac_rules=evac_rules)
     reroute_last = REROUTE_LAST and only is None and not anchors
     if ((light is not best or replan_layouts is None) and tags[won] in REPLAN_TAGS
-            and (k := _best_other(score, candidates, tags, tags[won])) is not None):
+            and (k := fallback if fallback is not None
+                 else _best_other(score, candidates, tags, tags[won])) is not None):
         # a replan's layout won before the light rounds: the best of the rest gets them too
         # (on the replan tuning seeds they lifted another's plan past the winner's), and on
         # the hot path the final reroute as well, even where the rounds leave the winner
         # as it was (a real 16-GPU replan: the opened layout's plan won by 38%, 665 to
-        # 481, and the rest's best rerouted reached 721)
+        # 481, and the rest's best rerouted reached 721). On the hot path "the rest" is
+        # the plan made without the replan layouts (replan3 s1627: its light rounds took
+        # it from 292 to 478, past the opened layout's 468)
         other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                        light_rounds, evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
@@ -709,21 +713,22 @@ def _best_other(score: gridlib.Scorer, candidates: list[np.ndarray], tags: list[
 
 def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
                candidates: list[np.ndarray], tags: list[str], margin: float
-               ) -> tuple[list[np.ndarray], list[str], int]:
+               ) -> tuple[list[np.ndarray], list[str], int, int | None]:
     """The candidates and the winner's index: the replan layouts' best (`REPLAN_TAGS`)
     where it beats the others' by `margin` of their value, else the others alone, as if
-    the replan layouts had not been made (the plan is then the one without them)."""
+    the replan layouts had not been made (the plan is then the one without them); and
+    where a replan layout won, the index of the others' winner (else None)."""
     plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS]
     moved = [k for k, t in enumerate(tags) if t in REPLAN_TAGS]
     if not plain or not moved:
-        return candidates, tags, _winner(scenario, score, held, candidates)
+        return candidates, tags, _winner(scenario, score, held, candidates), None
     kept = [candidates[k] for k in plain]
     won = _winner(scenario, score, held, kept)
     other = moved[_winner(scenario, score, held, [candidates[k] for k in moved])]
     value = score(kept[won])
     if score(candidates[other]) >= value + margin * abs(value):
-        return candidates, tags, other
-    return kept, [tags[k] for k in plain], won
+        return candidates, tags, other, plain[won]
+    return kept, [tags[k] for k in plain], won, None
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
