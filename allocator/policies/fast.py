@@ -951,8 +951,8 @@ REPLAN_SHARE = 4
 # Philly replays' net value in an earlier round (-0.30/-0.52/-0.56% at 14/16/32 GPUs, se
 # 0.76/0.94/0.32) for one-shot gains, since a replan every hour moves services for small
 # gains a forecast's error undoes. With 5%: the replan tuning seeds 98.29 -> 98.55%
-# (replan) and 98.38 -> 98.56% (replan2) of the proven optima, replan3 summed +0.45%, 18
-# of 420 up and 1 down (-2.1%); real Philly replans one shot 4 of 377 up, none down; the
+# (replan) and 98.38 -> 98.56% (replan2) of the proven optima, replan3 summed +0.46%, 17
+# of 420 up and none down; real Philly replans one shot 4 of 377 up, none down; the
 # rolling replays' net value within noise (BENCHMARKS.md, "Replan layouts on the hot
 # path"); about a fifth more time on a replan (3.5 -> 4.3 ms median at 8-16 GPUs), none
 # elsewhere. `gpuplan plan` refines a wanting replan with them at any margin.
