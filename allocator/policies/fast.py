@@ -954,7 +954,7 @@ REPLAN_SHARE = 4
 # (replan) and 98.38 -> 98.56% (replan2) of the proven optima, replan3 summed +0.46%, 17
 # of 420 up and none down; real Philly replans one shot 4 of 377 up, none down; the
 # rolling replays' net value within noise (BENCHMARKS.md, "Replan layouts on the hot
-# path"); about a fifth more time on a replan (3.5 -> 4.3 ms median at 8-16 GPUs), none
+# path"); about a fifth more time on a replan (3.4 -> 4.2 ms median at 8-16 GPUs), none
 # elsewhere. `gpuplan plan` refines a wanting replan with them at any margin.
 REPLAN_LAYOUTS = True
 REPLAN_MARGIN: float | None = 0.05
