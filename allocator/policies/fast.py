@@ -413,6 +413,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                        evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
     reroute_last = REROUTE_LAST and only is None and not anchors
+    finalists: list[np.ndarray] = []  # beside the plan, what the final reroute judges
     if ((light is not best or replan_layouts is None) and tags[won] in REPLAN_TAGS
             and (k := fallback if fallback is not None
                  else _best_other(score, candidates, tags, tags[won])) is not None):
@@ -427,7 +428,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                        light_rounds, evac_rounds=light_evac, one_order=True,
                        evac_rules=evac_rules)
         if replan_layouts is None and reroute_last:
-            other = rtpath.rerouted(scenario, other, score, held.realtime_off)
+            finalists.append(other)  # rerouted with the plan at the end, kept if better
         if score(other) > score(light) + 1e-9:
             light = other
     if (HOT_RUNNER_UP and hot_rounds > 0 and tags[won] != "held"
@@ -514,13 +515,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                             partial(_placed_again, scenario, held, jobs, orders, search),
                             score, recuts)
     if rerouting or reroute_last:
-        final = rtpath.rerouted(scenario, best, score, held.realtime_off)
-        if light is not best and not anchors:  # the plan without trials rerouted too: a
-            # reroute can lift it past the trials' plan (so trials never lower the plan)
-            other = rtpath.rerouted(scenario, light, score, held.realtime_off)
-            if score(other) > score(final) + 1e-9:
-                final = other
-        best = final
+        if not anchors:  # the plan without trials too: a reroute can lift it past the
+            # trials' plan (so trials never lower the plan)
+            finalists.insert(0, light)
+        best = _rerouted_best(scenario, score, held, [best, *finalists])
     if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
         return best
     return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
@@ -682,6 +680,23 @@ def _placed_again(scenario: Scenario, held: reservations.Holds, jobs: Jobs,
         _filled(scenario, grid, held.realtime_off,
                 "surplus" if _surplus_trade(scenario) else None)
     return grid
+
+
+def _rerouted_best(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
+                   plans: list[np.ndarray]) -> np.ndarray:
+    """Each plan rerouted once (rtpath.py), the best kept; the first wins a tie."""
+    seen: list[np.ndarray] = []
+    for plan in plans:
+        if not any(plan is other for other in seen):
+            seen.append(plan)
+    laid = [rtpath.rerouted(scenario, plan, score, held.realtime_off) for plan in seen]
+    best = laid[0]
+    if len(laid) > 1:  # (one plan: no score to compare)
+        value = score(best)
+        for plan in laid[1:]:
+            if (got := score(plan)) > value + 1e-9:
+                best, value = plan, got
+    return best
 
 
 def _less_short(score: gridlib.Scorer, candidates: list[np.ndarray], won: int) -> int | None:
