@@ -135,6 +135,7 @@ VARIANTS: dict[str, Variant] = {
     "noreplan": _set(("fast", "OPENED", False), ("fast", "FRESH", False)),
     "noreplanhot": _set(("fast", "REPLAN_LAYOUTS", False)),
     "replanany": _set(("fast", "REPLAN_MARGIN", None)),
+    "nodrift": _set(("fast", "DRIFT", False)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),
     "exchange": _set(("fast", "EXCHANGE", True)),

@@ -23,9 +23,10 @@ def off_and_on(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, module: obje
                ) -> tuple[float, np.ndarray]:
     """fast's objective with `module.flag` False, and its grid (asserted legal) with it
     True; `others_off`: fast's own flags set False both ways; `options` go to fast."""
-    for other in (*others_off, "REROUTE_LAST", "REPLAN_LAYOUTS"):  # (the final plan's
-        # reroute and the hot path's replan layouts: other roads)
-        monkeypatch.setattr(fast_module, other, False)
+    for other in (*others_off, "REROUTE_LAST", "REPLAN_LAYOUTS", "DRIFT"):  # (the final
+        # plan's reroute, the hot path's replan layouts and the drift layout: other roads)
+        if (module, flag) != (fast_module, other):
+            monkeypatch.setattr(fast_module, other, False)
     monkeypatch.setattr(module, flag, False)
     without = gridlib.objective(scenario, fast(scenario, **options))
     monkeypatch.setattr(module, flag, True)

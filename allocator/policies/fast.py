@@ -131,6 +131,7 @@ from allocator.core.errors import InputError
 from allocator.model import BatchJob, RealtimeJob, Scenario
 from allocator.policies import (
     baselines,
+    drift,
     evac,
     fresh,
     layout_climb,
@@ -375,6 +376,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         more = _fresh_candidates(scenario, base, held, jobs, orders, search // REPLAN_SHARE)
         candidates += more
         tags += ["fresh"] * len(more)
+    if DRIFT and replanning and only in (None, "drift") and not scenario.reservations \
+            and fresh.holds_current(scenario):
+        layout = drift.drift_layout(scenario, base, placer)
+        candidates.append(place_batch(scenario, layout, None, search // REPLAN_SHARE,
+                                      held=held, jobs=jobs, orders=orders))
+        tags.append("drift")
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
@@ -957,6 +964,9 @@ def opened_current(scenario: Scenario, rank: np.ndarray) -> dict[int, frozenset[
 # onto it from the GPUs it holds (allocator/policies/fresh.py). The other layouts made so
 # (tail-first, stacked) lifted no more tuning replans.
 FRESH = True
+# The drift layout (drift.py) on a replan: services walk off aligned blocks as their
+# demand rises and falls. One more replan layout, under the same margin on the hot path.
+DRIFT = True
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
 # The opened and fresh layouts' batch placement searches orders with the budget over this.
 REPLAN_SHARE = 4
@@ -973,7 +983,7 @@ REPLAN_SHARE = 4
 # elsewhere. `gpuplan plan` refines a wanting replan with them at any margin.
 REPLAN_LAYOUTS = True
 REPLAN_MARGIN: float | None = 0.05
-REPLAN_TAGS = ("opened", "fresh")
+REPLAN_TAGS = ("opened", "fresh", "drift")
 # Whether the hot path lays a short service's layers again as paths in every construction
 # (`reroute=None`; the final plan alone: REROUTE_LAST below). Off: a few ms more where
 # constructions leave a service short, for hundredths of a point (BENCHMARKS.md, "services

@@ -1,0 +1,122 @@
+"""fast's drift layout for a replan: services walk toward the GPUs batch blocks need least.
+
+The layer layouts (realtime.py) keep a service's base layers on its current GPUs all day:
+a held GPU never moves. On a replan that can leave a service on the one aligned block a
+large job needs, though its demand rises and falls through the day: each rise could take
+a GPU realtime's rank prefers and each fall let go of one it likes least, at no cost in
+swaps beyond the curve's own. Here the layout is made step by step: every service follows
+its target curve, releasing its least preferred GPUs and acquiring the most preferred free
+ones, and where its swap budget has room it moves one GPU from an aligned block to a
+better one outside it (at swap limit 1 over two steps: the new GPU a step early).
+
+Legal by construction: a service takes only GPUs free at that step (not running work's,
+not another service's), and each step's changes are counted against its swap limit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator import grid as gridlib
+from allocator.model import RealtimeJob, Scenario
+from allocator.policies.realtime import RealtimePlacer
+
+
+def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -> np.ndarray:
+    """`base` (running work pinned) with every service's cells laid step by step: its
+    curve followed, releases from its least preferred GPUs, acquires on the most preferred
+    free ones, and spare swap budget spent moving off aligned blocks toward better GPUs."""
+    T, G = scenario.T, scenario.G
+    grid = base.copy()
+    rank = placer.rank
+    block = max(placer.largest, 1)
+    whole = (G // block) * block
+    # the aligned largest block each GPU sits in (-1: outside every one, the tail)
+    home = np.where(np.arange(G) < whole, np.arange(G) // block, -1)
+    services = sorted((i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)),
+                      key=lambda i: -scenario.jobs[i].priority)
+    # a curve capped by others' current GPUs (the layer layouts keep off them all day)
+    # would miss the GPUs they let go here: the curve over every free GPU where it differs
+    curves = {i: placer.wanted.get(i, placer.curves[i]) for i in services}
+    held: dict[int, list[int]] = {}
+    for i in services:
+        job = scenario.jobs[i]
+        held[i] = sorted(job.current_gpus or (), key=lambda g: rank[g])
+    early: dict[int, int] = {}  # service -> the GPU taken a step early (limit 1's move)
+    for t in range(T):
+        taken = np.zeros(G, dtype=bool)
+        changes = {i: 0 for i in services}
+        before = {i: set(held[i]) for i in services}
+        # releases first (the curve's falls), so a GPU let go is free to another this step
+        for i in services:
+            want = int(curves[i][t])
+            keep = [g for g in held[i] if grid[t, g] == gridlib.FREE]
+            if len(keep) > want:
+                keep = sorted(keep, key=lambda g: rank[g])[len(keep) - want:]
+            held[i] = keep
+            taken[keep] = True
+        free = (grid[t] == gridlib.FREE) & ~taken
+        for i in services:
+            job = scenario.jobs[i]
+            want = int(curves[i][t])
+            changes[i] = len(before[i] ^ set(held[i]))
+            while len(held[i]) < want and changes[i] < job.swap_limit:
+                pick = _most_preferred(free, rank)
+                if pick < 0:
+                    break
+                held[i].append(pick)
+                free[pick] = False
+                changes[i] += 1
+            early.pop(i, None)
+            _drift(i, job, t, T, held, free, rank, home, changes, early, curves[i])
+            for g in held[i]:
+                free[g] = False
+        for i in services:
+            for g in held[i]:
+                grid[t, g] = i
+    return grid
+
+
+def _most_preferred(free: np.ndarray, rank: np.ndarray) -> int:
+    options = np.flatnonzero(free)
+    return int(options[np.argmax(rank[options])]) if len(options) else -1
+
+
+def _drift(i: int, job: RealtimeJob, t: int, T: int, held: dict[int, list[int]],
+           free: np.ndarray, rank: np.ndarray, home: np.ndarray, changes: dict[int, int],
+           early: dict[int, int], curve: np.ndarray) -> None:
+    """Spend spare budget at t moving the service's least preferred GPU in an aligned
+    block to a more preferred free one in another block (or the tail): a swap where two
+    changes fit, else (the curve not falling next step) the new GPU taken now and the old
+    one let go next step by the curve's own release rule."""
+    if not held[i]:
+        return
+    spare = job.swap_limit - changes[i]
+    while spare >= 1:
+        worst = min(held[i], key=lambda g: rank[g])
+        if home[worst] < 0:
+            return  # already off every aligned block
+        options = np.flatnonzero(free & (home != home[worst]) & (rank > rank[worst]))
+        if not len(options):
+            return
+        pick = int(options[np.argmax(rank[options])])
+        if spare >= 2:
+            held[i].remove(worst)
+            held[i].append(pick)
+            free[pick] = False
+            spare -= 2
+            changes[i] += 2
+            continue
+        if t + 1 >= T:
+            return
+        nxt = int(curve[t + 1])
+        now = len(held[i])
+        # a rise next step takes a preferred GPU anyway; else next step holds now + 1
+        # GPUs down to `nxt`: that many releases must fit
+        if nxt > now or now + 1 - nxt > job.swap_limit:
+            return
+        held[i].append(pick)
+        free[pick] = False
+        early[i] = pick
+        changes[i] += 1
+        return
