@@ -22,7 +22,11 @@
    step 0 (`OPENED`), and the first layout of the same day without current GPUs, each
    service walking onto it from the GPUs it holds within its swap limit (`FRESH`,
    allocator/policies/fresh.py): every other layout keeps a service on the scattered
-   GPUs yesterday left it, and the blocks they break stay broken. Where either wins,
+   GPUs yesterday left it, and the blocks they break stay broken. A third, the drift
+   layout (`DRIFT`, allocator/policies/drift.py), lays services out step by step: each
+   rise on the GPUs realtime's rank prefers, each fall off those it likes least, spare
+   swap budget moving a service off an aligned block, so a service on the block a large
+   job needs walks off it as its demand rises and falls. Where one of them wins,
    step 9's light rounds (and on the hot path the final reroute) run on the best other
    candidate too.
 3. Batch-like jobs are placed greedily under several value orders, each job at its
@@ -377,7 +381,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates += more
         tags += ["fresh"] * len(more)
     if DRIFT and replanning and only in (None, "drift") and not scenario.reservations \
-            and fresh.holds_current(scenario):
+            and placer.largest > 1 and fresh.holds_current(scenario):  # (one-GPU jobs
+        # alone: where services sit is all one to them)
         layout = drift.drift_layout(scenario, base, placer)
         candidates.append(place_batch(scenario, layout, None, search // REPLAN_SHARE,
                                       held=held, jobs=jobs, orders=orders))
