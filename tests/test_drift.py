@@ -47,7 +47,7 @@ def test_a_service_walks_off_the_8_gpu_block_as_its_demand_rises_and_falls() -> 
             BatchJob(id="big", kind="training", priority=1.0, gpus=8, duration_steps=2))
     scenario = Scenario(cluster=Cluster(gpus=12, horizon_steps=8), weights=Weights(),
                         jobs=jobs)
-    base, grid = _laid(scenario)
+    _, grid = _laid(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     held = [set(np.flatnonzero(grid[t] == 0).tolist()) for t in range(8)]
     assert [len(h) for h in held] == [2, 3, 4, 4, 3, 2, 2, 2]  # the curve, no more
