@@ -27,22 +27,21 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
     curve followed, releases from its least preferred GPUs, acquires on the most preferred
     free ones, and spare swap budget spent moving off aligned blocks toward better GPUs."""
     T, G = scenario.T, scenario.G
-    grid = base.copy()
+    grid: np.ndarray = base.copy()
     rank = placer.rank
     block = max(placer.largest, 1)
     whole = (G // block) * block
     # the aligned largest block each GPU sits in (-1: outside every one, the tail)
     home = np.where(np.arange(G) < whole, np.arange(G) // block, -1)
-    services = sorted((i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)),
-                      key=lambda i: -scenario.jobs[i].priority)
+    jobs = {i: j for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)}
+    services = sorted(jobs, key=lambda i: -jobs[i].priority)
     # a curve capped by others' current GPUs (the layer layouts keep off them all day)
     # would miss the GPUs they let go here: the curve over every free GPU where it differs
     curves = {i: placer.wanted.get(i, placer.curves[i]) for i in services}
     held: dict[int, list[int]] = {}
     for i in services:
-        job = scenario.jobs[i]
+        job = jobs[i]
         held[i] = sorted(job.current_gpus or (), key=lambda g: rank[g])
-    early: dict[int, int] = {}  # service -> the GPU taken a step early (limit 1's move)
     for t in range(T):
         taken = np.zeros(G, dtype=bool)
         changes = {i: 0 for i in services}
@@ -57,7 +56,7 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
             taken[keep] = True
         free = (grid[t] == gridlib.FREE) & ~taken
         for i in services:
-            job = scenario.jobs[i]
+            job = jobs[i]
             want = int(curves[i][t])
             changes[i] = len(before[i] ^ set(held[i]))
             while len(held[i]) < want and changes[i] < job.swap_limit:
@@ -67,8 +66,7 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
                 held[i].append(pick)
                 free[pick] = False
                 changes[i] += 1
-            early.pop(i, None)
-            _drift(i, job, t, T, held, free, rank, home, changes, early, curves[i])
+            _drift(job, t, T, held[i], free, rank, home, changes[i], curves[i])
             for g in held[i]:
                 free[g] = False
         for i in services:
@@ -82,18 +80,16 @@ def _most_preferred(free: np.ndarray, rank: np.ndarray) -> int:
     return int(options[np.argmax(rank[options])]) if len(options) else -1
 
 
-def _drift(i: int, job: RealtimeJob, t: int, T: int, held: dict[int, list[int]],
-           free: np.ndarray, rank: np.ndarray, home: np.ndarray, changes: dict[int, int],
-           early: dict[int, int], curve: np.ndarray) -> None:
+def _drift(job: RealtimeJob, t: int, T: int, held: list[int], free: np.ndarray,
+           rank: np.ndarray, home: np.ndarray, changes: int, curve: np.ndarray) -> None:
     """Spend spare budget at t moving the service's least preferred GPU in an aligned
     block to a more preferred free one in another block (or the tail): a swap where two
-    changes fit, else (the curve not falling next step) the new GPU taken now and the old
-    one let go next step by the curve's own release rule."""
-    if not held[i]:
-        return
-    spare = job.swap_limit - changes[i]
-    while spare >= 1:
-        worst = min(held[i], key=lambda g: rank[g])
+    changes fit, else (the curve not rising next step) the new GPU taken now and the old
+    one let go next step by the curve's own release rule. `held` and `free` change in
+    place."""
+    spare = job.swap_limit - changes
+    while held and spare >= 1:
+        worst = min(held, key=lambda g: rank[g])
         if home[worst] < 0:
             return  # already off every aligned block
         options = np.flatnonzero(free & (home != home[worst]) & (rank > rank[worst]))
@@ -101,22 +97,18 @@ def _drift(i: int, job: RealtimeJob, t: int, T: int, held: dict[int, list[int]],
             return
         pick = int(options[np.argmax(rank[options])])
         if spare >= 2:
-            held[i].remove(worst)
-            held[i].append(pick)
+            held.remove(worst)
+            held.append(pick)
             free[pick] = False
             spare -= 2
-            changes[i] += 2
             continue
         if t + 1 >= T:
             return
-        nxt = int(curve[t + 1])
-        now = len(held[i])
+        nxt, now = int(curve[t + 1]), len(held)
         # a rise next step takes a preferred GPU anyway; else next step holds now + 1
         # GPUs down to `nxt`: that many releases must fit
         if nxt > now or now + 1 - nxt > job.swap_limit:
             return
-        held[i].append(pick)
+        held.append(pick)
         free[pick] = False
-        early[i] = pick
-        changes[i] += 1
         return
