@@ -136,6 +136,7 @@ VARIANTS: dict[str, Variant] = {
     "noreplanhot": _set(("fast", "REPLAN_LAYOUTS", False)),
     "replanany": _set(("fast", "REPLAN_MARGIN", None)),
     "nodrift": _set(("fast", "DRIFT", False)),
+    "drift5": _set(("fast", "DRIFT_MARGIN", 0.05)),
     "evaccost": _set(("evac", "RULES", ("low", "cost"))),
     "notopup": _set(("fast", "TOP_UP", False)),
     "exchange": _set(("fast", "EXCHANGE", True)),

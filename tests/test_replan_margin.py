@@ -83,6 +83,26 @@ def test_a_replan_layout_wins_only_past_the_margin(tag: str) -> None:
     assert tags == ["first"] and won == 0 and candidates[0] is grids[1] and fallback is None
 
 
+
+def test_the_drift_layout_wins_past_its_own_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`DRIFT_MARGIN` (0 by default) rules the drift layout's plan, the replan margin the
+    opened and fresh ones': a drift plan above the others wins where an opened one with
+    the same gain would not; past its own margin too, it loses as they do."""
+    scenario, grids, values = _two_plans()
+    gain = (values[1] - values[0]) / values[0]
+    score = gridlib.Scorer(scenario)
+    held = reservations.holds(scenario)
+    _, tags, won, fallback = _by_margin(scenario, score, held, list(grids),
+                                        ["first", "drift"], gain * 1.01)
+    assert tags == ["first", "drift"] and won == 1 and fallback == 0
+    _, tags, won, _ = _by_margin(scenario, score, held, list(grids), ["first", "opened"],
+                                 gain * 1.01)
+    assert tags == ["first"] and won == 0
+    monkeypatch.setattr(fast_module, "DRIFT_MARGIN", gain * 1.01)
+    _, tags, won, fallback = _by_margin(scenario, score, held, list(grids),
+                                        ["first", "drift"], 0.0)
+    assert tags == ["first"] and won == 0 and fallback is None
+
 @settings(max_examples=examples(0.5), deadline=None)
 @given(scenario=contended_scenarios(max_gpus=10, max_steps=8, max_realtime=3, max_swap=3))
 def test_past_any_margin_the_plan_is_the_one_without_the_layouts(scenario: Scenario) -> None:
@@ -93,6 +113,7 @@ def test_past_any_margin_the_plan_is_the_one_without_the_layouts(scenario: Scena
         without = fast(scenario)
         patch.setattr(fast_module, "REPLAN_LAYOUTS", True)
         patch.setattr(fast_module, "REPLAN_MARGIN", float("inf"))
+        patch.setattr(fast_module, "DRIFT_MARGIN", float("inf"))  # (the drift layout's own)
         unreachable = fast(scenario)
     assert np.array_equal(without, unreachable)
     grid = fast(scenario)

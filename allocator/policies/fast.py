@@ -751,10 +751,13 @@ def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Hol
         return candidates, tags, _winner(scenario, score, held, candidates), None
     kept = [candidates[k] for k in plain]
     won = _winner(scenario, score, held, kept)
-    other = moved[_winner(scenario, score, held, [candidates[k] for k in moved])]
     value = score(kept[won])
-    if score(candidates[other]) >= value + margin * abs(value):
-        return candidates, tags, other, plain[won]
+    past = [k for k in moved  # (the drift layout's own margin: `DRIFT_MARGIN`)
+            if score(candidates[k]) >= value + (DRIFT_MARGIN if tags[k] == "drift"
+                                                else margin) * abs(value)]
+    if past:
+        return candidates, tags, past[_winner(scenario, score, held,
+                                              [candidates[k] for k in past])], plain[won]
     return kept, [tags[k] for k in plain], won, None
 
 
@@ -972,6 +975,8 @@ FRESH = True
 # The drift layout (drift.py) on a replan: services walk off aligned blocks as their
 # demand rises and falls. One more replan layout, under the same margin on the hot path.
 DRIFT = True
+# The margin the drift layout's plan must win by on the hot path (`_by_margin`).
+DRIFT_MARGIN = 0.0
 FRESH_MODES: tuple[dict[str, bool], ...] = ({},)
 # The opened and fresh layouts' batch placement searches orders with the budget over this.
 REPLAN_SHARE = 4
