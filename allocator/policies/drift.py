@@ -44,7 +44,6 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
         held[i] = sorted(job.current_gpus or (), key=lambda g: rank[g])
     for t in range(T):
         taken = np.zeros(G, dtype=bool)
-        changes = {i: 0 for i in services}
         before = {i: set(held[i]) for i in services}
         # releases first (the curve's falls), so a GPU let go is free to another this step
         for i in services:
@@ -58,15 +57,15 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
         for i in services:
             job = jobs[i]
             want = int(curves[i][t])
-            changes[i] = len(before[i] ^ set(held[i]))
-            while len(held[i]) < want and changes[i] < job.swap_limit:
+            changes = len(before[i] ^ set(held[i]))  # the releases just made
+            while len(held[i]) < want and changes < job.swap_limit:
                 pick = _most_preferred(free, rank)
                 if pick < 0:
                     break
                 held[i].append(pick)
                 free[pick] = False
-                changes[i] += 1
-            _drift(job, t, T, held[i], free, rank, home, changes[i], curves[i])
+                changes += 1
+            _drift(job, t, T, held[i], free, rank, home, changes, curves[i])
             for g in held[i]:
                 free[g] = False
         for i in services:
