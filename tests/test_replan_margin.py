@@ -5,7 +5,7 @@ A replan finds services on the GPUs they held yesterday; the opened and fresh la
 them off. On the hot path such a layout's plan wins only where it beats every other
 construction's by `REPLAN_MARGIN` of that plan's value; otherwise the plan is the one fast
 makes without them, so a plan replanned every hour does not move services for a
-forecast's worth of gain.
+forecast's worth of gain. The drift layout's plan has its own margin (`DRIFT_MARGIN`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,6 @@ def test_a_replan_layout_wins_only_past_the_margin(tag: str) -> None:
     assert tags == ["first"] and won == 0 and candidates[0] is grids[1] and fallback is None
 
 
-
 def test_the_drift_layout_wins_past_its_own_margin(monkeypatch: pytest.MonkeyPatch) -> None:
     """`DRIFT_MARGIN` (0 by default) rules the drift layout's plan, the replan margin the
     opened and fresh ones': a drift plan above the others wins where an opened one with
@@ -102,6 +101,7 @@ def test_the_drift_layout_wins_past_its_own_margin(monkeypatch: pytest.MonkeyPat
     _, tags, won, fallback = _by_margin(scenario, score, held, list(grids),
                                         ["first", "drift"], 0.0)
     assert tags == ["first"] and won == 0 and fallback is None
+
 
 @settings(max_examples=examples(0.5), deadline=None)
 @given(scenario=contended_scenarios(max_gpus=10, max_steps=8, max_realtime=3, max_swap=3))

@@ -38,26 +38,24 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
     # a curve capped by others' current GPUs (the layer layouts keep off them all day)
     # would miss the GPUs they let go here: the curve over every free GPU where it differs
     curves = {i: placer.wanted.get(i, placer.curves[i]) for i in services}
-    held: dict[int, list[int]] = {}
-    for i in services:
-        job = jobs[i]
-        held[i] = sorted(job.current_gpus or (), key=lambda g: rank[g])
+    held = {i: list(jobs[i].current_gpus or ()) for i in services}
     for t in range(T):
         taken = np.zeros(G, dtype=bool)
-        before = {i: set(held[i]) for i in services}
+        released: dict[int, int] = {}  # per service, the GPUs let go at t (kept ones a subset)
         # releases first (the curve's falls), so a GPU let go is free to another this step
         for i in services:
             want = int(curves[i][t])
             keep = [g for g in held[i] if grid[t, g] == gridlib.FREE]
             if len(keep) > want:
                 keep = sorted(keep, key=lambda g: rank[g])[len(keep) - want:]
+            released[i] = len(held[i]) - len(keep)
             held[i] = keep
             taken[keep] = True
         free = (grid[t] == gridlib.FREE) & ~taken
         for i in services:
             job = jobs[i]
             want = int(curves[i][t])
-            changes = len(before[i] ^ set(held[i]))  # the releases just made
+            changes = released[i]
             while len(held[i]) < want and changes < job.swap_limit:
                 pick = _most_preferred(free, rank)
                 if pick < 0:
@@ -75,6 +73,7 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
 
 
 def _most_preferred(free: np.ndarray, rank: np.ndarray) -> int:
+    """The GPU of `free` realtime's rank likes best (-1: none)."""
     options = np.flatnonzero(free)
     return int(options[np.argmax(rank[options])]) if len(options) else -1
 
@@ -91,10 +90,9 @@ def _drift(job: RealtimeJob, t: int, T: int, held: list[int], free: np.ndarray,
         worst = min(held, key=lambda g: rank[g])
         if home[worst] < 0:
             return  # already off every aligned block
-        options = np.flatnonzero(free & (home != home[worst]) & (rank > rank[worst]))
-        if not len(options):
+        pick = _most_preferred(free & (home != home[worst]) & (rank > rank[worst]), rank)
+        if pick < 0:
             return
-        pick = int(options[np.argmax(rank[options])])
         if spare >= 2:
             held.remove(worst)
             held.append(pick)
