@@ -10,14 +10,18 @@ walks off it as its demand rises and falls.
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
+from allocator.policies import drift as drift_module
 from allocator.policies import fast as fast_module
+from allocator.policies.decoder import _packc
 from allocator.policies.drift import drift_layout
 from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
@@ -87,3 +91,23 @@ def test_the_drift_layout_and_fast_s_plan_with_it_are_legal(scenario: Scenario) 
     if not scenario.reservations and any(j.current_gpus for j in scenario.realtime_jobs):
         only = fast(scenario, only="drift", replan_layouts=True)
         assert violations(scenario, gridlib.to_ids(scenario, only)) == []
+
+
+@pytest.mark.skipif(_packc is None, reason="the C extension is not built")
+@settings(max_examples=examples(1.0), deadline=None)
+@given(scenario=contended_scenarios(max_gpus=12, max_steps=8, max_realtime=4, max_swap=3),
+       data=st.data())
+def test_the_compiled_drift_layout_is_the_reference(scenario: Scenario,
+                                                    data: st.DataObject) -> None:
+    """`_packc.drift` against `_drift_layout_py`: the same grid, cell for cell, under
+    realtime's own rank and under a drawn rank full of ties (where Python's stable sort,
+    first minimum and first maximum decide)."""
+    base = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, base)
+    placer = RealtimePlacer(scenario, base.copy())
+    if data.draw(st.booleans(), label="tied rank"):
+        placer.rank = np.array(data.draw(st.lists(st.integers(0, 2), min_size=scenario.G,
+                                                  max_size=scenario.G)), dtype=np.float64)
+    compiled = drift_layout(scenario, base, placer)
+    with mock.patch.object(drift_module, "_packc", None):
+        assert np.array_equal(compiled, drift_layout(scenario, base, placer))

@@ -2748,6 +2748,140 @@ done:
     return PyLong_FromLong(result);
 }
 
+/* fast's drift layout (drift.py's `_drift_layout_py` is the reference; the same choices,
+ * ties included): services laid step by step in the given order, each following its
+ * curve, releasing its least preferred GPUs, acquiring the most preferred free ones, and
+ * spending spare swap budget moving off aligned blocks. A held list keeps Python's order
+ * (stable sorts, first min / first max), so the C and numpy layouts are the same. */
+static Py_ssize_t most_preferred(const unsigned char *free_, const double *rank, Py_ssize_t G,
+                                 const int64_t *home, int64_t not_home, double above) {
+    Py_ssize_t pick = -1;
+    for (Py_ssize_t g = 0; g < G; g++) {
+        if (!free_[g]) continue;
+        if (not_home != INT64_MIN && (home[g] == not_home || !(rank[g] > above))) continue;
+        if (pick < 0 || rank[g] > rank[pick]) pick = g;
+    }
+    return pick;
+}
+
+static void drift_move(int64_t *held, Py_ssize_t *n, unsigned char *free_, const double *rank,
+                       const int64_t *home, Py_ssize_t G, int64_t spare, int64_t limit,
+                       Py_ssize_t t, Py_ssize_t T, const int64_t *curve) {
+    while (*n > 0 && spare >= 1) {
+        Py_ssize_t w = 0;
+        for (Py_ssize_t q = 1; q < *n; q++)
+            if (rank[held[q]] < rank[held[w]]) w = q;
+        const int64_t worst = held[w];
+        if (home[worst] < 0) return;
+        const Py_ssize_t pick = most_preferred(free_, rank, G, home, home[worst], rank[worst]);
+        if (pick < 0) return;
+        if (spare >= 2) {
+            for (Py_ssize_t q = w; q + 1 < *n; q++) held[q] = held[q + 1];
+            held[*n - 1] = pick;
+            free_[pick] = 0;
+            spare -= 2;
+            continue;
+        }
+        if (t + 1 >= T) return;
+        const int64_t nxt = curve[t + 1], now = *n;
+        if (nxt > now || now + 1 - nxt > limit) return;
+        held[(*n)++] = pick;
+        free_[pick] = 0;
+        return;
+    }
+}
+
+static PyObject *drift(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:drift", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6]))
+        return NULL;
+    Py_buffer b[7];
+    if (!take_buffers(o, b, 7, 1u)) return NULL;
+    const Py_ssize_t T = b[0].ndim == 2 ? b[0].shape[0] : 0;
+    const Py_ssize_t G = b[0].ndim == 2 ? b[0].shape[1] : 0;
+    const Py_ssize_t S = b[4].len / (Py_ssize_t)sizeof(int64_t);
+    if (b[0].itemsize != 4 || b[0].len != T * G * 4 || b[1].len != G * (Py_ssize_t)sizeof(double)
+        || b[2].len != G * (Py_ssize_t)sizeof(int64_t)
+        || b[3].len != S * T * (Py_ssize_t)sizeof(int64_t)
+        || b[5].len != S * (Py_ssize_t)sizeof(int64_t)
+        || b[6].len != S * G * (Py_ssize_t)sizeof(int64_t)) {
+        release_all(b, 7);
+        PyErr_SetString(PyExc_ValueError, "drift: (T, G) int32 grid, (G,) float64 rank, (G,) "
+                                          "int64 home, (S, T) int64 curves, (S,) int64 ids and "
+                                          "limits, (S, G) int64 current (-1 padded)");
+        return NULL;
+    }
+    int32_t *grid = b[0].buf;
+    const double *rank = b[1].buf;
+    const int64_t *home = b[2].buf, *curves = b[3].buf, *ids = b[4].buf, *limits = b[5].buf;
+    const int64_t *current = b[6].buf;
+    int64_t *held = malloc(sizeof(int64_t) * (size_t)(S * G + 1));
+    Py_ssize_t *n = malloc(sizeof(Py_ssize_t) * (size_t)(S + 1));
+    int64_t *released = malloc(sizeof(int64_t) * (size_t)(S + 1));
+    unsigned char *free_ = malloc((size_t)G + 1);
+    if (!held || !n || !released || !free_) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < S; s++) {
+        n[s] = 0;
+        for (Py_ssize_t q = 0; q < G && current[s * G + q] >= 0; q++)
+            held[s * G + n[s]++] = current[s * G + q];
+    }
+    for (Py_ssize_t t = 0; t < T; t++) {
+        int32_t *row = grid + t * G;
+        for (Py_ssize_t g = 0; g < G; g++) free_[g] = row[g] == -1;
+        for (Py_ssize_t s = 0; s < S; s++) {  /* releases first: the curve's falls */
+            int64_t *h = held + s * G;
+            const int64_t want = curves[s * T + t];
+            Py_ssize_t k = 0;
+            for (Py_ssize_t q = 0; q < n[s]; q++)
+                if (row[h[q]] == -1) h[k++] = h[q];
+            if (k > want) {
+                for (Py_ssize_t q = 1; q < k; q++) {  /* stable: Python's sorted by rank */
+                    const int64_t v = h[q];
+                    Py_ssize_t p = q;
+                    while (p > 0 && rank[h[p - 1]] > rank[v]) h[p] = h[p - 1], p--;
+                    h[p] = v;
+                }
+                const Py_ssize_t drop = k - (want > 0 ? (Py_ssize_t)want : 0);
+                for (Py_ssize_t q = drop; q < k; q++) h[q - drop] = h[q];
+                k -= drop;
+            }
+            released[s] = n[s] - k;
+            n[s] = k;
+            for (Py_ssize_t q = 0; q < k; q++) free_[h[q]] = 0;
+        }
+        for (Py_ssize_t s = 0; s < S; s++) {
+            int64_t *h = held + s * G;
+            const int64_t want = curves[s * T + t];
+            int64_t changes = released[s];
+            while (n[s] < want && changes < limits[s]) {
+                const Py_ssize_t pick = most_preferred(free_, rank, G, home, INT64_MIN, 0.0);
+                if (pick < 0) break;
+                h[n[s]++] = pick;
+                free_[pick] = 0;
+                changes++;
+            }
+            drift_move(h, &n[s], free_, rank, home, G, limits[s] - changes, limits[s], t, T,
+                       curves + s * T);
+            for (Py_ssize_t q = 0; q < n[s]; q++) free_[h[q]] = 0;
+        }
+        for (Py_ssize_t s = 0; s < S; s++)
+            for (Py_ssize_t q = 0; q < n[s]; q++) row[held[s * G + q]] = (int32_t)ids[s];
+    }
+done:
+    free(held);
+    free(n);
+    free(released);
+    free(free_);
+    release_all(b, 7);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"counts", counts_of, METH_VARARGS, "cells per step and job of each grid."},
     {"prefer", prefer, METH_VARARGS, "realtime's GPU preference as a rank per GPU."},
@@ -2770,6 +2904,7 @@ static PyMethodDef methods[] = {
     {"layers", layers, METH_VARARGS, "realtime's held-GPU curve and its layer intervals."},
     {"decomp", decomp, METH_VARARGS, "the decomposition bound's subgradient descent."},
     {"path", rt_path, METH_VARARGS, "one realtime layer's shortest path through free cells."},
+    {"drift", drift, METH_VARARGS, "fast's drift layout: services laid step by step."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2778,7 +2913,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 26
+#define PACKC_ABI 27
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

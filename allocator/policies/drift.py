@@ -19,25 +19,46 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.model import RealtimeJob, Scenario
+from allocator.policies.decoder import _packc
 from allocator.policies.realtime import RealtimePlacer
 
 
 def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -> np.ndarray:
     """`base` (running work pinned) with every service's cells laid step by step: its
     curve followed, releases from its least preferred GPUs, acquires on the most preferred
-    free ones, and spare swap budget spent moving off aligned blocks toward better GPUs."""
-    T, G = scenario.T, scenario.G
-    grid: np.ndarray = base.copy()
-    rank = placer.rank
+    free ones, and spare swap budget spent moving off aligned blocks toward better GPUs.
+    In C where the extension is built (`_packc.drift`; `_drift_layout_py` its reference)."""
+    G = scenario.G
     block = max(placer.largest, 1)
     whole = (G // block) * block
     # the aligned largest block each GPU sits in (-1: outside every one, the tail)
-    home = np.where(np.arange(G) < whole, np.arange(G) // block, -1)
+    home = np.where(np.arange(G) < whole, np.arange(G) // block, -1).astype(np.int64)
     jobs = {i: j for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)}
     services = sorted(jobs, key=lambda i: -jobs[i].priority)
     # a curve capped by others' current GPUs (the layer layouts keep off them all day)
     # would miss the GPUs they let go here: the curve over every free GPU where it differs
     curves = {i: placer.wanted.get(i, placer.curves[i]) for i in services}
+    if _packc is None or base.dtype != np.int32:
+        return _drift_layout_py(scenario, base, placer.rank, home, jobs, services, curves)
+    grid: np.ndarray = np.ascontiguousarray(base, dtype=np.int32).copy()
+    current = np.full((len(services), G), -1, dtype=np.int64)
+    for row, i in enumerate(services):
+        gpus = jobs[i].current_gpus or ()
+        current[row, :len(gpus)] = gpus
+    _packc.drift(grid, np.ascontiguousarray(placer.rank, dtype=np.float64), home,
+                 np.array([curves[i] for i in services], dtype=np.int64).reshape(
+                     len(services), scenario.T),
+                 np.array(services, dtype=np.int64),
+                 np.array([jobs[i].swap_limit for i in services], dtype=np.int64), current)
+    return grid
+
+
+def _drift_layout_py(scenario: Scenario, base: np.ndarray, rank: np.ndarray,
+                     home: np.ndarray, jobs: dict[int, RealtimeJob], services: list[int],
+                     curves: dict[int, np.ndarray]) -> np.ndarray:
+    """`drift_layout` in numpy: the reference for the compiled one."""
+    T, G = scenario.T, scenario.G
+    grid: np.ndarray = base.copy()
     held = {i: list(jobs[i].current_gpus or ()) for i in services}
     for t in range(T):
         taken = np.zeros(G, dtype=bool)
