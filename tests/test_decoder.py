@@ -56,6 +56,26 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
 
 
 @needs_c
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10),
+       density=st.sampled_from([0.15, 0.4, 0.7]), seed=st.integers(0, 2**16))
+def test_the_decoders_agree_on_fragmented_layouts(scenario: Scenario, density: float,
+                                                  seed: int) -> None:
+    """Busy cells scattered over time, as running and realtime work leave them on a real
+    replan: a block's earliest start lies past several busy stretches, where the compiled
+    search stops hopping and searches runs (`HOPS_BEFORE_RUNS`). The same spots and value
+    as the Python decoder, best-fit and first-fit."""
+    rng = np.random.default_rng(seed)
+    busy = rng.random((scenario.T, scenario.G)) < density
+    queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
+    jobs = Jobs.of(scenario)
+    for best_fit in (True, False):
+        c = Decoder.new(scenario, busy, None, jobs, compiled=True, best_fit=best_fit)
+        py = Decoder.new(scenario, busy, None, jobs, compiled=False, best_fit=best_fit)
+        assert c.pack(queued) == py.pack(queued)
+        assert (c.spots(), c.value) == (py.spots(), py.value)
+
+
+@needs_c
 @given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=4))
 def test_compiled_index_holds_the_block_words_of_blockindex(scenario: Scenario) -> None:
     grid = _start(scenario)

@@ -54,6 +54,26 @@ static inline int64_t next_free(const uint64_t *w, int64_t n, int64_t i, uint64_
     return n;
 }
 
+/* Where a block's busy stretches are many (fragmented layouts: real replans at 12-16
+ * GPUs crossed a dozen a block), find's hops give way to a run search after this many. */
+#ifndef HOPS_BEFORE_RUNS
+#define HOPS_BEFORE_RUNS 2
+#endif
+
+/* The earliest s in [from, T) whose steps [s, min(s + window, T)) are all free in `word`
+ * (T if none): the starts of free runs of `window` steps, by shifts that double the run
+ * (steps past the horizon count as free, bits past 63 too: a run may pass the end). */
+static inline int earliest_run(uint64_t word, uint64_t horizon, int window, int from, int T) {
+    uint64_t runs = ~word | ~horizon;
+    for (int have = 1; have < window;) {
+        const int sh = have < window - have ? have : window - have;
+        runs &= (runs >> sh) | (~0ULL << (64 - sh));
+        have += sh;
+    }
+    runs &= span(from, T);
+    return runs ? __builtin_ctzll(runs) : T;
+}
+
 /* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
  * steps (a run may pass the horizon's end), then the block: with best_fit the one whose
  * buddy is busiest over the run, ties lowest. Returns the start, or -1. */
@@ -113,10 +133,15 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
          * (one hop per busy stretch crossed, where a run search over all starts cost
          * log2(window) shifts per block). A start past best_start cannot win: given up. */
         int start = first;
-        uint64_t clash;
-        while ((clash = word & (run_bits << start) & horizon) != 0) {
+        uint64_t clash = word & (run_bits << start) & horizon;
+        for (int hopped = 0; clash; hopped++) {
+            if (hopped == HOPS_BEFORE_RUNS) {
+                start = earliest_run(word, horizon, window > 0 ? window : 1, start, T);
+                break;
+            }
             start = 64 - __builtin_clzll(clash);
             if (start > best_start) break;
+            clash = word & (run_bits << start) & horizon;
         }
         if (start > best_start || start >= T) continue;
         int busy = 0;
