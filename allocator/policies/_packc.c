@@ -130,8 +130,9 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
         if (word & must_free) continue;
         /* The earliest fitting start, by hops: a start whose window is busy cannot fit
          * before the step after the window's last busy step, so the search jumps there
-         * (one hop per busy stretch crossed, where a run search over all starts cost
-         * log2(window) shifts per block). A start past best_start cannot win: given up. */
+         * (one hop per busy stretch crossed; most blocks at scale need one or two). A
+         * start past best_start cannot win: given up. Past HOPS_BEFORE_RUNS hops the
+         * block is fragmented, and the run search (log2(window) shifts) ends it. */
         int start = first;
         uint64_t clash = word & (run_bits << start) & horizon;
         for (int hopped = 0; clash; hopped++) {
