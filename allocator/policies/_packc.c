@@ -55,9 +55,12 @@ static inline int64_t next_free(const uint64_t *w, int64_t n, int64_t i, uint64_
 }
 
 /* Where a block's busy stretches are many (fragmented layouts: real replans at 12-16
- * GPUs crossed a dozen a block), find's hops give way to a run search after this many. */
+ * GPUs crossed a dozen a block), find's hops give way to a run search after this many.
+ * The search costs about six hops (log2 of the window, in shifts): at 2 the real 16-GPU
+ * replans ran a little faster still, but the 1024-GPU scale case (48 steps, long
+ * windows, few stretches) took 23% more instructions; at 6 it takes 1-2% more. */
 #ifndef HOPS_BEFORE_RUNS
-#define HOPS_BEFORE_RUNS 2
+#define HOPS_BEFORE_RUNS 6
 #endif
 
 /* The earliest s in [from, T) whose steps [s, min(s + window, T)) are all free in `word`
