@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
-from allocator.model import BatchJob, Scenario
+from allocator.model import BatchJob, Cluster, Scenario, Weights
 from allocator.policies import decoder, realtime
 from allocator.policies import fast as fastmod
 from allocator.policies.blocks import BlockIndex
@@ -56,23 +56,55 @@ def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario
 
 
 @needs_c
-@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10),
-       density=st.sampled_from([0.15, 0.4, 0.7]), seed=st.integers(0, 2**16))
-def test_the_decoders_agree_on_fragmented_layouts(scenario: Scenario, density: float,
-                                                  seed: int) -> None:
+@given(gpus=st.sampled_from([2, 4, 8, 16]), steps=st.integers(16, 63),
+       shapes=st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 4),
+                                 st.integers(1, 8), st.integers(0, 8)), min_size=1, max_size=8),
+       density=st.sampled_from([0.0, 0.1]), seed=st.integers(0, 2**16))
+def test_the_decoders_agree_on_fragmented_layouts(gpus: int, steps: int,
+                                                  shapes: list[tuple[int, int, int, int]],
+                                                  density: float, seed: int) -> None:
     """Busy cells scattered over time, as running and realtime work leave them on a real
-    replan: a block's earliest start lies past several busy stretches, where the compiled
-    search stops hopping and searches runs (`HOPS_BEFORE_RUNS`). The same spots and value
-    as the Python decoder, best-fit and first-fit."""
+    replan: combs of busy steps (one every 2-3 steps, until a drawn step past the middle)
+    and noise, under short jobs, so a block's earliest start lies past many busy
+    stretches and the compiled search stops hopping and searches runs
+    (`HOPS_BEFORE_RUNS`). The same spots and value as the Python decoder, best-fit and
+    first-fit."""
+    jobs_ = tuple(BatchJob(id=f"b{k}", kind="training", priority=float(prio), gpus=min(g, gpus),
+                           duration_steps=length, arrival_step=arrival)
+                  for k, (g, length, prio, arrival) in enumerate(shapes))
+    scenario = Scenario(cluster=Cluster(gpus=gpus, horizon_steps=steps), weights=Weights(),
+                        jobs=jobs_)
     rng = np.random.default_rng(seed)
-    busy = rng.random((scenario.T, scenario.G)) < density
-    queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
+    t = np.arange(steps)[:, None]
+    period = rng.integers(2, 4, gpus)
+    until = rng.integers(steps // 2, steps + 1, gpus)
+    comb = (t < until) & ((t + rng.integers(0, 3, gpus)) % period == 0)
+    busy = comb | (rng.random((steps, gpus)) < density)
+    queued = list(range(len(jobs_)))
     jobs = Jobs.of(scenario)
     for best_fit in (True, False):
         c = Decoder.new(scenario, busy, None, jobs, compiled=True, best_fit=best_fit)
         py = Decoder.new(scenario, busy, None, jobs, compiled=False, best_fit=best_fit)
         assert c.pack(queued) == py.pack(queued)
         assert (c.spots(), c.value) == (py.spots(), py.value)
+
+
+@needs_c
+def test_a_run_past_the_horizon_fits_at_the_last_steps() -> None:
+    """63 steps, every step but the last two busy in combs a hop at a time: a 4-step job
+    fits only from step 61, its run cut at the horizon (the run search counts steps past
+    the end, bits past 63 too, as free)."""
+    jobs_ = (BatchJob(id="b", kind="training", priority=1.0, gpus=1, duration_steps=4),)
+    scenario = Scenario(cluster=Cluster(gpus=2, horizon_steps=63), weights=Weights(),
+                        jobs=jobs_)
+    busy = np.zeros((63, 2), dtype=bool)
+    busy[:61:2] = True  # busy at even steps up to 60: no 4-step window fits before 61
+    jobs = Jobs.of(scenario)
+    c = Decoder.new(scenario, busy, None, jobs, compiled=True)
+    py = Decoder.new(scenario, busy, None, jobs, compiled=False)
+    assert c.pack([0]) == py.pack([0])
+    assert c.spots() == py.spots()
+    assert c.spots()[0][0] == 61
 
 
 @needs_c
