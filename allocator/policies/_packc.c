@@ -57,8 +57,9 @@ static inline int64_t next_free(const uint64_t *w, int64_t n, int64_t i, uint64_
 /* Where a block's busy stretches are many (fragmented layouts: real replans at 12-16
  * GPUs crossed a dozen a block), find's hops give way to a run search after this many.
  * The search costs about six hops (log2 of the window, in shifts): at 2 the real 16-GPU
- * replans ran a little faster still, but the 1024-GPU scale case (48 steps, long
- * windows, few stretches) took 23% more instructions; at 6 it takes 1-2% more. */
+ * replans ran a little faster still (8.3 against 9.5 ms), but the 1024-GPU scale case
+ * (48 steps, long windows, few stretches) took 23% more instructions; at 6, 7% (and
+ * 0.3-1.5% at 8, 64 and 256 GPUs). */
 #ifndef HOPS_BEFORE_RUNS
 #define HOPS_BEFORE_RUNS 6
 #endif
