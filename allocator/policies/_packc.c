@@ -92,9 +92,10 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int first = earliest > 0 ? earliest : 0;
     /* A start s fits when the block is free over [s, min(s + window, T)) (a run passing
      * the horizon's end needs only its steps inside it; a zero length still needs step s
-     * free, as the run search this replaces did): the bits of that window are
+     * free, in the hops and the run search alike): the bits of that window are
      * (run_bits << s) & horizon, bits at or past T falling off or masked away. */
-    const uint64_t run_bits = span(0, window > 0 ? window : 1);
+    const int run_length = window > 0 ? window : 1;
+    const uint64_t run_bits = span(0, run_length);
     int64_t best = -1;
     int best_busy = -1;
     /* Most answers start at `first` (over half at 64 GPUs). Blocks free from there are
@@ -141,7 +142,7 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
         uint64_t clash = word & (run_bits << start) & horizon;
         for (int hopped = 0; clash; hopped++) {
             if (hopped == HOPS_BEFORE_RUNS) {
-                start = earliest_run(word, horizon, window > 0 ? window : 1, start, T);
+                start = earliest_run(word, horizon, run_length, start, T);
                 break;
             }
             start = 64 - __builtin_clzll(clash);
