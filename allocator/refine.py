@@ -54,6 +54,9 @@ REFINE_REPLAN = True
 # again as paths around their batch work (fast's `reroute`, rtpath.py): replan3 s1433
 # 302 -> 460 (full's optimum 460.2), s1624 117 -> 137.
 REFINE_REROUTE = True
+# One more hot-path run with the flipped drift layouts (fast's `flip`, drift.py): services
+# on the aligned blocks first, walking out later in the day.
+REFINE_FLIP = True
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
@@ -81,11 +84,13 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     """The runs a wanting plan is refined with, by name: on a replan "replan", one more
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
     makes them too); "reroute", where services run, one more hot-path run laying short
-    services again as paths (REFINE_REROUTE); "evacuations", one more hot-path run with
+    services again as paths (REFINE_REROUTE); "flip", one more hot-path run with the
+    flipped drift layouts where they can differ and the hot path made none (REFINE_FLIP);
+    "evacuations", one more hot-path run with
     REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
     trials and hops, where affordable; with REFINE_EXCHANGE, "exchange" before them, one
     more hot-path run where services may hand GPU runs to each other."""
-    from allocator.policies.fast import light_evacuation
+    from allocator.policies.fast import flippable, hot_flips, light_evacuation
     from allocator.policies.fresh import holds_current
 
     runs: dict[str, dict[str, Any]] = {}
@@ -99,6 +104,9 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     if REFINE_REROUTE and scenario.realtime_jobs and options.get("reroute") is None:
         runs["reroute"] = {**options, "reroute": True}  # a run of its own: passed on to
         # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
+    if REFINE_FLIP and options.get("flip") is None and flippable(scenario) and \
+            not hot_flips(scenario):
+        runs["flip"] = {**options, "flip": True}
     if REFINE_EXCHANGE and not options.get("exchange"):
         runs["exchange"] = {**options, "exchange": True}
     if REFINE_EVAC_RULES is not None and not options.get("evac_rules") and \

@@ -44,7 +44,8 @@ current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only fr
 path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
-candidate, `refine.REFINE_EXCHANGE = True`).
+candidate, `refine.REFINE_EXCHANGE = True`), `noflip` (no flipped drift layouts on the hot
+path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
@@ -129,6 +130,8 @@ VARIANTS: dict[str, Variant] = {
     "pinlead": _set(("pin_trials", "LEAD", True)),
     "earliest": _set(("pin_trials", "SPOT", "earliest")),
     "reroute": _set(("fast", "REROUTE", True)),
+    "flip": _set(("fast", "FLIP", True)),
+    "noflip": _set(("fast", "FLIP", False)),
     "noreroutelast": _set(("fast", "REROUTE_LAST", False)),
     "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
                       refine=True),

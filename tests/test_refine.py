@@ -103,6 +103,25 @@ def test_the_candidates_are_the_evacuations_the_trials_where_affordable_and_the_
     assert refine.candidates(_sized(2 * refine.REFINE_MAX_GPUS, 24, 30), {}) == {}
 
 
+def test_the_flipped_layouts_refine_where_the_hot_path_made_none(monkeypatch) -> None:
+    """A service and a 2-GPU job: the flip run outside the hot path's flipped sizes
+    (fast.FLIP_MIN_GPUS to FLIP_MAX_GPUS), not inside them, nor with 1-GPU jobs alone (no
+    block to free), nor where the caller chose either way."""
+    def flippable(gpus: int) -> Scenario:
+        return scenario_from_dict({"cluster": {"gpus": gpus, "horizon_steps": 24}, "jobs": [
+            {"id": "s", "kind": "realtime", "priority": 5, "demand": [1] * 24,
+             "swap_limit": 1},
+            {"id": "pair", "kind": "training", "priority": 1, "gpus": 2,
+             "duration_steps": 3}]})
+    assert refine.candidates(flippable(8), {})["flip"] == {"flip": True}
+    assert refine.candidates(flippable(32), {})["flip"] == {"flip": True}
+    assert "flip" not in refine.candidates(flippable(12), {})  # the hot path flipped
+    assert "flip" not in refine.candidates(_sized(8, 24, 30, service=True), {})
+    assert "flip" not in refine.candidates(flippable(8), {"flip": False})
+    monkeypatch.setattr(fast_module, "FLIP", False)  # the hot path makes none: refined
+    assert refine.candidates(flippable(12), {})["flip"] == {"flip": True}
+
+
 def test_a_replan_is_refined_with_the_replan_layouts_first() -> None:
     """Services holding GPUs: one more hot-path run with the opened and fresh layouts
     (off on the hot path), unless the caller asked for them either way."""
@@ -139,7 +158,8 @@ def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None
     scenario = load_scenario(EVAC_COST_CASE)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["replan", "reroute", "evacuations"]  # a replan: the layouts first
+    # a replan: the layouts first; past the hot path's flipped layouts' sizes, those too
+    assert refined["tried"] == ["replan", "reroute", "flip", "evacuations"]
     assert refined["lifted_by"] == "evacuations"
     assert plan.metrics.objective > 1.025 * refined["first_objective"]
 

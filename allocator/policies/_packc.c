@@ -2782,8 +2782,9 @@ done:
 /* fast's drift layout (drift.py's `_drift_layout_py` is the reference; the same choices,
  * ties included): services laid step by step in the given order, each following its
  * curve, releasing its least preferred GPUs, acquiring the most preferred free ones, and
- * spending spare swap budget moving off aligned blocks. A held list keeps Python's order
- * (stable sorts, first min / first max), so the C and numpy layouts are the same. */
+ * spending spare swap budget moving off aligned blocks; before step `until` (optional, 0)
+ * the rank is flipped and nothing drifts. A held list keeps Python's order (stable sorts,
+ * first min / first max), so the C and numpy layouts are the same. */
 static Py_ssize_t most_preferred(const unsigned char *free_, const double *rank, Py_ssize_t G,
                                  const int64_t *home, int64_t not_home, double above) {
     Py_ssize_t pick = -1;
@@ -2825,8 +2826,9 @@ static void drift_move(int64_t *held, Py_ssize_t *n, unsigned char *free_, const
 static PyObject *drift(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO:drift", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6]))
+    Py_ssize_t until = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOO|n:drift", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &until))
         return NULL;
     Py_buffer b[7];
     if (!take_buffers(o, b, 7, 1u)) return NULL;
@@ -2845,17 +2847,19 @@ static PyObject *drift(PyObject *self, PyObject *args) {
         return NULL;
     }
     int32_t *grid = b[0].buf;
-    const double *rank = b[1].buf;
+    const double *rank_in = b[1].buf;
     const int64_t *home = b[2].buf, *curves = b[3].buf, *ids = b[4].buf, *limits = b[5].buf;
     const int64_t *current = b[6].buf;
     int64_t *held = malloc(sizeof(int64_t) * (size_t)(S * G + 1));
     Py_ssize_t *n = malloc(sizeof(Py_ssize_t) * (size_t)(S + 1));
     int64_t *released = malloc(sizeof(int64_t) * (size_t)(S + 1));
     unsigned char *free_ = malloc((size_t)G + 1);
-    if (!held || !n || !released || !free_) {
+    double *flipped = malloc(sizeof(double) * (size_t)(G + 1));
+    if (!held || !n || !released || !free_ || !flipped) {
         PyErr_NoMemory();
         goto done;
     }
+    for (Py_ssize_t g = 0; g < G; g++) flipped[g] = -rank_in[g];
     for (Py_ssize_t s = 0; s < S; s++) {
         n[s] = 0;
         for (Py_ssize_t q = 0; q < G && current[s * G + q] >= 0; q++)
@@ -2863,6 +2867,8 @@ static PyObject *drift(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t t = 0; t < T; t++) {
         int32_t *row = grid + t * G;
+        const int early = t < until;  /* before `until`: the rank flipped, no drifting */
+        const double *rank = early ? flipped : rank_in;
         for (Py_ssize_t g = 0; g < G; g++) free_[g] = row[g] == -1;
         for (Py_ssize_t s = 0; s < S; s++) {  /* releases first: the curve's falls */
             int64_t *h = held + s * G;
@@ -2896,8 +2902,9 @@ static PyObject *drift(PyObject *self, PyObject *args) {
                 free_[pick] = 0;
                 changes++;
             }
-            drift_move(h, &n[s], free_, rank, home, G, limits[s] - changes, limits[s], t, T,
-                       curves + s * T);
+            if (!early)
+                drift_move(h, &n[s], free_, rank, home, G, limits[s] - changes, limits[s], t,
+                           T, curves + s * T);
             for (Py_ssize_t q = 0; q < n[s]; q++) free_[h[q]] = 0;
         }
         for (Py_ssize_t s = 0; s < S; s++)
@@ -2908,6 +2915,7 @@ done:
     free(n);
     free(released);
     free(free_);
+    free(flipped);
     release_all(b, 7);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
@@ -2944,7 +2952,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 27
+#define PACKC_ABI 28
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

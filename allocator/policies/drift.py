@@ -9,6 +9,12 @@ its target curve, releasing its least preferred GPUs and acquiring the most pref
 ones, and where its swap budget has room it moves one GPU from an aligned block to a
 better one outside it (at swap limit 1 over two steps: the new GPU a step early).
 
+The flipped drift layout (`until` > 0) is the same walk with the rank turned over before
+step `until`: services first sit on the aligned blocks (the GPUs batch blocks need most)
+while the tail and broken blocks go to batch work that starts now, then walk out at their
+swap limit's pace, freeing a whole block for a large job later in the day. On a fresh plan
+the layer layouts never build that shape: every one of them prefers the tail from step 0.
+
 Legal by construction: a service takes only GPUs free at that step (not running work's,
 not another service's), and each step's changes are counted against its swap limit.
 """
@@ -23,10 +29,12 @@ from allocator.policies.decoder import _packc
 from allocator.policies.realtime import RealtimePlacer
 
 
-def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -> np.ndarray:
+def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer,
+                 until: int = 0) -> np.ndarray:
     """`base` (running work pinned) with every service's cells laid step by step: its
     curve followed, releases from its least preferred GPUs, acquires on the most preferred
-    free ones, and spare swap budget spent moving off aligned blocks toward better GPUs.
+    free ones, and spare swap budget spent moving off aligned blocks toward better GPUs;
+    before step `until`, the rank flipped and no drift (the flipped layout).
     In C where the extension is built (`_packc.drift`; `_drift_layout_py` its reference)."""
     G = scenario.G
     block = max(placer.largest, 1)
@@ -39,7 +47,8 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
     # would miss the GPUs they let go here: the curve over every free GPU where it differs
     curves = {i: placer.wanted.get(i, placer.curves[i]) for i in services}
     if _packc is None or base.dtype != np.int32:
-        return _drift_layout_py(scenario, base, placer.rank, home, jobs, services, curves)
+        return _drift_layout_py(scenario, base, placer.rank, home, jobs, services, curves,
+                                until)
     grid: np.ndarray = np.ascontiguousarray(base, dtype=np.int32).copy()
     current = np.full((len(services), G), -1, dtype=np.int64)
     for row, i in enumerate(services):
@@ -49,18 +58,21 @@ def drift_layout(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer) -
                  np.array([curves[i] for i in services], dtype=np.int64).reshape(
                      len(services), scenario.T),
                  np.array(services, dtype=np.int64),
-                 np.array([jobs[i].swap_limit for i in services], dtype=np.int64), current)
+                 np.array([jobs[i].swap_limit for i in services], dtype=np.int64), current,
+                 until)
     return grid
 
 
 def _drift_layout_py(scenario: Scenario, base: np.ndarray, rank: np.ndarray,
                      home: np.ndarray, jobs: dict[int, RealtimeJob], services: list[int],
-                     curves: dict[int, np.ndarray]) -> np.ndarray:
+                     curves: dict[int, np.ndarray], until: int = 0) -> np.ndarray:
     """`drift_layout` in numpy: the reference for the compiled one."""
     T, G = scenario.T, scenario.G
     grid: np.ndarray = base.copy()
     held = {i: list(jobs[i].current_gpus or ()) for i in services}
+    straight, flipped = rank, -rank
     for t in range(T):
+        rank = flipped if t < until else straight
         taken = np.zeros(G, dtype=bool)
         released: dict[int, int] = {}  # per service, the GPUs let go at t (kept ones a subset)
         # releases first (the curve's falls), so a GPU let go is free to another this step
@@ -84,7 +96,8 @@ def _drift_layout_py(scenario: Scenario, base: np.ndarray, rank: np.ndarray,
                 held[i].append(pick)
                 free[pick] = False
                 changes += 1
-            _drift(job, t, T, held[i], free, rank, home, changes, curves[i])
+            if t >= until:
+                _drift(job, t, T, held[i], free, rank, home, changes, curves[i])
             for g in held[i]:
                 free[g] = False
         for i in services:

@@ -296,7 +296,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          hot_hops: int | None = None, relayout: bool | None = None,
          prepared: Prepared | None = None, trial_passes: int = 1,
          evac_rules: tuple[str, ...] | None = None,
-         replan_layouts: bool | None = None, reroute: bool | None = None) -> np.ndarray:
+         replan_layouts: bool | None = None, reroute: bool | None = None,
+         flip: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -328,6 +329,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `reroute`: step 2's constructions that leave a service short made once more with its
     layers laid again as paths around their batch work (rtpath.py; None: `REROUTE`), and
     the plan itself last (alone: `REROUTE_LAST`).
+    `flip`: step 2's flipped drift layouts (drift.py), one per step of `FLIP_STEPS`
+    (None: `FLIP`).
     """
     if search is None:
         search = default_search(scenario)
@@ -389,6 +392,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates.append(place_batch(scenario, layout, None, search // REPLAN_SHARE,
                                       held=held, jobs=jobs, orders=orders))
         tags.append("drift")
+    flipping = (hot_flips(scenario) if flip is None else flip and flippable(scenario)) \
+        and only in (None, "flip")
+    beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
+        if flipping else []  # judged after the light rounds, beside the winner's plan
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
@@ -454,6 +461,19 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE,
                            evac_rules=evac_rules)
             if score(other) > score(light) + 1e-9:
+                light = other
+    if beside:  # the flipped layouts' best plan, given the light rounds where it comes
+        # within FLIP_WITHIN of the winner's, replaces the light plan where it beats it
+        # (which then stays among the final reroute's finalists: never a lower plan)
+        k = _winner(scenario, score, held, beside)
+        reach = score(best)
+        if score(beside[k]) >= reach - FLIP_WITHIN * abs(reach) - 1e-9:
+            other = hopped(scenario, beside[k], held, score, jobs, orders, search,
+                           light_rounds, evac_rounds=light_evac, one_order=True,
+                           evac_rules=evac_rules)
+            if score(other) > score(light) + 1e-9:
+                if reroute_last:
+                    finalists.append(light)
                 light = other
     if anchors or not (hops or pin_trials or defer_trials):
         best = light  # (with anchors, what the stable candidate is judged against; the
@@ -1000,6 +1020,19 @@ REPLAN_SHARE = 4
 REPLAN_LAYOUTS = True
 REPLAN_MARGIN: float | None = 0.05
 REPLAN_TAGS = ("opened", "fresh", "drift")
+# The flipped drift layouts (drift.py, `until` > 0): services on the aligned blocks first,
+# walking out from each step of FLIP_STEPS on (a large job's block free later in the day),
+# each layout's batch placement searching orders with the budget over FLIP_SHARE. Their best
+# plan gets the light rounds where it comes within FLIP_WITHIN of the winner's (before the
+# rounds), and replaces the plan where it ends above it, so a plan never falls.
+# On the hot path (`flip=None`) from FLIP_MIN_GPUS to FLIP_MAX_GPUS when FLIP is set;
+# `gpuplan plan` refines a wanting plan with them at every size (allocator/refine.py).
+FLIP = True
+FLIP_STEPS = (2, 6, 10, 16)
+FLIP_SHARE = 4
+FLIP_WITHIN = 0.02
+FLIP_MIN_GPUS = 10
+FLIP_MAX_GPUS = 16
 # Whether the hot path lays a short service's layers again as paths in every construction
 # (`reroute=None`; the final plan alone: REROUTE_LAST below). Off: a few ms more where
 # constructions leave a service short, for hundredths of a point (BENCHMARKS.md, "services
@@ -1013,6 +1046,34 @@ REROUTE = False
 # 0.25, 0.18). Rerouting every construction on the hot path too (`REROUTE`): tuning2
 # +0.03, tuning3 -0.01, tuning4 +0.02 points, a few ms: off.
 REROUTE_LAST = True
+
+
+def flippable(scenario: Scenario) -> bool:
+    """Whether flipped layouts can differ from the plain ones: services to lay, a queued
+    job of more than one GPU (a block to free), no reservations (which pin realtime)."""
+    return bool(scenario.realtime_jobs) and not scenario.reservations and any(
+        j.gpus > 1 for j in scenario.batch_jobs if not j.running)
+
+
+def hot_flips(scenario: Scenario) -> bool:
+    """Whether the hot path (`flip=None`) makes the flipped layouts."""
+    return FLIP and FLIP_MIN_GPUS <= scenario.G <= FLIP_MAX_GPUS and flippable(scenario)
+
+
+def flipped(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer,
+            held: reservations.Holds, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
+            search: int) -> list[np.ndarray]:
+    """The batch work placed on each flipped drift layout (`FLIP_STEPS` before the
+    horizon's end; a layout equal to an earlier one is skipped)."""
+    layouts: list[np.ndarray] = []
+    for until in FLIP_STEPS:
+        if until >= scenario.T:
+            break
+        layout = drift.drift_layout(scenario, base, placer, until)
+        if not any(_equal(layout, other) for other in layouts):
+            layouts.append(layout)
+    return [place_batch(scenario, layout, None, search, held=held, jobs=jobs, orders=orders)
+            for layout in layouts]
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
