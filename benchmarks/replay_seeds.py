@@ -45,7 +45,9 @@ path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `noflip` (no flipped drift layouts on the hot
-path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`).
+path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`), `flipw0` (the
+flipped plan given the light rounds only where it beats the winner before them,
+`fast.FLIP_WITHIN = 0`).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
@@ -132,6 +134,7 @@ VARIANTS: dict[str, Variant] = {
     "reroute": _set(("fast", "REROUTE", True)),
     "flip": _set(("fast", "FLIP", True)),
     "noflip": _set(("fast", "FLIP", False)),
+    "flipw0": _set(("fast", "FLIP_WITHIN", 0.0)),
     "noreroutelast": _set(("fast", "REROUTE_LAST", False)),
     "refineold": _set(("pin_trials", "LEAD", True), ("pin_trials", "SPOT", "earliest"),
                       refine=True),
