@@ -76,6 +76,16 @@ def test_the_flipped_layout_frees_the_tail_for_a_4_gpu_job() -> None:
         {8, 9, 10, 11}
 
 
+def test_a_horizon_shorter_than_every_flip_step_makes_none() -> None:
+    """Two steps, the first flip step 2: no flipped layout is made, and the plan is the
+    one made without them."""
+    jobs = (RealtimeJob(id="s", priority=5.0, demand=(2, 2), swap_limit=2),
+            BatchJob(id="big", kind="training", priority=1.0, gpus=8, duration_steps=2))
+    scenario = Scenario(cluster=Cluster(gpus=12, horizon_steps=2), weights=Weights(),
+                        jobs=jobs)
+    assert np.array_equal(fast(scenario, flip=True), fast(scenario, flip=False))
+
+
 @settings(max_examples=examples(0.5), deadline=None)
 @given(scenario=contended_scenarios(max_gpus=12, max_steps=8, max_realtime=4, max_swap=3),
        until=st.integers(0, 9))

@@ -329,8 +329,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `reroute`: step 2's constructions that leave a service short made once more with its
     layers laid again as paths around their batch work (rtpath.py; None: `REROUTE`), and
     the plan itself last (alone: `REROUTE_LAST`).
-    `flip`: step 2's flipped drift layouts (drift.py), one per step of `FLIP_STEPS`
-    (None: `FLIP`).
+    `flip`: the flipped drift layouts (drift.py), one per step of `FLIP_STEPS`, their best
+    plan judged beside the plan after step 9's light rounds (None: `hot_flips`).
     """
     if search is None:
         search = default_search(scenario)
@@ -392,10 +392,6 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         candidates.append(place_batch(scenario, layout, None, search // REPLAN_SHARE,
                                       held=held, jobs=jobs, orders=orders))
         tags.append("drift")
-    flipping = (hot_flips(scenario) if flip is None else flip and flippable(scenario)) \
-        and only in (None, "flip")
-    beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
-        if flipping else []  # judged after the light rounds, beside the winner's plan
     if scenario.reservations:
         keep = [k for k, g in enumerate(candidates) if swaps_hold(scenario, g)]
         candidates, tags = [candidates[k] for k in keep], [tags[k] for k in keep]
@@ -462,6 +458,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            evac_rules=evac_rules)
             if score(other) > score(light) + 1e-9:
                 light = other
+    beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
+        if only is None and (hot_flips(scenario) if flip is None
+                             else flip and flippable(scenario)) else []
     if beside:  # the flipped layouts' best plan, given the light rounds where it comes
         # within FLIP_WITHIN of the winner's, replaces the light plan where it beats it
         # (which then stays among the final reroute's finalists: never a lower plan)
