@@ -23,8 +23,9 @@ def off_and_on(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, module: obje
                ) -> tuple[float, np.ndarray]:
     """fast's objective with `module.flag` False, and its grid (asserted legal) with it
     True; `others_off`: fast's own flags set False both ways; `options` go to fast."""
-    for other in (*others_off, "REROUTE_LAST", "REPLAN_LAYOUTS", "DRIFT"):  # (the final
-        # plan's reroute, the hot path's replan layouts and the drift layout: other roads)
+    for other in (*others_off, "REROUTE_LAST", "REPLAN_LAYOUTS", "DRIFT", "FLIP"):  # (the
+        # final plan's reroute, the hot path's replan layouts, the drift layout and the
+        # flipped ones: other roads)
         if (module, flag) != (fast_module, other):
             monkeypatch.setattr(fast_module, other, False)
     monkeypatch.setattr(module, flag, False)

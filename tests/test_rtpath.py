@@ -84,11 +84,14 @@ def test_a_replan_s_services_hand_over_around_the_big_jobs(
     """12 GPUs, three services (swap limits 1, 1, 2) on scattered current GPUs, two 8-GPU
     jobs: the realtime-last construction's batch work is the optimum's, but its layers
     leave the dearest-but-one service short at steps 0 and 11; rerouted, 302.28 -> 459.88
-    (full's proven optimum 460.23). The drift layout, another road, reaches 460.18."""
+    (full's proven optimum 460.23). The drift layout, another road, reaches 460.18, and
+    without it the flipped drift layouts reach 459.19."""
     scenario = load_scenario(CASES / "reroute_wins.json")
     drifting = gridlib.objective(scenario, fast(scenario))
     assert drifting == pytest.approx(460.18, abs=0.01)
     monkeypatch.setattr(fast_module, "DRIFT", False)
+    assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(459.19, abs=0.01)
+    monkeypatch.setattr(fast_module, "FLIP", False)
     plain = gridlib.objective(scenario, fast(scenario))
     grid = fast(scenario, reroute=True)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
@@ -105,6 +108,8 @@ def test_gpuplan_plan_refines_with_the_rerouted_run(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(refine, "REFINE_REROUTE", False)
     monkeypatch.setattr(fast_module, "REROUTE_LAST", False)
     monkeypatch.setattr(fast_module, "DRIFT", False)  # (another road: 460.18)
+    monkeypatch.setattr(fast_module, "FLIP", False)  # (and another: 459.19, on the hot
+    monkeypatch.setattr(refine, "REFINE_FLIP", False)  # path or in the refinement)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     assert plan.metrics.objective < 303
 

@@ -164,6 +164,7 @@ def test_services_hand_gpus_to_the_one_whose_shortfall_costs_most(
     scenario = load_scenario(CASES / "philly_services_exchange.json")
     monkeypatch.setattr(fast_module, "REROUTE_LAST", False)  # (it mends the shortage too)
     monkeypatch.setattr(fast_module, "REPLAN_LAYOUTS", False)  # (and so does a replan layout)
+    monkeypatch.setattr(fast_module, "FLIP", False)  # (and a flipped one, up to 841.78)
     monkeypatch.setattr(fast_module, "SURPLUS_TRADE", False)
     monkeypatch.setattr(realtime_module, "REFILL", False)
     without = gridlib.objective(scenario, fast(scenario))
