@@ -42,6 +42,16 @@ def _laid(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     return base, drift_layout(scenario, base, RealtimePlacer(scenario, base.copy()))
 
 
+def assert_realtime_laid(scenario: Scenario, base: np.ndarray, grid: np.ndarray) -> None:
+    """`grid` is `base` with realtime jobs on free cells only, and keeps every swap limit
+    (the drift layout's guarantees, flipped or not)."""
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    changed = base != grid
+    assert (base[changed] == gridlib.FREE).all()
+    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    assert np.isin(grid[changed], realtime).all()
+
+
 def test_a_service_walks_off_the_8_gpu_block_as_its_demand_rises_and_falls() -> None:
     """12 GPUs, an 8-GPU job queued: the service starts on GPUs 0-1 of block 0-7, rises to
     four and falls back to two at swap limit 1. Each rise takes a GPU of the tail 8-11, the
@@ -81,11 +91,7 @@ def test_the_drift_layout_and_fast_s_plan_with_it_are_legal(scenario: Scenario) 
     """The drift layout keeps every swap limit and takes free cells only, for realtime
     jobs; fast's plan with it (and the replan layouts at any margin) is legal."""
     base, grid = _laid(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    changed = base != grid
-    assert (base[changed] == gridlib.FREE).all()
-    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-    assert np.isin(grid[changed], realtime).all()
+    assert_realtime_laid(scenario, base, grid)
     plan = fast(scenario, replan_layouts=True)
     assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
     if not scenario.reservations and any(j.current_gpus for j in scenario.realtime_jobs):

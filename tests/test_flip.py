@@ -27,6 +27,7 @@ from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
+from tests.test_drift import assert_realtime_laid
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
 # full's proven optimum of flip_wins.json (benchmarks/bench_quality.py's tuning2 seed 1082,
@@ -95,11 +96,7 @@ def test_flipped_layouts_and_plans_are_legal_and_never_lower(scenario: Scenario,
     fast's plan with the flipped layouts is legal and earns at least the plan without."""
     base = _base(scenario)
     grid = drift_layout(scenario, base, RealtimePlacer(scenario, base.copy()), until)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    changed = base != grid
-    assert (base[changed] == gridlib.FREE).all()
-    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-    assert np.isin(grid[changed], realtime).all()
+    assert_realtime_laid(scenario, base, grid)
     plan = fast(scenario, flip=True)
     assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
     assert gridlib.objective(scenario, plan) >= \
