@@ -132,6 +132,12 @@ def ends_inside(job: BatchJob, start: int, horizon: int) -> bool:
     return start + job.duration_steps <= horizon
 
 
+def largest_queued(scenario: Scenario) -> int:
+    """The GPUs of the largest job not yet running (1 with none): the block size the
+    realtime layouts keep whole."""
+    return max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
+
+
 def queued_work(scenario: Scenario) -> int:
     """Queued batch jobs x steps: what the plan's bound and its refinement cost grow with."""
     return sum(1 for j in scenario.batch_jobs if not j.running) * scenario.T

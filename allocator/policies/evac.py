@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator.model import Scenario
+from allocator.model import Scenario, largest_queued
 from allocator.policies.decoder import (
     Decoder,
     Jobs,
@@ -77,7 +77,7 @@ class Evacuation:
         self.scenario = scenario
         is_rt, _, limit, owner = _realtime(scenario)
         self.is_rt, self.limit, self.owner = is_rt.astype(bool), limit, owner
-        self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
+        self.largest = largest_queued(scenario)
         self.rank = preference(scenario.G, self.largest)
         self.jobs = jobs
 

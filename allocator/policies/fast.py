@@ -133,7 +133,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
-from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.model import BatchJob, RealtimeJob, Scenario, largest_queued
 from allocator.policies import (
     baselines,
     drift,
@@ -1050,8 +1050,8 @@ REROUTE_LAST = True
 def flippable(scenario: Scenario) -> bool:
     """Whether flipped layouts can differ from the plain ones: services to lay, a queued
     job of more than one GPU (a block to free), no reservations (which pin realtime)."""
-    return bool(scenario.realtime_jobs) and not scenario.reservations and any(
-        j.gpus > 1 for j in scenario.batch_jobs if not j.running)
+    return bool(scenario.realtime_jobs) and not scenario.reservations and \
+        largest_queued(scenario) > 1
 
 
 def hot_flips(scenario: Scenario) -> bool:

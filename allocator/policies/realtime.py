@@ -24,7 +24,7 @@ import numpy as np
 
 from allocator import grid as gridlib
 from allocator.core.envelope import target_curve
-from allocator.model import RealtimeJob, Scenario
+from allocator.model import RealtimeJob, Scenario, largest_queued
 from allocator.policies.decoder import _packc
 from allocator.reservations import OFF
 
@@ -176,7 +176,7 @@ class RealtimePlacer:
         self.tail_first = tail_first
         self.stack = stack
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-        self.largest = max((j.gpus for j in scenario.batch_jobs if not j.running), default=1)
+        self.largest = largest_queued(scenario)
         self.static_rank = preference(G, self.largest)
         self.rank = preference(G, self.largest, grid >= 0) if BROKEN_FIRST else self.static_rank
         self.owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
