@@ -666,18 +666,20 @@ typedef struct {
     int64_t G;
 } Seen;
 
-static uint64_t seen_hash(const uint64_t *key, int64_t G) {
-    uint64_t h = 1469598103934665603ULL;
-    for (int64_t g = 0; g < G; g++) {
-        h ^= key[g] + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-        h *= 1099511628211ULL;
-    }
-    return h ? h : 1;
+/* GPU g's share of a key's hash (splitmix64's finalizer of its word and place): a key's
+ * hash is the sum of its GPUs' shares, so a move that changes a few GPUs changes the hash
+ * by their shares alone, and the shares are independent (no chain of G multiplies). */
+static inline uint64_t seen_share(uint64_t word, int64_t g) {
+    uint64_t z = word + 0x9e3779b97f4a7c15ULL * (uint64_t)(g + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
-/* 1 if `key` was seen already (added: 0, or -1 when out of memory). */
-static int seen_add(Seen *s, const uint64_t *key, int add) {
-    const uint64_t h = seen_hash(key, s->G);
+/* 1 if `key`, whose shares sum to `sum`, was seen already (added: 0, or -1 when out of
+ * memory). */
+static int seen_add(Seen *s, const uint64_t *key, uint64_t sum, int add) {
+    const uint64_t h = sum ? sum : 1;
     if (s->cap) {
         Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
         while (s->hash[k]) {
@@ -731,6 +733,11 @@ typedef struct {
     uint64_t *tw, *base;
     uint64_t *column;      /* G: each GPU's busy word in `cells` at the round's start */
     unsigned char *dirty;  /* G: the GPUs whose cells a move changed (set by the move) */
+    uint64_t *share;       /* G: seen_share of each GPU's word in `column` */
+    uint64_t round_sum;    /* their sum: the round's layout's hash */
+    uint64_t *held, *taken; /* G: per GPU, the steps realtime holds it / it is not free,
+                             * in `cells` at the round's start (their first 64 steps) */
+    uint64_t trial_sum;    /* the hash of the words in `base` (judge_words) */
     int64_t *trial, *best, *ts, *tf, *scratch;
     double *rem; /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add */
     Seen seen;
@@ -740,7 +747,8 @@ typedef struct {
 static void judge_close(Judge *q) {
     free(q->seen.keys), free(q->seen.hash);
     free(q->tw), free(q->base), free(q->trial), free(q->best), free(q->ts), free(q->tf);
-    free(q->scratch), free(q->rem), free(q->column), free(q->dirty);
+    free(q->scratch), free(q->rem), free(q->column), free(q->dirty), free(q->share);
+    free(q->held), free(q->taken);
     release_all(q->b, 13);
 }
 
@@ -767,13 +775,16 @@ static int judge_open(Judge *q, PyObject **o) {
     q->tw = malloc(WS * 8), q->base = malloc(WS * 8);
     q->column = malloc((size_t)(q->G > 0 ? q->G : 1) * 8);
     q->dirty = calloc((size_t)(q->G > 0 ? q->G : 1), 1);
+    q->share = malloc((size_t)(q->G > 0 ? q->G : 1) * 8);
+    q->held = malloc((size_t)(q->G > 0 ? q->G : 1) * 8);
+    q->taken = malloc((size_t)(q->G > 0 ? q->G : 1) * 8);
     q->trial = malloc(q->cells_n * 8), q->best = malloc(q->cells_n * 8);
     q->ts = malloc(NS * 8), q->tf = malloc(NS * 8);
     q->scratch = malloc((size_t)(q->J > 0 ? q->J : 1) * 8);
     q->rem = malloc((size_t)(q->O * (q->len + 1) > 0 ? q->O * (q->len + 1) : 1) *
                     sizeof(double));
     if (!q->tw || !q->base || !q->trial || !q->best || !q->ts || !q->tf || !q->scratch ||
-        !q->rem || !q->column || !q->dirty) {
+        !q->rem || !q->column || !q->dirty || !q->share || !q->held || !q->taken) {
         judge_close(q);
         PyErr_NoMemory();
         return 0;
@@ -807,23 +818,28 @@ static void judge_words(Judge *q) {
     if (!q->levels) return;
     uint64_t *col = q->base + q->offset[0];
     const int64_t T = q->T < 64 ? q->T : 64, G = q->G;
+    uint64_t sum = q->round_sum;
     for (int64_t g = 0; g < G; g++) {
         if (!q->dirty[g]) {
             col[g] = q->column[g];
             continue;
         }
         uint64_t w = 0;
-        for (int64_t t = 0; t < T; t++) w |= q->trial[t * G + g] >= 0 ? (uint64_t)1 << t : 0;
+        for (int64_t t = 0; t < T; t++) /* bit t: the cell's sign bit clear (busy) */
+            w |= ((uint64_t)~q->trial[t * G + g] >> 63) << t;
         col[g] = w;
+        if (w != q->column[g]) sum += seen_share(w, g) - q->share[g];
     }
+    q->trial_sum = sum;
     fill_levels(q->base, q->offset, q->count, q->levels);
 }
 
-/* Whether the busy words in q->base (level 0: one per GPU) were judged already (1), or not
- * (0; then added if `add`); -1 out of memory. Always 0 without dedupe. */
+/* Whether the busy words in q->base (level 0: one per GPU; their hash in trial_sum) were
+ * judged already (1), or not (0; then added if `add`); -1 out of memory. Always 0 without
+ * dedupe. */
 static int judge_seen(Judge *q, int add) {
     if (!q->dedupe) return 0;
-    return seen_add(&q->seen, q->base + q->offset[0], add);
+    return seen_add(&q->seen, q->base + q->offset[0], q->trial_sum, add);
 }
 
 /* A new round from `grid`: its GPUs' busy words kept for the moves, and nothing judged
@@ -834,6 +850,17 @@ static int judge_round(Judge *q, const int64_t *grid) {
     if (!q->levels) return 1;
     words_of(grid, q->T, q->G, q->base, q->offset, q->count, 1);
     memcpy(q->column, q->base + q->offset[0], (size_t)q->G * 8);
+    q->round_sum = 0;
+    for (int64_t g = 0; g < q->G; g++) q->round_sum += q->share[g] = seen_share(q->column[g], g);
+    q->trial_sum = q->round_sum;
+    const int64_t G = q->G;
+    for (int64_t g = 0; g < G; g++) q->held[g] = q->taken[g] = 0;
+    for (int64_t t = 0; t < q->T && t < 64; t++)
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t v = grid[t * G + g];
+            q->taken[g] |= (uint64_t)(v != -1) << t;
+            q->held[g] |= (uint64_t)(v >= 0 && v < q->J && q->is_rt[v]) << t;
+        }
     return judge_seen(q, 1) >= 0;
 }
 
@@ -859,6 +886,21 @@ static int judge_trial(Judge *q, double *top) {
     if (!better || legal)
         if (judge_seen(q, 1) < 0) return -1;
     return legal;
+}
+
+/* hop_apply's test by words, a GPU's steps at once (T <= 63; longer horizons pass on to
+ * hop_apply's own test): 0 where the hop moves nothing or a moved cell's target is taken. */
+static inline int hop_fits(const Judge *q, int64_t k, int64_t y, int64_t x, int64_t a,
+                           int64_t b) {
+    if (q->T > 63) return 1;
+    const uint64_t window = span((int)a, (int)b);
+    uint64_t any = 0;
+    for (int64_t d = 0; d < k; d++) {
+        const uint64_t moves = q->held[y + d] & window;
+        if (moves & q->taken[x + d]) return 0;
+        any |= moves;
+    }
+    return any != 0;
 }
 
 /* hops(cells (T, G) int64, is_rt, has_current, limit, current, offset, count, orders
@@ -900,6 +942,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
                     for (int64_t m = 1; m < T; m += stride)
                         for (int side = 0; side < 2; side++) {
                             const int64_t a = side ? m : 0, e = side ? T : m;
+                            if (!hop_fits(&q, k, y, x, a, e)) continue;
                             if (!hop_apply(q.cells, q.trial, T, G, q.is_rt, q.J, k, y, x, a,
                                            e, q.dirty))
                                 continue;
