@@ -111,6 +111,10 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
                 return first;
             }
             const int64_t buddy = i ^ 1;
+            /* a buddy free at `first` is free over the whole run (the same steps, when the
+             * length is at least 1; none when it is 0): busy 0, which only a first block
+             * takes, so its popcount is not spent */
+            if (best >= 0 && buddy < n && !(w[buddy] & at_first)) continue;
             const int busy = buddy < n ? popcount64((w[buddy] | also_busy) & run) : end - first;
             if (busy > best_busy) {
                 best = i;
