@@ -634,9 +634,9 @@ static double best_reward(const Jobs *j, int64_t i, int64_t T) {
 }
 
 /* A layout's worth, its busy words in `base`: the best greedy pass over the O orders of
- * `order` (rows of len). A pass stops once what it has plus the most its other jobs could add (rem) falls below
- * `need` (with a margin far above rounding): it could not reach `need`, so the result is
- * exact whenever it reaches `need` and below `need` otherwise. */
+ * `order` (rows of len). A pass stops once what it has plus the most its other jobs could
+ * add (rem) falls below `need` (with a margin far above rounding): it could not reach
+ * `need`, so the result is exact whenever it reaches `need` and below `need` otherwise. */
 static double layout_value(State *st, const Jobs *j, const uint64_t *base, Py_ssize_t W,
                            const int64_t *order, Py_ssize_t O, Py_ssize_t len,
                            const double *rem, double need, int64_t *ts, int64_t *tf) {
@@ -815,9 +815,9 @@ static double judge_value(Judge *q, const int64_t *grid) {
                         -INFINITY, q->ts, q->tf);
 }
 
-/* q->trial's busy words into q->base: a move changes the cells of a few GPUs (`dirty`),
- * so only their words are read again from the grid, the rest are the round's `column`
- * (the words words_of would give, in a tenth of the reads at 64 GPUs). */
+/* q->trial's busy words into q->base, the words words_of would give: a move changes the
+ * cells of a few GPUs (`dirty`), so only their words are read again from the grid, the
+ * rest are the round's `column`; and the words' hash into trial_sum. */
 static void judge_words(Judge *q) {
     if (!q->levels) return;
     uint64_t *col = q->base + q->offset[0];
@@ -846,8 +846,8 @@ static int judge_seen(Judge *q, int add) {
     return seen_add(&q->seen, q->base + q->offset[0], q->trial_sum, add);
 }
 
-/* A new round from `grid`: its GPUs' busy words kept for the moves, and nothing judged
- * yet but `grid` itself. 0 out of memory. */
+/* A new round from `grid`: its GPUs' busy words (with their hash), realtime steps and taken
+ * steps kept for the moves, and nothing judged yet but `grid` itself. 0 out of memory. */
 static int judge_round(Judge *q, const int64_t *grid) {
     q->seen.used = 0;
     if (q->seen.hash) memset(q->seen.hash, 0, (size_t)q->seen.cap * 8);
