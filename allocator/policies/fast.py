@@ -425,10 +425,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     hot_rounds = HOT_HOPS if hot_hops is None else hot_hops
     light_rounds = hot_rounds if HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS else 0
     light_evac = int(light_evacuation(scenario, hot_hops))
+    # step 9's light rounds on a plan: its hops judged by one greedy pass, then the light
+    # evacuation (the plan, the best of the rest after a replan layout won, the
+    # runner-up less short and the flipped plan all get them)
+    light_hop = partial(hopped, scenario, held=held, score=score, jobs=jobs, orders=orders,
+                        search=search, evac_rounds=light_evac, one_order=True,
+                        evac_rules=evac_rules)
     if light_rounds > 0 or light_evac:
-        light = hopped(scenario, best, held, score, jobs, orders, search, light_rounds,
-                       evac_rounds=light_evac, one_order=True,
-                       evac_rules=evac_rules)
+        light = light_hop(best, rounds=light_rounds)
     reroute_last = REROUTE_LAST and only is None and not anchors
     finalists: list[np.ndarray] = []  # beside the plan, what the final reroute judges
     if ((light is not best or replan_layouts is None) and tags[won] in REPLAN_TAGS
@@ -441,9 +445,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         # 481, and the rest's best rerouted reached 721). On the hot path "the rest" is
         # the plan made without the replan layouts (replan3 s1627: its light rounds took
         # it from 292 to 478, past the opened layout's 468)
-        other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
-                       light_rounds, evac_rounds=light_evac, one_order=True,
-                       evac_rules=evac_rules)
+        other = light_hop(candidates[k], rounds=light_rounds)
         if replan_layouts is None and reroute_last:
             finalists.append(other)  # rerouted with the plan at the end, kept if better
         if score(other) > score(light) + 1e-9:
@@ -452,10 +454,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             and HOT_RUNNER_UP_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS):
         k = _less_short(score, candidates, won)
         if k is not None:
-            other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
-                           hot_rounds, evac_rounds=light_evac, one_order=True,
-                           stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE,
-                           evac_rules=evac_rules)
+            other = light_hop(candidates[k], rounds=hot_rounds,
+                              stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE)
             if score(other) > score(light) + 1e-9:
                 light = other
     beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
@@ -467,9 +467,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         k = _winner(scenario, score, held, beside)
         reach = score(best)
         if score(beside[k]) >= reach - FLIP_WITHIN * abs(reach) - 1e-9:
-            other = hopped(scenario, beside[k], held, score, jobs, orders, search,
-                           light_rounds, evac_rounds=light_evac, one_order=True,
-                           evac_rules=evac_rules)
+            other = light_hop(beside[k], rounds=light_rounds)
             if score(other) > score(light) + 1e-9:
                 if reroute_last:
                     finalists.append(light)
