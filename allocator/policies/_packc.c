@@ -740,7 +740,7 @@ typedef struct {
     uint64_t *share;       /* G: seen_share of each GPU's word in `column` */
     uint64_t round_sum;    /* their sum: the round's layout's hash */
     uint64_t *held, *taken; /* G: per GPU, the steps realtime holds it / it is not free,
-                             * in `cells` at the round's start (their first 64 steps) */
+                             * in `cells` at the round's start (hops only: hop_words) */
     uint64_t trial_sum;    /* the hash of the words in `base` (judge_words) */
     int64_t *trial, *best, *ts, *tf, *scratch;
     double *rem; /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add */
@@ -846,8 +846,8 @@ static int judge_seen(Judge *q, int add) {
     return seen_add(&q->seen, q->base + q->offset[0], q->trial_sum, add);
 }
 
-/* A new round from `grid`: its GPUs' busy words (with their hash), realtime steps and taken
- * steps kept for the moves, and nothing judged yet but `grid` itself. 0 out of memory. */
+/* A new round from `grid`: its GPUs' busy words (with their hash) kept for the moves, and
+ * nothing judged yet but `grid` itself. 0 out of memory. */
 static int judge_round(Judge *q, const int64_t *grid) {
     q->seen.used = 0;
     if (q->seen.hash) memset(q->seen.hash, 0, (size_t)q->seen.cap * 8);
@@ -857,14 +857,6 @@ static int judge_round(Judge *q, const int64_t *grid) {
     q->round_sum = 0;
     for (int64_t g = 0; g < q->G; g++) q->round_sum += q->share[g] = seen_share(q->column[g], g);
     q->trial_sum = q->round_sum;
-    const int64_t G = q->G;
-    for (int64_t g = 0; g < G; g++) q->held[g] = q->taken[g] = 0;
-    for (int64_t t = 0; t < q->T && t < 64; t++)
-        for (int64_t g = 0; g < G; g++) {
-            const int64_t v = grid[t * G + g];
-            q->taken[g] |= (uint64_t)(v != -1) << t;
-            q->held[g] |= (uint64_t)(v >= 0 && v < q->J && q->is_rt[v]) << t;
-        }
     return judge_seen(q, 1) >= 0;
 }
 
@@ -890,6 +882,19 @@ static int judge_trial(Judge *q, double *top) {
     if (!better || legal)
         if (judge_seen(q, 1) < 0) return -1;
     return legal;
+}
+
+/* The hops' round: per GPU of `grid`, the steps realtime holds it and the steps it is not
+ * free (its first 64 steps), for hop_fits. */
+static void hop_words(Judge *q, const int64_t *grid) {
+    const int64_t G = q->G;
+    for (int64_t g = 0; g < G; g++) q->held[g] = q->taken[g] = 0;
+    for (int64_t t = 0; t < q->T && t < 64; t++)
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t v = grid[t * G + g];
+            q->taken[g] |= (uint64_t)(v != -1) << t;
+            q->held[g] |= (uint64_t)(v >= 0 && v < q->J && q->is_rt[v]) << t;
+        }
 }
 
 /* hop_apply's test by words, a GPU's steps at once (T <= 63; longer horizons pass on to
@@ -939,6 +944,7 @@ static PyObject *hops(PyObject *self, PyObject *args) {
             oom = 1;
             break;
         }
+        hop_words(&q, q.cells);
         for (int64_t k = 1; k <= largest && 2 * k <= G; k *= 2)
             for (int64_t y = 0; y + k <= G; y += k)
                 for (int64_t x = 0; x + k <= G && !oom; x += k) {
