@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator import policies, refine
+from allocator import policies
 from allocator.model import Scenario, queued_work
+from allocator.policies import refine
 from allocator.reservations import as_dicts
 from allocator.result import PolicyResult, SolveReport
 from allocator.validator import Metrics, compute_metrics, violations
@@ -85,7 +86,7 @@ def make_plan(scenario: Scenario, policy: str, *, bound: str = "off",
     the latency): "on" the Lagrangian one, "auto" that where it is cheap, "block" also
     the block-capacity relaxation (a MILP given `block_seconds`), "off" none.
     `refine_below` (fast, with a bound): a plan below this share of its bound is made
-    again (allocator/refine.py's candidates), the best one kept (`extras["refined"]`).
+    again (allocator/policies/refine.py's candidates), the best one kept (`extras["refined"]`).
     """
     run = policies.get(policy)
     result, latency_ms, metrics = _run_checked(scenario, policy, run, options)
@@ -112,7 +113,8 @@ def _refined(scenario: Scenario, run: Any, options: dict[str, Any], result: Poli
              metrics: Metrics, found: dict[str, Any], below: float
              ) -> tuple[PolicyResult, Metrics, dict[str, Any] | None, float]:
     """fast's plan, or where it reads below `below` of its bound `found` the best of it and
-    its refinements (allocator/refine.py); their record (None: none ran) and milliseconds."""
+    its refinements (allocator/policies/refine.py); their record (None: none ran) and
+    milliseconds."""
     runs = (refine.candidates(scenario, options)
             if refine.wanting(metrics.objective, found.get("value"), below) else {})
     if not runs:

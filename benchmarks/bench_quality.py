@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 
 from allocator import grid as gridlib
-from allocator import refine
 from allocator.core import atomic
 from allocator.core.markdown import table
 from allocator.decomposition import quick_bound
 from allocator.lagrange import lagrangian_bound
 from allocator.model import Scenario
+from allocator.policies import refine
 from allocator.policies.fast import fast
-from allocator.refine import DAY_TRIALS
+from allocator.policies.refine import DAY_TRIALS
 from allocator.scenarios import Spec, build
 
 # Never tune on TEST_SEEDS: they are the held-out measure BENCHMARKS.md reports.
@@ -187,7 +187,7 @@ def _share(a: float, b: float | None) -> float | None:
 def refined(r: dict[str, Any]) -> float:
     """The objective of `gpuplan plan`'s plan: fast, refined with its candidates (the
     trials, where affordable, and the other runs) where its bound finds it wanting
-    (allocator/refine.py)."""
+    (allocator/policies/refine.py)."""
     if not _refines(r):
         return r["fast"]
     runs = r.get("refine_runs", {})

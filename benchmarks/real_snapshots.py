@@ -92,7 +92,7 @@ def judge(args: tuple[Any, str, float, str, bool]) -> Row:
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from allocator.policies.full import full
-    from allocator.refine import DAY_TRIALS
+    from allocator.policies.refine import DAY_TRIALS
     from benchmarks.replay_seeds import combined
 
     scenario, week, time_limit, against, day = args

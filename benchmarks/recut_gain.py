@@ -38,7 +38,7 @@ def main(sets: str = typer.Option("tuning", "--sets", help="comma-separated seed
     from allocator import grid as gridlib
     from allocator.policies import fast as fastmod
     from allocator.policies import recut
-    from allocator.refine import DAY_TRIALS
+    from allocator.policies.refine import DAY_TRIALS
     from benchmarks.bench_quality import cases_for, scenario_for
 
     constant = "HOT_RECUT_ROUNDS" if hot else "RECUT_ROUNDS"

@@ -2,7 +2,7 @@
 trials, what it buys and what it costs.
 
 Each scenario is planned once each way `make_plan` may: fast's hot path, its proven bound
-(`bound="auto"`), and the refinement's candidates (`allocator.refine.candidates`: the
+(`bound="auto"`), and the refinement's candidates (`allocator.policies.refine.candidates`: the
 hot path with the services' exchange, fast with the daily plan's trials where they are
 affordable). A threshold then keeps the hot plan, or (where `refine.wanting` says so) the
 best of them; its time per plan is the hot path and the bound, plus the candidates where
@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))  # benchmarks/ as a package, run as a script too
 
 def judge(scenario: Any) -> dict[str, Any]:
     """The hot plan, its bound and each refinement candidate's plan of one scenario, each
-    timed (the candidates as `allocator.refine.candidates` gives them)."""
+    timed (the candidates as `allocator.policies.refine.candidates` gives them)."""
     from allocator import grid as gridlib
     from allocator.plan import prove_bound
     from allocator.policies.fast import fast
-    from allocator.refine import candidates
+    from allocator.policies.refine import candidates
 
     began = time.perf_counter()
     hot = gridlib.objective(scenario, fast(scenario))
@@ -59,7 +59,7 @@ def judge(scenario: Any) -> dict[str, Any]:
 
 def gated(row: dict[str, Any], below: float) -> tuple[float, float, bool]:
     """(objective, milliseconds, refined) of `make_plan(..., refine_below=below)`."""
-    from allocator import refine
+    from allocator.policies import refine
 
     hot_ms, bound_ms = row["ms"]
     if row["runs"] and refine.wanting(row["hot"], row["bound"], below):
@@ -76,7 +76,7 @@ def _trials(row: dict[str, Any]) -> float:
 def report(rows: list[dict[str, Any]], thresholds: list[float],
            reference: dict[str, float] | None, label: str) -> None:
     """One table row per threshold: refined plans, shares of the reference, time a plan."""
-    from allocator import refine
+    from allocator.policies import refine
 
     if reference is None:  # against the best of the ways
         reference = {r["name"]: max([r["hot"], *(v for v, _ in r["runs"].values())])

@@ -63,8 +63,7 @@ from typing import Any
 
 import typer
 
-from allocator import refine
-from allocator.policies import evac, pin_trials, realtime
+from allocator.policies import evac, pin_trials, realtime, refine
 from allocator.policies import fast as fastmod
 
 
@@ -201,7 +200,7 @@ def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, f
 
 
 def _refined(plan: Any, scenario: Any, **options: Any) -> Any:
-    """`plan`'s grid, or where `gpuplan plan` would refine it (allocator/refine.py, as
+    """`plan`'s grid, or where `gpuplan plan` would refine it (allocator/policies/refine.py, as
     `make_plan(..., bound="auto", refine_below=REFINE_BELOW)` does) the best of it and its
     candidates' grids."""
     from allocator import grid as gridlib

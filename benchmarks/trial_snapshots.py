@@ -31,7 +31,7 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.refine import DAY_TRIALS  # noqa: E402
+from allocator.policies.refine import DAY_TRIALS  # noqa: E402
 from benchmarks.real_snapshots import snapshots  # noqa: E402
 
 WAYS: tuple[tuple[str, dict[str, Any]], ...] = (

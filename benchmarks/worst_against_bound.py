@@ -40,7 +40,7 @@ def as_planned(case: Case) -> float:
     """`gpuplan plan`'s objective on one case: fast, refined where its bound finds it
     wanting."""
     from allocator.plan import make_plan
-    from allocator.refine import REFINE_BELOW
+    from allocator.policies.refine import REFINE_BELOW
 
     plan = make_plan(scenario_for(case), "fast", bound="auto", refine_below=REFINE_BELOW)
     return float(plan.metrics.objective)

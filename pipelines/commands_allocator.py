@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from allocator.core.errors import InputError
-from allocator.refine import REFINE_BELOW
+from allocator.policies.refine import REFINE_BELOW
 from allocator.scenario_io import load_scenario_dir
 from pipelines.checkout import benchmarks
 from pipelines.cliutil import (

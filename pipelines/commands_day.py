@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from allocator.refine import DAY_TRIALS
+from allocator.policies.refine import DAY_TRIALS
 from pipelines.cliutil import (
     defer_trials_option,
     finite,

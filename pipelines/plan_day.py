@@ -24,7 +24,7 @@ from allocator.core.readers import read_json
 from allocator.core.timeparse import parse_time
 from allocator.model import BATCH_KINDS, Cluster, Scenario, Weights
 from allocator.plan import Plan, make_plan
-from allocator.refine import DAY_TRIALS
+from allocator.policies.refine import DAY_TRIALS
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
 from pipelines import outset
 from pipelines.day_guard import (
@@ -347,7 +347,7 @@ def build_day(cluster: DayCluster, start: pd.Timestamp, queue: pd.DataFrame, rea
 # them ("Defer trials"), two rounds of realtime hops on fast's plan beside the trials and on
 # what they found ("Realtime hops"), and the trials again from the plan they found, until a
 # pass lifts nothing ("Trial passes"). `gpuplan plan` spends the same on a plan its bound
-# finds wanting (allocator/refine.py, where the numbers live).
+# finds wanting (allocator/policies/refine.py, where the numbers live).
 DAY_PIN_TRIALS = DAY_TRIALS["pin_trials"]
 DAY_DEFER_TRIALS = DAY_TRIALS["defer_trials"]
 DAY_HOPS = DAY_TRIALS["hops"]

@@ -42,7 +42,8 @@ def test_the_plan_day_variants_refuse_the_test_seeds() -> None:
 
 def test_a_plan_past_the_trials_caps_is_refined_by_the_other_runs() -> None:
     """`gpuplan plan` refines a wanting plan past the trials' caps with its other runs
-    (allocator/refine.py's candidates); the benchmark's "as refined" share says the same."""
+    (allocator/policies/refine.py's candidates); the benchmark's "as refined" share says
+    the same."""
     row = {"gpus": 32, "fast": 9.0, "full": 10.0, "optimal": True, "trials": 10.0,
            "lagrangian": 12.0, "plan_bound": 11.0, "gap": 0.0, "fast_ms": 1.0,
            "trials_ms": 9.0, "affordable": False, "refine_runs": {"evacuations": 9.5}}

@@ -23,6 +23,7 @@ from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
 from allocator.policies.full import WARM_PIN_TRIALS
+from allocator.policies.refine import REFINE_BELOW, candidates
 from allocator.result import SolveReport
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.scenarios import generate
@@ -31,7 +32,8 @@ from tests.brute_force import brute_force
 from tests.strategies import examples, scenarios, tiny_scenarios
 
 # `allocator.policies.full` is also the name of the policy function: take the module.
-full = importlib.import_module("allocator.policies.full").full
+full_module = importlib.import_module("allocator.policies.full")
+full = full_module.full
 
 
 def close(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -155,9 +157,25 @@ def test_random_small_full_is_legal_and_never_below_fast(scenario) -> None:
     assert legal(scenario, grid)
     got = objective(scenario, grid)
     assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    # nor below the plan `gpuplan plan --policy fast` gives, refined where its bound says so
+    refined = make_plan(scenario, "fast", bound="auto", refine_below=REFINE_BELOW)
+    assert got >= refined.metrics.objective - 1e-9 * max(1.0, abs(got))
     assert close(report.objective, got)
     if report.best_bound is not None:
         assert report.best_bound >= got - 1e-6 * max(1.0, abs(got))
+
+
+@settings(max_examples=examples(1.0))
+@given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=8, max_realtime=3))
+def test_the_warm_start_is_the_best_of_fast_and_the_refinements(scenario) -> None:
+    """No MILP: the warm start is legal and at least each run it chooses among."""
+    grid = full_module.warm_plan(scenario)
+    assert legal(scenario, grid)
+    got = objective(scenario, grid)
+    tol = 1e-9 * max(1.0, abs(got))
+    runs = [{"pin_trials": WARM_PIN_TRIALS}, {}, *candidates(scenario, {}).values()]
+    for options in runs:
+        assert got >= objective(scenario, fast(scenario, **options)) - tol, options
 
 
 def test_registered_and_reported_in_the_plan() -> None:
@@ -195,8 +213,8 @@ def scenario():
 
 
 def warm_start(scenario):
-    """full's warm start: fast with its pin trials (what every fallback returns)."""
-    return fast(scenario, pin_trials=WARM_PIN_TRIALS)
+    """full's warm start (what every fallback returns)."""
+    return full_module.warm_plan(scenario)
 
 
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
@@ -374,6 +392,9 @@ def test_random_small_full_with_zones_is_legal_and_bounded(scenario) -> None:
     assert legal(scenario, grid)
     got = objective(scenario, grid)
     assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    # nor below the plan `gpuplan plan --policy fast` gives, refined where its bound says so
+    refined = make_plan(scenario, "fast", bound="auto", refine_below=REFINE_BELOW)
+    assert got >= refined.metrics.objective - 1e-9 * max(1.0, abs(got))
     plain = objective(scenario, full(scenario, time_limit=3.0, block_bound=False).grid)
     if report.best_bound is not None:
         assert report.best_bound >= max(got, plain) - 1e-6 * max(1.0, abs(got))

@@ -162,7 +162,7 @@ def test_pin_trials_give_a_legal_day_plan_worth_at_least_the_plain_one(tmp_path)
 
 
 def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
-    """The command's defaults (from allocator/refine.py: plan_day loads pandas) must stay
+    """The command's defaults (from allocator/policies/refine.py: plan_day loads pandas) must stay
     the ones `plan_day` uses."""
     import typer.main
 
@@ -179,7 +179,7 @@ def test_plan_day_command_defaults_to_the_days_pin_trials() -> None:
     assert option.default == DAY_HOPS == DayArgs.hops
     option = next(p for p in day.params if p.name == "trial_passes")
     assert option.default == DAY_TRIAL_PASSES == DayArgs.trial_passes
-    # and what the benchmarks measure and `gpuplan plan` refines with (allocator/refine.py)
-    from allocator.refine import DAY_TRIALS
+    # and what the benchmarks measure and `gpuplan plan` refines with (allocator/policies/refine.py)
+    from allocator.policies.refine import DAY_TRIALS
     assert DAY_TRIALS == {"pin_trials": DAY_PIN_TRIALS, "defer_trials": DAY_DEFER_TRIALS,
                           "hops": DAY_HOPS, "trial_passes": DAY_TRIAL_PASSES}

@@ -1,5 +1,5 @@
 """A fast plan its bound finds wanting is made again with the daily plan's trials
-(allocator/refine.py): only then, never to a worse plan, and the command says so."""
+(allocator/policies/refine.py): only then, never to a worse plan, and the command says so."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from allocator import grid as gridlib
-from allocator import refine
 from allocator.model import Scenario
 from allocator.plan import make_plan
 from allocator.policies import fast as fast_module
+from allocator.policies import refine
 from allocator.policies.decoder import COMPILED_MAX_T, _packc
 from allocator.policies.fast import fast
 from allocator.scenario_io import load_scenario, scenario_from_dict

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from allocator import refine
-from allocator.policies import evac, pin_trials, realtime
+from allocator.policies import evac, pin_trials, realtime, refine
 from allocator.policies import fast as fastlib
 from benchmarks.replay_seeds import VARIANTS
 

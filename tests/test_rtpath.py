@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
-from allocator import refine
 from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
 from allocator.plan import make_plan
 from allocator.policies import fast as fast_module
-from allocator.policies import rtpath
+from allocator.policies import refine, rtpath
 from allocator.policies.decoder import _packc
 from allocator.policies.fast import fast
 from allocator.policies.rtpath import rerouted

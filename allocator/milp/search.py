@@ -314,7 +314,8 @@ class FullSolve:
             "fast_objective": self.fast_obj, "best_bound": None, "gap": None,
             "solve_seconds": 0.0, "improved_fast": False, "milp_bound": None,
             "block_bound": None, "lp_bound": None, "time_limit": time_limit, "proof": None,
-            "warnings": self.warnings, "phases": {},
+            "warnings": self.warnings,
+            "phases": {"warm_start": round(time.perf_counter() - self.began, 3)},
         }
         self.mark = time.perf_counter()
         self.proven: list[float] = []  # upper bounds on the whole objective

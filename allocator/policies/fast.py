@@ -1023,7 +1023,7 @@ REPLAN_TAGS = ("opened", "fresh", "drift")
 # plan gets the light rounds where it comes within FLIP_WITHIN of the winner's (before the
 # rounds), and replaces the plan where it ends above it, so a plan never falls.
 # On the hot path (`flip=None`) from FLIP_MIN_GPUS to FLIP_MAX_GPUS when FLIP is set;
-# `gpuplan plan` refines a wanting plan with them at every size (allocator/refine.py).
+# `gpuplan plan` refines a wanting plan with them at every size (allocator/policies/refine.py).
 FLIP = True
 FLIP_STEPS = (2, 6, 10, 16)
 FLIP_SHARE = 4
@@ -1033,7 +1033,7 @@ FLIP_MAX_GPUS = 16
 # Whether the hot path lays a short service's layers again as paths in every construction
 # (`reroute=None`; the final plan alone: REROUTE_LAST below). Off: a few ms more where
 # constructions leave a service short, for hundredths of a point (BENCHMARKS.md, "services
-# rerouted as paths"); `gpuplan plan` refines a wanting plan with it (allocator/refine.py).
+# rerouted as paths"); `gpuplan plan` refines a wanting plan with it (allocator/policies/refine.py).
 REROUTE = False
 # Whether the hot path lays a short service's layers again in its final plan alone
 # (kept where it raises the objective, so never lower): on the real Philly replans one shot
