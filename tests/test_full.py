@@ -22,7 +22,7 @@ from allocator.milp.model import build_model
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.policies.fast import fast
-from allocator.policies.full import WARM_PIN_TRIALS
+from allocator.policies.full import WARM_PIN_TRIALS, WARM_REFINED_MIN_SECONDS
 from allocator.policies.refine import REFINE_BELOW, candidates
 from allocator.result import SolveReport
 from allocator.scenario_io import load_scenario, scenario_from_dict
@@ -152,7 +152,7 @@ def test_random_tiny_optimum_is_the_brute_force_optimum(scenario) -> None:
 @settings(max_examples=examples(0.25))
 @given(scenario=scenarios(max_gpus=8, max_steps=8, max_batch=5, max_realtime=2))
 def test_random_small_full_is_legal_and_never_below_fast(scenario) -> None:
-    result = full(scenario, time_limit=3.0)
+    result = full(scenario, time_limit=WARM_REFINED_MIN_SECONDS)
     grid, report = result.grid, result.solve
     assert legal(scenario, grid)
     got = objective(scenario, grid)
@@ -212,9 +212,10 @@ def scenario():
     return generate("training-heavy")
 
 
-def warm_start(scenario):
-    """full's warm start (what every fallback returns)."""
-    return full_module.warm_plan(scenario)
+def warm_start(scenario, time_limit: float = 30.0):
+    """full's warm start at this time limit (what every fallback returns): below
+    WARM_REFINED_MIN_SECONDS, fast with its pin trials alone."""
+    return full_module.warm_plan(scenario, refined=time_limit >= WARM_REFINED_MIN_SECONDS)
 
 
 def test_missing_solver_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
@@ -251,7 +252,8 @@ def test_solver_crash_gives_fast_with_a_warning(monkeypatch, scenario) -> None:
     monkeypatch.setattr(solvers._HiGHS, "actualSolve", boom)
     result = full(scenario, time_limit=2.0, block_bound=False)
     grid, report = result.grid, result.solve
-    assert np.array_equal(grid, warm_start(scenario))
+    assert np.array_equal(grid, warm_start(scenario, 2.0))
+    assert np.array_equal(grid, fast(scenario, pin_trials=WARM_PIN_TRIALS))
     assert report.warnings
 
 

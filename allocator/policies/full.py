@@ -9,6 +9,8 @@ a missing solver or an empty timeout yields the warm start.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from allocator import grid as gridlib
@@ -26,13 +28,18 @@ WARM_PIN_TRIALS = 24
 # then never below the plan `gpuplan plan --policy fast` gives. With fast's pin trials alone,
 # full ended below it on replan tuning seed 1296 (798.91 against 831.16 after 30 s).
 WARM_REFINED = True
+# ... from this time limit up: those runs took a median 0.56 s and up to 3.3 s on the
+# 16-GPU tuning scenarios (fast with pin trials alone: 0.05 s, at most 0.26 s), and a
+# shorter limit is not to be spent on the warm start alone.
+WARM_REFINED_MIN_SECONDS = 5.0
 
 
-def warm_plan(scenario: Scenario) -> np.ndarray:
-    """fast with its pin trials, or where one beats it the best of fast's hot plan and the
-    refinement's candidate runs (allocator/policies/refine.py), all of them, wanting or not."""
+def warm_plan(scenario: Scenario, refined: bool = True) -> np.ndarray:
+    """fast with its pin trials, or (`refined`) where one beats it the best of fast's hot
+    plan and the refinement's candidate runs (allocator/policies/refine.py), all of them,
+    wanting or not."""
     best = fast(scenario, pin_trials=WARM_PIN_TRIALS)
-    if not WARM_REFINED:
+    if not refined:
         return best
     score = gridlib.Scorer(scenario)
     value = score(best)
@@ -54,7 +61,8 @@ def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
     32 GPUs, when they do not, the tighter zone relaxation and no-good cuts follow), and
     the full MILP stops as soon as an incumbent meets it.
     """
-    run = FullSolve(scenario, warm_plan, solver=solver,
+    refined = WARM_REFINED and time_limit >= WARM_REFINED_MIN_SECONDS
+    run = FullSolve(scenario, partial(warm_plan, refined=refined), solver=solver,
                     time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start)
     if run.cannot_solve():
         return run.result(run.fast_grid)
