@@ -301,7 +301,8 @@ class FullSolve:
     """
 
     def __init__(self, scenario: Scenario, warm_start_plan: Callable[[Scenario], np.ndarray],
-                 *, solver: str, time_limit: float, mip_gap: float, warm_start: bool) -> None:
+                 *, solver: str, time_limit: float, mip_gap: float, warm_start: bool,
+                 floor_plan: Callable[[Scenario], np.ndarray] | None = None) -> None:
         self.scenario, self.solver, self.mip_gap = scenario, solver, mip_gap
         self.time_limit, self.warm_start = time_limit, warm_start
         self.began = time.perf_counter()
@@ -309,9 +310,16 @@ class FullSolve:
         self.warnings: list[str] = []
         self.fast_grid = warm_start_plan(scenario)
         self.fast_obj = gridlib.objective(scenario, self.fast_grid)
+        # fast's best plan, which the result never falls below; not the search's warm start
+        # (a different incumbent sends the placements and cuts down other paths)
+        self.floor_grid, self.floor_obj = self.fast_grid, self.fast_obj
+        if floor_plan is not None:
+            grid = floor_plan(scenario)
+            if (value := gridlib.objective(scenario, grid)) > self.fast_obj:
+                self.floor_grid, self.floor_obj = grid, value
         self.report: dict[str, Any] = {
-            "solver": solver, "status": "not_run", "objective": self.fast_obj,
-            "fast_objective": self.fast_obj, "best_bound": None, "gap": None,
+            "solver": solver, "status": "not_run", "objective": self.floor_obj,
+            "fast_objective": self.floor_obj, "best_bound": None, "gap": None,
             "solve_seconds": 0.0, "improved_fast": False, "milp_bound": None,
             "block_bound": None, "lp_bound": None, "time_limit": time_limit, "proof": None,
             "warnings": self.warnings,
@@ -423,8 +431,8 @@ class FullSolve:
         return max(min(self.left() / 2, SOLVE_CAP_SECONDS), 0.1)
 
     def fast_meets_bound(self) -> bool:
-        """The warm start is already at a proven bound: optimal without a MILP."""
-        if self.proven and relative_gap(self.fast_obj, min(self.proven)) == 0.0:
+        """fast's best plan is already at a proven bound: optimal without a MILP."""
+        if self.proven and relative_gap(self.floor_obj, min(self.proven)) == 0.0:
             self.report.update(status="optimal", best_bound=min(self.proven), gap=0.0,
                                proof="fast meets the relaxation bound")
             return True
@@ -680,20 +688,25 @@ class FullSolve:
             report["milp_bound"] = min(search.bounds)
             self.proven.append(min(search.bounds))
         best_bound = min(self.proven) if self.proven else None
-        gap = relative_gap(search.objective, best_bound)
+        # fast's own grid when nothing beat it, not its relabelled copy
+        grid = self.fast_grid if search.grid is self.canonical_fast else search.grid
+        objective = search.objective
+        if self.floor_obj > objective:  # fast's best beat the search: the floor holds
+            grid, objective = self.floor_grid, self.floor_obj
+        gap = relative_gap(objective, best_bound)
+        met = self.met_relaxation or (self.target is not None and objective >= self.target)
         if gap is not None and gap <= self.mip_gap:
             status = "optimal"
             which = "zone" if self.zone_bound else "block-capacity"
             report["proof"] = (f"the plan meets the {which} bound ({self.cuts} no-good "
-                               "cuts)" if self.met_relaxation else "the MILP's own bound")
+                               "cuts)" if met else "the MILP's own bound")
         else:
             status = "time_limit" if self.left() <= 0.5 else "feasible"
             shown = "unknown" if gap is None else f"{100 * gap:.2f}%"
             last = search.statuses[-1] if search.statuses else "not run"
             self.warnings.append(f"not proven optimal (solver: {last}): gap {shown} to the "
                                  "best bound")
-        improved = search.objective > self.fast_obj + REL_TOL * max(1.0, abs(self.fast_obj))
-        report.update(status=status, objective=search.objective, best_bound=best_bound,
+        improved = objective > self.floor_obj + REL_TOL * max(1.0, abs(self.floor_obj))
+        report.update(status=status, objective=objective, best_bound=best_bound,
                       gap=gap, improved_fast=improved)
-        # fast's own grid when nothing beat it, not its relabelled copy.
-        return self.fast_grid if search.grid is self.canonical_fast else search.grid
+        return grid

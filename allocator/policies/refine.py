@@ -3,8 +3,8 @@ by a second rule, and with the daily plan's trials.
 
 The hot path is built for milliseconds and usually lands within a point of the optimum;
 the plans where it does not are the ones its bound leaves room on, and only those pay for
-more runs (BENCHMARKS.md, "Refinement below the bound"). full's warm start runs them all
-(full.py's `warm_plan`), so full never ends below the plan `gpuplan plan` gives.
+more runs (BENCHMARKS.md, "Refinement below the bound"). full runs them all
+(full.py's `refined_plan`), so it never ends below the plan `gpuplan plan` gives.
 """
 
 from __future__ import annotations
