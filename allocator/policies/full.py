@@ -53,7 +53,7 @@ def refined_plan(scenario: Scenario) -> np.ndarray:
 def full(scenario: Scenario, *, solver: str = "highs", time_limit: float = 30.0,
          lp_bound: bool = False, mip_gap: float = 1e-4, warm_start: bool = True,
          block_bound: bool = True) -> PolicyResult:
-    """The better of the MILP's incumbent and fast's grid, with the solve's report.
+    """The better of the MILP's incumbent and fast's best grid, with the solve's report.
 
     `time_limit` bounds the whole solve, bounds included. With `block_bound`, the
     block-capacity relaxation (allocator.milp.bounds) runs first: its bound often proves
