@@ -177,6 +177,38 @@ def test_the_refined_plan_is_the_best_of_fast_and_the_refinements(scenario) -> N
         assert got >= objective(scenario, fast(scenario, **options)) - tol, options
 
 
+def _as_cells(scenario, ids) -> np.ndarray:
+    """A brute-force grid (job ids) as the policies' cells (job indices)."""
+    index = {job.id: i for i, job in enumerate(scenario.jobs)}
+    cells = gridlib.empty(scenario)
+    for t, row in enumerate(ids):
+        for g, job_id in enumerate(row):
+            if job_id is not None:
+                cells[t, g] = index[job_id]
+    return cells
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(0.25))
+@given(scenario=tiny_scenarios())
+def test_a_floor_at_the_optimum_is_proven_and_bounds_stay_true(scenario) -> None:
+    """The floor counts as the incumbent mid-search (the search stops where it meets a
+    target, and cutoffs prune below it): with the optimum itself as the floor, full ends
+    there, and every bound it reports is still above the optimum."""
+    best, ids = brute_force(scenario)
+    optimum = _as_cells(scenario, ids)
+    assert close(objective(scenario, optimum), best)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(full_module, "refined_plan", lambda _: optimum.copy())
+        result = full(scenario, time_limit=REFINED_FLOOR_MIN_SECONDS, mip_gap=1e-9)
+    grid, report = result.grid, result.solve
+    assert legal(scenario, grid)
+    assert close(objective(scenario, grid), best), report
+    if report.best_bound is not None:
+        assert report.best_bound >= best - 1e-6 * max(1.0, abs(best)), report
+    assert report.status == "optimal", report
+
+
 def test_registered_and_reported_in_the_plan() -> None:
     assert POLICIES["full"] is full
     scenario = scenario_from_dict(TINY["pair-vs-singles"])

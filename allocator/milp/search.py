@@ -84,6 +84,10 @@ CUTOFF = True  # placements after a no-good cut look only at plans above the inc
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
 # Placements and cuts take the start set's swap closure (bounds.swap_closure), when cutting.
 SWAP_CLOSURE = True
+# The floor (fast's best plan, `floor_plan`) counts as the incumbent mid-search: the search
+# stops once it meets a target the cuts lowered, and placements and re-solves after a cut
+# look only above it. The placements' warm starts stay the search's own plan.
+FLOOR_INCUMBENT = True
 # HiGHS options for the placements of a start set below LNS_MIN_GPUS. Most of a
 # restricted model is fixed at the root, and HiGHS then restarts its search, throwing the
 # root's work away, as on the block relaxation (bounds.BLOCK_OPTIONS). Without restarts,
@@ -482,7 +486,7 @@ class FullSolve:
                     self.zone_placed = True
                 # After a cut, only plans above the incumbent matter: prune the rest. (The first
                 # placement keeps its warm start, which a cutoff above it would throw away.)
-                cutoff = search.objective if cutting and CUTOFF and self.cuts else None
+                cutoff = self._incumbent() if cutting and CUTOFF and self.cuts else None
                 placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff,
                                         options=None if large else PLACE_OPTIONS)
                 model.restrict_starts(None)
@@ -514,7 +518,7 @@ class FullSolve:
                 # Only relaxation solutions above the incumbent matter: prune the rest.
                 nxt = self._count(bounds.solve_block(
                     self.block_model, time_limit=self._half_left(),
-                    cutoff=search.objective if RELAX_CUTOFF else None))
+                    cutoff=self._incumbent() if RELAX_CUTOFF else None))
                 if nxt.value is None:
                     break
                 self.target = self._tighten(max(self.excluded, nxt.value))
@@ -642,15 +646,21 @@ class FullSolve:
         if any(set(got.starts.items()) <= pairs for pairs in self.cut_sets):
             assert self.search is not None
             nxt = self._count(bounds.solve_block(zone, time_limit=self._half_left(),
-                                                 cutoff=self.search.objective))
+                                                 cutoff=self._incumbent()))
             if nxt.value is not None:
                 self.target = self._tighten(max(self.excluded, nxt.value))
                 self.relaxed_starts = nxt.starts if nxt.value > self.excluded else None
         return True
 
-    def _at_target(self) -> bool:
+    def _incumbent(self) -> float:
+        """The best plan's objective so far: the search's, or the floor's above it."""
         assert self.search is not None
-        return self.target is not None and self.search.objective >= self.target
+        if FLOOR_INCUMBENT:
+            return max(self.search.objective, self.floor_obj)
+        return self.search.objective
+
+    def _at_target(self) -> bool:
+        return self.target is not None and self._incumbent() >= self.target
 
     def improve_by_windows(self) -> bool:
         """Too big to solve whole in time (LNS_MIN_GPUS and up): improve the incumbent one
