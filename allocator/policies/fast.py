@@ -297,7 +297,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          prepared: Prepared | None = None, trial_passes: int = 1,
          evac_rules: tuple[str, ...] | None = None,
          replan_layouts: bool | None = None, reroute: bool | None = None,
-         flip: bool | None = None) -> np.ndarray:
+         flip: bool | None = None, crowd: bool = False) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -331,6 +331,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     the plan itself last (alone: `REROUTE_LAST`).
     `flip`: the flipped drift layouts (drift.py), one per step of `FLIP_STEPS`, their best
     plan judged beside the plan after step 9's light rounds (None: `hot_flips`).
+    `crowd`: on a replan, realtime's GPU rank led by the blocks services' current GPUs
+    crowd (realtime.crowded; a run of `gpuplan plan`'s refinement).
     """
     if search is None:
         search = default_search(scenario)
@@ -344,12 +346,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if prepared is not None and prepared.serves(scenario):
         score, jobs = prepared.score, prepared.jobs
         orders = prepared.orders_without(held.reserved)
-        placer = prepared.placer.rebased(base) or RealtimePlacer(scenario, base)
+        placer = prepared.placer.rebased(base) or RealtimePlacer(scenario, base, crowd=crowd)
     else:
         score = gridlib.Scorer(scenario)  # the weights laid out once for every candidate
         jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
         orders = value_orders(scenario, held)  # and the same value orders
-        placer = RealtimePlacer(scenario, base)
+        placer = RealtimePlacer(scenario, base, crowd=crowd)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
@@ -362,14 +364,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         first = candidates[0] if only is None else make(placer, only="first")[0][0]
         let_go = released_at_zero(scenario, first) if score.shortfall_cost(first) > 0 else {}
         if let_go:  # the first layout again, those GPUs anyone's from step 0
-            more = _made_again(make, scenario, base, let_go, ("first",))
+            more = _made_again(make, scenario, base, let_go, ("first",), crowd)
             candidates += more
             tags += ["released"] * len(more)
     replanning = REPLAN_LAYOUTS if replan_layouts is None else replan_layouts
     if DROPPED and (DROPPED_HOT or replanning) and only in (None, "dropped"):
         let_go = dropped_current(scenario, placer)
         if let_go:  # the GPUs services drop at step 0 anyone's from then on
-            more = _made_again(make, scenario, base, let_go, DROPPED_BUILDS)
+            more = _made_again(make, scenario, base, let_go, DROPPED_BUILDS, crowd)
             candidates += more
             tags += ["dropped"] * len(more)
     if OPENED and replanning and only in (None, "opened"):
@@ -377,7 +379,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         if let_go:  # the first layout with services' current GPUs anyone's from step 0
             cheaper = partial(_candidates, scenario, base, held, score, jobs, orders,
                               search // REPLAN_SHARE, layouts)
-            more = _made_again(cheaper, scenario, base, let_go, ("first",))
+            more = _made_again(cheaper, scenario, base, let_go, ("first",), crowd)
             candidates += more
             tags += ["opened"] * len(more)
     if FRESH and replanning and only in (None, "fresh") and not scenario.reservations \
@@ -400,7 +402,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             raise InputError(f"the construction {only} built no legal plan",
                              field="reservations")
         # no layout paid its way off a reserved block: hold on there
-        candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True))
+        candidates, tags = make(RealtimePlacer(scenario, base, hold_through_off=True,
+                                               crowd=crowd))
         candidates = legal_around_reservations(scenario, candidates)
         tags = ["held"] * len(candidates)
     if EXCHANGE if exchange is None else exchange:
@@ -923,12 +926,12 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
 
 
 def _made_again(make: Callable[..., tuple[list[np.ndarray], list[str]]], scenario: Scenario,
-                base: np.ndarray, let_go: dict[int, frozenset[int]], builds: tuple[str, ...]
-                ) -> list[np.ndarray]:
+                base: np.ndarray, let_go: dict[int, frozenset[int]], builds: tuple[str, ...],
+                crowd: bool = False) -> list[np.ndarray]:
     """The constructions `builds` (`_candidates`' names) made once more by `make` with the
     current GPUs `let_go` anyone's from step 0, their release paid there: the released,
-    dropped and opened layouts differ only in what they let go."""
-    again = RealtimePlacer(scenario, base, released=let_go)
+    dropped and opened layouts differ only in what they let go. `crowd`: fast's."""
+    again = RealtimePlacer(scenario, base, released=let_go, crowd=crowd)
     return [grid for build in builds for grid in make(again, only=build)[0]]
 
 

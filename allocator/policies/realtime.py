@@ -92,6 +92,40 @@ def preference(G: int, largest_block: int, pinned: np.ndarray | None = None) -> 
     return _preference_py(G, largest_block, pinned)
 
 
+def crowded(scenario: Scenario, rank: np.ndarray, largest_block: int,
+            busy: np.ndarray | None = None) -> np.ndarray:
+    """`rank` led by how much of each GPU's aligned blocks (2 up to `largest_block` GPUs)
+    is taken at step 0, by services' current GPUs or by running work (`busy`, per GPU),
+    summed over the sizes: a GPU outside every block of a size (the tail) counts as wholly
+    taken there. `rank` orders each level; `rank` itself where no service holds a GPU.
+
+    On a replan every layout keeps a service on the current GPUs `rank` likes best, which
+    can leave it on a block it barely touches while another it crowds stays broken (replan
+    tuning seed 1225: the optimum lets go of the two it holds in one 4-block, freeing it
+    at step 0 for a 4-GPU job, and keeps three in blocks already broken). Crowded, it
+    keeps and grows where blocks are broken already.
+    """
+    G = scenario.G
+    held = np.zeros(G, dtype=bool)
+    for job in scenario.realtime_jobs:
+        if job.current_gpus:
+            held[list(job.current_gpus)] = True
+    if not held.any():
+        return rank
+    if busy is not None:
+        held |= busy
+    crowd = np.zeros(G)
+    k = 2
+    while k <= max(largest_block, 2):
+        whole = (G // k) * k
+        if whole:
+            crowd[:whole] += np.repeat(held[:whole].reshape(-1, k).mean(axis=1), k)
+        crowd[whole:] += 1.0
+        k *= 2
+    ranked: np.ndarray = np.lexsort((rank, crowd)).argsort().astype(np.float64)
+    return ranked
+
+
 def _preference_py(G: int, largest_block: int, pinned: np.ndarray | None = None
                    ) -> np.ndarray:
     """`preference` in numpy: the reference for the compiled one."""
@@ -170,15 +204,19 @@ class RealtimePlacer:
 
     def __init__(self, scenario: Scenario, grid: np.ndarray, tail_first: bool = False,
                  stack: bool = False, hold_through_off: bool = False,
-                 released: dict[int, frozenset[int]] | None = None) -> None:
+                 released: dict[int, frozenset[int]] | None = None,
+                 crowd: bool = False) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
+        self.crowd = scenario if crowd else None  # the rank `crowded` (rebased keeps it)
         self.tail_first = tail_first
         self.stack = stack
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.largest = largest_queued(scenario)
         self.static_rank = preference(G, self.largest)
         self.rank = preference(G, self.largest, grid >= 0) if BROKEN_FIRST else self.static_rank
+        if self.crowd is not None:
+            self.rank = crowded(scenario, self.rank, self.largest, grid[0] >= 0)
         self.owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
         for i, job in realtime:
             if job.current_gpus:
@@ -294,6 +332,8 @@ class RealtimePlacer:
         clone = self.copy()
         clone.rank = preference(grid.shape[1], self.largest, grid >= 0) if BROKEN_FIRST \
             else self.static_rank
+        if self.crowd is not None:
+            clone.rank = crowded(self.crowd, clone.rank, self.largest, grid[0] >= 0)
         return clone
 
     def ranked(self, rank: np.ndarray, tail_first: bool | None = None,

@@ -58,6 +58,12 @@ REFINE_REROUTE = True
 # One more hot-path run with the flipped drift layouts (fast's `flip`, drift.py): services
 # on the aligned blocks first, walking out later in the day.
 REFINE_FLIP = True
+# On a replan, one more hot-path run with realtime's GPU rank crowded (fast's `crowd`,
+# realtime.crowded): services keep and grow where their own current GPUs already break
+# blocks. Beside the hot plan on the Philly tuning weeks' replans it lifts 5 of 70 (14 and
+# 16 GPUs, up to 5.7%), and beside the refined plan 2 (14 GPUs, up to 2.2%), for one more
+# hot-path run (benchmarks/replan_candidates.py --candidate crowd).
+REFINE_CROWD = True
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
@@ -85,7 +91,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     """The runs a wanting plan is refined with, by name: on a replan "replan", one more
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
     makes them too); "reroute", where services run, one more hot-path run laying short
-    services again as paths (REFINE_REROUTE); "flip", one more hot-path run with the
+    services again as paths (REFINE_REROUTE); on a replan "crowd", one more hot-path run
+    with realtime's rank crowded (REFINE_CROWD); "flip", one more hot-path run with the
     flipped drift layouts where they can differ and the hot path made none (REFINE_FLIP);
     "evacuations", one more hot-path run with
     REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
@@ -105,6 +112,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     if REFINE_REROUTE and scenario.realtime_jobs and options.get("reroute") is None:
         runs["reroute"] = {**options, "reroute": True}  # a run of its own: passed on to
         # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
+    if REFINE_CROWD and holds_current(scenario) and not options.get("crowd"):
+        runs["crowd"] = {**options, "crowd": True}
     if REFINE_FLIP and options.get("flip") is None and flippable(scenario) and \
             not hot_flips(scenario):
         runs["flip"] = {**options, "flip": True}
