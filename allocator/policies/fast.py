@@ -332,7 +332,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `flip`: the flipped drift layouts (drift.py), one per step of `FLIP_STEPS`, their best
     plan judged beside the plan after step 9's light rounds (None: `hot_flips`).
     `crowd`: on a replan, realtime's GPU rank led by the blocks services' current GPUs
-    crowd (realtime.crowded; a run of `gpuplan plan`'s refinement).
+    crowd (realtime.crowded; a refinement run with `refine.REFINE_CROWD`).
     """
     if search is None:
         search = default_search(scenario)

@@ -59,11 +59,13 @@ REFINE_REROUTE = True
 # on the aligned blocks first, walking out later in the day.
 REFINE_FLIP = True
 # On a replan, one more hot-path run with realtime's GPU rank crowded (fast's `crowd`,
-# realtime.crowded): services keep and grow where their own current GPUs already break
-# blocks. Beside the hot plan on the Philly tuning weeks' replans it lifts 5 of 70 (14 and
-# 16 GPUs, up to 5.7%), and beside the refined plan 2 (14 GPUs, up to 2.2%), for one more
-# hot-path run (benchmarks/replan_candidates.py --candidate crowd).
-REFINE_CROWD = True
+# realtime.crowded): services keep and grow where blocks are broken at step 0 already. On
+# the replan tuning sets it lifts `gpuplan plan` from 99.23% to 99.28% of the optima (min
+# 95.43 -> 96.67%) and 99.61 -> 99.64%, but in the rolling replay of the Philly tuning
+# weeks it lowered net value by 0.80% at 14 GPUs (se 0.49) and 0.45% at 16 (se 0.24),
+# realtime's shortfall 2.18 -> 2.35%: off (BENCHMARKS.md, "Replans: services keep the
+# blocks they crowd"; `benchmarks/philly_replays.py --variants refine,refinecrowd`).
+REFINE_CROWD = False
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
