@@ -208,14 +208,15 @@ class RealtimePlacer:
                  crowd: bool = False) -> None:
         T, G = scenario.T, scenario.G
         self.T = T
-        self.crowd = scenario if crowd else None  # the rank `crowded` (rebased keeps it)
+        # the scenario whose current GPUs crowd the rank (`crowded`; rebased keeps it)
+        self.crowd_of = scenario if crowd else None
         self.tail_first = tail_first
         self.stack = stack
         realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.largest = largest_queued(scenario)
         self.static_rank = preference(G, self.largest)
         self.rank = preference(G, self.largest, grid >= 0) if BROKEN_FIRST else self.static_rank
-        if self.crowd is not None:
+        if self.crowd_of is not None:
             self.rank = crowded(scenario, self.rank, self.largest, grid[0] >= 0)
         self.owner = np.full(G, -1)  # whose current GPU this is: nobody else may take it
         for i, job in realtime:
@@ -332,8 +333,8 @@ class RealtimePlacer:
         clone = self.copy()
         clone.rank = preference(grid.shape[1], self.largest, grid >= 0) if BROKEN_FIRST \
             else self.static_rank
-        if self.crowd is not None:
-            clone.rank = crowded(self.crowd, clone.rank, self.largest, grid[0] >= 0)
+        if self.crowd_of is not None:
+            clone.rank = crowded(self.crowd_of, clone.rank, self.largest, grid[0] >= 0)
         return clone
 
     def ranked(self, rank: np.ndarray, tail_first: bool | None = None,
