@@ -67,6 +67,13 @@ def to_ids(scenario: Scenario, grid: Grid) -> list[list[str | None]]:
     return [[ids[c] if c >= 0 else None for c in row] for row in grid.tolist()]
 
 
+def from_ids(scenario: Scenario, ids: list[list[str | None]]) -> Grid:
+    """`to_ids` turned back: a grid of job ids (None: free) as the policies' cells."""
+    index = {job.id: i for i, job in enumerate(scenario.jobs)}
+    return np.array([[FREE if c is None else index[c] for c in row] for row in ids],
+                    dtype=np.int32)
+
+
 def objective(scenario: Scenario, grid: Grid) -> float:
     """MODEL.md's objective, vectorised for comparing candidate grids inside a policy.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from allocator import grid as gridlib
 from allocator.core.errors import InputError
 from allocator.explain import Explanation
 from allocator.explain import explain as explain_job
@@ -45,10 +46,7 @@ def _read(scenario: Scenario, plan_file: Path, job_id: str) -> tuple[np.ndarray,
         raise InputError("names no queued batch-like job of the scenario", job=job_id,
                          field="id")
     policy = body.get("policy", "fast")
-    index = {j.id: i for i, j in enumerate(scenario.jobs)}
-    grid = np.array([[index[c] if c is not None else -1 for c in row] for row in body["grid"]],
-                    dtype=np.int32)
-    return grid, policy if policy in REPLANNED else "fast"
+    return gridlib.from_ids(scenario, body["grid"]), policy if policy in REPLANNED else "fast"
 
 
 def explain_plan(scenario_file: Path, plan_file: Path, job_id: str) -> Explained:

@@ -177,17 +177,6 @@ def test_the_refined_plan_is_the_best_of_fast_and_the_refinements(scenario) -> N
         assert got >= objective(scenario, fast(scenario, **options)) - tol, options
 
 
-def _as_cells(scenario, ids) -> np.ndarray:
-    """A brute-force grid (job ids) as the policies' cells (job indices)."""
-    index = {job.id: i for i, job in enumerate(scenario.jobs)}
-    cells = gridlib.empty(scenario)
-    for t, row in enumerate(ids):
-        for g, job_id in enumerate(row):
-            if job_id is not None:
-                cells[t, g] = index[job_id]
-    return cells
-
-
 @pytest.mark.slow
 @settings(max_examples=examples(0.25))
 @given(scenario=tiny_scenarios())
@@ -196,7 +185,7 @@ def test_a_floor_at_the_optimum_is_proven_and_bounds_stay_true(scenario) -> None
     target, and cutoffs prune below it): with the optimum itself as the floor, full ends
     there, and every bound it reports is still above the optimum."""
     best, ids = brute_force(scenario)
-    optimum = _as_cells(scenario, ids)
+    optimum = gridlib.from_ids(scenario, ids)
     assert close(objective(scenario, optimum), best)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(full_module, "refined_plan", lambda _: optimum.copy())
