@@ -597,7 +597,10 @@ HOT_RECUT_ROUNDS = 0
 # tuning4 s1184 (8 GPUs) from below zero to 99.91% of the optimum (the first layout gives
 # the highest-priority services the one free GPU at the first steps but loses batch value
 # later, which its hops win back), s1132 96.80 -> 98.30%; about 65% more time at 16 GPUs
-# (past 16 GPUs, the evacuation alone, it lifted none of the 64-GPU tuning seeds).
+# (past 16 GPUs, the evacuation alone, it lifted none of the 64-GPU tuning seeds). Where
+# its plan wins, the last steps (re-cuts, reroute, clearing) also finish the plan without
+# it and keep the better: they are local searches, and a randomized test run found a
+# drawn scenario where the lifted start ended lower.
 HOP_OTHERS = True
 # Past the hops' 16 GPUs the evacuation runs alone, up to EVAC_MAX_GPUS: on the 64-GPU
 # tuning seeds 1000-1029 (30 jobs) plan-day's plan rose on 8 of 30 (+0.13% on average,
