@@ -460,6 +460,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             other = light_hop(candidates[k], rounds=hot_rounds,
                               stride=1 if scenario.G <= RUNNER_UP_EVERY_STEP else HOT_STRIDE)
             if score(other) > score(light) + 1e-9:
+                if reroute_last:  # the plan it beat stays a finalist (rerouted, it can
+                    finalists.append(light)  # win again: so the runner-up never lowers)
                 light = other
     beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
         if only is None and (hot_flips(scenario) if flip is None
