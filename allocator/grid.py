@@ -134,8 +134,10 @@ class Scorer:
             counts = out
         else:
             counts = self._bincounts(grids)
-        batch = (counts[:, :, self._batch_cols] * self.batch_weight).reshape(len(grids), -1)
-        values = batch.sum(axis=1)
+        # contiguous rows: numpy sums a strided axis in plain order and a contiguous one
+        # pairwise, as `split` does (a drawn 7-GPU grid differed in the last bit)
+        batch = np.ascontiguousarray(counts[:, :, self._batch_cols] * self.batch_weight)
+        values = batch.reshape(len(grids), -1).sum(axis=1)
         if len(self.realtime):
             short = np.maximum(self.demand - counts[:, :, self._realtime_cols], 0).sum(axis=1)
             if len(self.realtime) == 1:  # a dot of one term is 0.0 plus its product

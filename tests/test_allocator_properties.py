@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
-from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
 from allocator.plan import make_plan
 from allocator.policies import POLICIES
 from allocator.scenario_io import scenario_from_dict, scenario_to_dict
@@ -147,7 +147,22 @@ def test_objective_sums_the_contract_terms(policy: str, scenario: Scenario) -> N
     assert close(objective_of(scenario, grid), want)
 
 
+def _one_step_of_eight_jobs() -> Scenario:
+    """A drawn case (a 4,000-example run): one step, eight batch jobs, where the batched
+    sum over a strided axis differed from `split`'s in the last bit."""
+    def job(i: int, priority: float, gpus: int = 1) -> BatchJob:
+        return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
+                        duration_steps=1)
+    return Scenario(cluster=Cluster(gpus=7, horizon_steps=1, node_size=1, step_minutes=60),
+                    weights=Weights(realtime_penalty=0.0, decay=1.0),
+                    jobs=(job(0, 1.0), job(1, 1.9111985219166918), job(2, 1.0),
+                          RealtimeJob(id="re3", priority=1.0, demand=(0,), swap_limit=0),
+                          job(4, 1.0), job(5, 1.0), job(6, 1.0, 4),
+                          job(7, 9.30387698277582, 4), job(8, 5.0)), name="drawn")
+
+
 @given(scenario=scenarios(max_gpus=16, max_steps=24), seed=st.integers(0, 2**32 - 1))
+@example(scenario=_one_step_of_eight_jobs(), seed=0)
 def test_scoring_many_grids_at_once_is_scoring_each(scenario: Scenario, seed: int) -> None:
     """`Scorer.split_all` (fast's winner step) gives each grid's counts and (objective,
     shortfall) exactly as `counts` and `split` give them one grid at a time: equal floats,

@@ -103,8 +103,9 @@ def test_a_runner_ups_layout_serves_the_dearer_services_first() -> None:
     winning layout gives it to the cheapest service and the plan sits below zero; the
     first layout serves a dearer one but loses batch value later, which hops win back.
     The hot path's light rounds on it, windows every other step, lift the plan to 6.67,
-    8.62 with the plan they displaced kept for the final reroute; windows at every step (up to 8 GPUs, `RUNNER_UP_EVERY_STEP`) and plan-day's hops on
-    every construction's plan reach the proven optimum (8.90)."""
+    8.62 with the plan they displaced kept for the final reroute; windows at every step
+    (up to 8 GPUs, `RUNNER_UP_EVERY_STEP`) and plan-day's hops on every construction's
+    plan reach the proven optimum (8.90)."""
     scenario = load_scenario(RUNNER_UP)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastlib, "HOT_RUNNER_UP", False)
