@@ -547,25 +547,25 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             unlifted = own if score(own) > score(best) + 1e-9 else best
         best = early  # steps 1-7's plan hopped beat the trials'
 
-    def finished(best: np.ndarray) -> np.ndarray:
+    def finished(plan: np.ndarray) -> np.ndarray:
         """The last steps (the light plan, re-cuts, the final reroute, block clearing)."""
         # the light plan (without light rounds, trials or hops it is the plan itself: a
         # score of a grid against itself, two full counts, decides nothing)
-        if not anchors and light is not best and score(light) > score(best) + 1e-9:
-            best = light
+        if not anchors and light is not plan and score(light) > score(plan) + 1e-9:
+            plan = light
         recuts = RECUT_ROUNDS if hops > 0 else HOT_RECUT_ROUNDS
         if recuts > 0 and not anchors and not scenario.reservations:
-            best = recut.search(scenario, best, partial(hopping.layout, scenario),
+            plan = recut.search(scenario, plan, partial(hopping.layout, scenario),
                                 partial(_placed_again, scenario, held, jobs, orders, search),
                                 score, recuts)
         if rerouting or reroute_last:
             # the plan without trials too: a reroute can lift it past the trials' plan (so
             # trials never lower the plan)
-            best = _rerouted_best(scenario, score, held,
-                                  [best, *([] if anchors else [light]), *finalists])
+            plan = _rerouted_best(scenario, score, held,
+                                  [plan, *([] if anchors else [light]), *finalists])
         if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
-            return best
-        return rtmove.clear_blocks(scenario, best, jobs, held, search // CLEAR_SHARE,
+            return plan
+        return rtmove.clear_blocks(scenario, plan, jobs, held, search // CLEAR_SHARE,
                                    partial(place_batch, orders=orders))
 
     best = finished(best)
