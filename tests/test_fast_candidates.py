@@ -23,7 +23,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
-from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, Weights
 from allocator.policies import baselines, layout_climb
 from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Jobs
@@ -114,6 +114,28 @@ def test_fast_is_worth_at_least_each_of_its_layouts(scenario: Scenario) -> None:
     value = gridlib.objective(scenario, fast(scenario))
     for name, grid in layouts(scenario).items():
         assert value >= gridlib.objective(scenario, grid) - 1e-6, name
+
+
+@pytest.mark.xfail(strict=True, reason="known: fast's own constructions miss this layout")
+def test_fast_is_worth_at_least_the_realtime_first_layout_on_a_drawn_case() -> None:
+    """A case a 4,000-example run drew (6 GPUs, 2 steps, one running job, a service
+    wanting 3 GPUs then none): the realtime-first layout built here earns 35.0, while
+    fast's candidates earn 28.0, 19.0, 25.0 and 23.0, the same on the code before this
+    round. Kept as a strict xfail so the case is not lost: a fix makes it pass, and then
+    this marker must go."""
+    def job(i: int, priority: float, gpus: int, steps: int,
+            running: Running | None = None) -> BatchJob:
+        return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
+                        duration_steps=steps, running=running)
+    scenario = Scenario(
+        cluster=Cluster(gpus=6, horizon_steps=2, node_size=1, step_minutes=60),
+        weights=Weights(realtime_penalty=8.0, decay=1.0),
+        jobs=(job(0, 5.0, 2, 2), job(1, 2.0, 1, 2), job(2, 1.0, 1, 1), job(3, 3.0, 4, 2),
+              job(4, 1.0, 1, 1), job(5, 6.0, 2, 1), job(6, 1.0, 1, 1, Running(3, 1)),
+              RealtimeJob(id="re7", priority=1.0, demand=(3, 0), swap_limit=2)),
+        name="contended")
+    value = gridlib.objective(scenario, fast(scenario))
+    assert value >= gridlib.objective(scenario, layouts(scenario)["realtime first"]) - 1e-6
 
 
 TAIL_FIRST_WINS = Path(__file__).parent / "data" / "quality_cases" / "tail_first_wins.json"
