@@ -505,20 +505,18 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                            lambda grid, kept: place_batch(scenario, grid, None, search,
                                                           held=held, jobs=jobs, orders=orders,
                                                           pinned=kept))
-    early = best
-    own = None  # steps 1-7's plan hopped, where another construction's hopped beat it
+    early = own = best  # `own`: steps 1-7's plan hopped, `early` the best hopped plan
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
-        early = hopped(scenario, best, held, score, jobs, orders, search, hops,
-                       evac_rules=evac_rules)
+        early = own = hopped(scenario, best, held, score, jobs, orders, search, hops,
+                             evac_rules=evac_rules)
         if HOP_OTHERS and tags[won] != "held" and scenario.G <= hopping.MAX_GPUS:
-            early_value, mine = score(early), early
+            early_value = score(early)
             for k in range(len(candidates)):  # and every other construction's plan
                 if k != won:
                     other = hopped(scenario, candidates[k], held, score, jobs, orders, search,
                                    hops, evac_rules=evac_rules)
                     if (got := score(other)) > early_value + 1e-9:
                         early, early_value = other, got
-            own = None if early is mine else mine
     trying = (pin_trials > 0 or defer_trials > 0) and not anchors
     before = score(best) if trying else 0.0
     for _ in range(trial_passes if trying else 0):
@@ -543,7 +541,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         before = lifted  # the next pass starts from this plan
     unlifted = None  # the plan the rest of the steps would start from without HOP_OTHERS
     if hops > 0 and not anchors and score(early) > score(best) + 1e-9:
-        if own is not None:
+        if early is not own:  # another construction's hopped plan won
             unlifted = own if score(own) > score(best) + 1e-9 else best
         best = early  # steps 1-7's plan hopped beat the trials'
 
