@@ -47,7 +47,8 @@
    Up to 16 GPUs the stacked layout is climbed first: one realtime run at a time moves to
    another free GPU while a greedy pass of the batch work earns more
    (allocator/policies/layout_climb.py); full's plans show the layout, not the batch
-   order, is where fast loses most (benchmarks/loss_anatomy.py).
+   order, is where fast loses most (benchmarks/loss_anatomy.py). Where the stacked
+   layout equals an earlier one, that one is placed unclimbed as well.
 4. The same is tried with realtime's later layers (its rises and peaks) placed after the
    batch work, into the gaps it leaves, the batch placement keeping that many GPUs per
    step spare; long batch runs then need not dodge peaks placed before them. And once
@@ -231,6 +232,7 @@ RELAYOUT_MAX_GPUS = 64
 # None: no climb (benchmarks/replay_seeds.py's `noclimb`).
 CLIMB_FROM: dict[str, bool] | None = {"stack": True}
 CLIMB_PASSES = 100
+CLIMB_OTHERS = False
 CLIMB_MAX_GPUS = 16
 
 # Every candidate's realtime is topped up from the cells its plan leaves free
@@ -354,8 +356,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         placer = RealtimePlacer(scenario, base, crowd=crowd)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
-    layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
-        ((STATIC_STACK,) if placer.rank_moved else ())
+    # (the opt-in mirror last: the others keep their names, and it is judged beside the
+    # plan they give; see _by_margin)
+    layouts = LAYOUTS + ((STATIC_STACK,) if placer.rank_moved else ()) + \
+        ((MIRROR,) if mirror else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
     candidates, tags = make(placer)
@@ -788,21 +792,30 @@ def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Hol
     """The candidates and the winner's index: the replan layouts' best (`REPLAN_TAGS`)
     where it beats the others' by `margin` of their value, else the others alone, as if
     the replan layouts had not been made (the plan is then the one without them); and
-    where a replan layout won, the index of the others' winner (else None)."""
-    plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS]
+    where a replan layout won, the index of the others' winner (else None).
+
+    The opt-in mirrored layout is left out of the others the margin is measured on and
+    then competes with what is kept: more candidates never lower the winner (a drawn
+    14-GPU replan: the mirror's 25.0 raised the others' best past the opened layout's
+    margin, 26.0 then lost to it)."""
+    plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS and t != "mirror"]
     moved = [k for k, t in enumerate(tags) if t in REPLAN_TAGS]
+    extra = [k for k, t in enumerate(tags) if t == "mirror"]
     if not plain or not moved:
         return candidates, tags, _winner(scenario, score, held, candidates), None
-    kept = [candidates[k] for k in plain]
-    won = _winner(scenario, score, held, kept)
-    value = score(kept[won])
+    won = _winner(scenario, score, held, [candidates[k] for k in plain])
+    value = score(candidates[plain[won]])
     past = [k for k in moved  # (the drift layout's own margin: `DRIFT_MARGIN`)
             if score(candidates[k]) >= value + (DRIFT_MARGIN if tags[k] == "drift"
                                                 else margin) * abs(value)]
     if past:
-        return candidates, tags, past[_winner(scenario, score, held,
-                                              [candidates[k] for k in past])], plain[won]
-    return kept, [tags[k] for k in plain], won, None
+        pool = past + extra
+        return candidates, tags, pool[_winner(scenario, score, held,
+                                              [candidates[k] for k in pool])], plain[won]
+    kept = sorted(plain + extra)
+    if extra:
+        won = _winner(scenario, score, held, [candidates[k] for k in kept])
+    return [candidates[k] for k in kept], [tags[k] for k in kept], won, None
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
@@ -876,23 +889,40 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
         names.append("first")
     climbing = (scenario.realtime_jobs and not scenario.reservations and CLIMB_FROM is not None
                 and scenario.G <= CLIMB_MAX_GPUS and only in (None, "climbed"))
-    climb_at = -1
+    climb_at, shared = -1, False
     for m, mode in enumerate(modes if scenario.realtime_jobs else (), start=1):
-        if only is not None and only != f"layout{m}" and not (climbing and mode == CLIMB_FROM):
+        name = "mirror" if mode == MIRROR else f"layout{m}"
+        if only is not None and only != name and not (climbing and mode == CLIMB_FROM):
             continue
         grid = _lay_out(placer.copy(**mode), base, held)
         same = [k for k, seen in enumerate(layouts) if _equal(grid, seen)]
         if not same:
             layouts.append(grid)
-            names.append(f"layout{m}")
+            names.append(name)
         if mode == CLIMB_FROM:
             climb_at = same[0] if same else len(layouts) - 1
+            shared = bool(same)
     if climbing and climb_at >= 0:
         climbed = layout_climb.climb(scenario, layouts[climb_at], jobs, orders,
                                      CLIMB_PASSES)
-        layouts[climb_at], names[climb_at] = climbed, "climbed"
         if only == "climbed":
             layouts, names = [climbed], ["climbed"]
+        else:
+            if shared and not _equal(climbed, layouts[climb_at]):
+                # the layout it equals is another construction's: that one stays too, last
+                # (a tie keeps the climbed), since the climb judges moves by one greedy pass
+                # and the full placement can rank them otherwise (a drawn 6-GPU case: 35.0
+                # unclimbed against 28.0 climbed)
+                layouts.append(layouts[climb_at])
+                names.append(names[climb_at])
+            layouts[climb_at], names[climb_at] = climbed, "climbed"
+        if CLIMB_OTHERS and only is None:
+            for k in range(len(layouts)):
+                if names[k] in ("first", "layout1", "layout2"):
+                    other = layout_climb.climb(scenario, layouts[k], jobs, orders, CLIMB_PASSES)
+                    if not any(_equal(other, seen) for seen in layouts):
+                        layouts.append(other)
+                        names.append("climbed-" + names[k])
     for grid, name in zip(layouts, names, strict=True):
         candidates.append(place_batch(scenario, grid, None, search, held=held, jobs=jobs,
                                       orders=orders))
