@@ -122,7 +122,6 @@ VARIANTS: dict[str, Variant] = {
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),
     "noclimb": _set(("fast", "CLIMB_FROM", None)),
-    "climbothers": _set(("fast", "CLIMB_OTHERS", True)),
     "static": _set(("realtime", "BROKEN_FIRST", False)),
     "noreleased": _set(("fast", "RELEASED", False)),
     "noopened": _set(("fast", "OPENED", False)),

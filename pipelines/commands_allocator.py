@@ -61,9 +61,10 @@ def plan(
     trial_passes: int = trial_passes_option(1),
     hops: int = hops_option(0),
     mirror: bool = typer.Option(False, "--mirror",
-                                help="fast: also try realtime stacked at the bottom (better "
-                                     "one-shot plans; off: it lowers realized value in the "
-                                     "rolling replay)."),
+                                help="fast: also try realtime stacked at the bottom, the plan "
+                                     "made without it kept where better (twice fast's time; "
+                                     "better one-shot plans; off: it lowers realized value "
+                                     "in the rolling replay)."),
     exchange: bool = typer.Option(False, "--exchange",
                                   help="fast: services hand GPU runs to each other where "
                                        "the objective rises (better one-shot plans; off: "

@@ -229,10 +229,13 @@ RELAYOUT_MAX_GPUS = 64
 # placement (allocator/policies/layout_climb.py), in at most CLIMB_PASSES greedy passes: on
 # the tuning seeds +0.13% (tuning) and +0.40% (tuning2) against the proven optima, 100
 # passes doing as well as 200 or 1000. At 64 GPUs it found nothing in 3,000 passes.
-# None: no climb (benchmarks/replay_seeds.py's `noclimb`).
+# None: no climb (benchmarks/replay_seeds.py's `noclimb`). Where the stacked layout equals
+# an earlier one, that one is placed unclimbed too (on 88 of the 330 tuning plans; 7 of them
+# rose, 1 fell, the Philly replays at 10-16 GPUs did not move). Climbing the first and
+# tail-first layouts as well lifted 13 tuning plans and lowered 1 (+0.02% mean) and 9 of 40
+# replays (3 lowered), for 15% more time at 8 GPUs and nothing in `gpuplan plan`: not kept.
 CLIMB_FROM: dict[str, bool] | None = {"stack": True}
 CLIMB_PASSES = 100
-CLIMB_OTHERS = False
 CLIMB_MAX_GPUS = 16
 
 # Every candidate's realtime is topped up from the cells its plan leaves free
@@ -299,7 +302,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          prepared: Prepared | None = None, trial_passes: int = 1,
          evac_rules: tuple[str, ...] | None = None,
          replan_layouts: bool | None = None, reroute: bool | None = None,
-         flip: bool | None = None, crowd: bool = False) -> np.ndarray:
+         flip: bool | None = None, crowd: bool = False,
+         mirror_floor: bool = True) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -335,9 +339,28 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     plan judged beside the plan after step 9's light rounds (None: `hot_flips`).
     `crowd`: on a replan, realtime's GPU rank led by the blocks services' current GPUs
     crowd (realtime.crowded; a refinement run with `refine.REFINE_CROWD`).
+    `mirror_floor`: with `mirror`, the plan made without it is made too and kept where it
+    is worth more (the later steps are local searches: a higher candidate can end lower),
+    so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
     """
     if search is None:
         search = default_search(scenario)
+    if mirror and mirror_floor and only is None:
+        without = fast(scenario, search=search, clear_blocks=clear_blocks, anchors=anchors,
+                       stability=stability, pin_trials=pin_trials, cheap_trials=cheap_trials,
+                       exchange=exchange, defer_trials=defer_trials, hops=hops,
+                       hot_hops=hot_hops, relayout=relayout, prepared=prepared,
+                       trial_passes=trial_passes, evac_rules=evac_rules,
+                       replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd)
+        with_it = fast(scenario, search=search, clear_blocks=clear_blocks, anchors=anchors,
+                       stability=stability, pin_trials=pin_trials, mirror=True,
+                       cheap_trials=cheap_trials, exchange=exchange,
+                       defer_trials=defer_trials, hops=hops, hot_hops=hot_hops,
+                       relayout=relayout, prepared=prepared, trial_passes=trial_passes,
+                       evac_rules=evac_rules, replan_layouts=replan_layouts,
+                       reroute=reroute, flip=flip, crowd=crowd, mirror_floor=False)
+        score = gridlib.Scorer(scenario)
+        return with_it if score(with_it) > score(without) + 1e-9 else without
     if anchors is not None and stability < 0:
         anchors = None  # the term turned off: the plan made without anchors, every step of it
     base = gridlib.empty(scenario)
@@ -356,10 +379,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         placer = RealtimePlacer(scenario, base, crowd=crowd)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
-    # (the opt-in mirror last: the others keep their names, and it is judged beside the
-    # plan they give; see _by_margin)
-    layouts = LAYOUTS + ((STATIC_STACK,) if placer.rank_moved else ()) + \
-        ((MIRROR,) if mirror else ())
+    layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
+        ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
                    only=only)
     candidates, tags = make(placer)
@@ -488,6 +509,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
         best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
+                                                         mirror_floor=False,
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0,
                                                          prepared=ready(),
@@ -527,14 +549,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         if pin_trials > 0:
             best = trials.pin_trials(scenario, best,
                                      partial(fast, search=search, mirror=mirror,
-                                             exchange=exchange, hot_hops=0, prepared=ready(),
+                                             mirror_floor=False, exchange=exchange,
+                                             hot_hops=0, prepared=ready(),
                                              replan_layouts=replan_layouts),
                                      pin_trials, score)
         if defer_trials > 0:
             best = trials.defer_trials(scenario, best,
                                        partial(fast, search=search, mirror=mirror,
-                                               exchange=exchange, hot_hops=0,
-                                               replan_layouts=replan_layouts),
+                                               mirror_floor=False, exchange=exchange,
+                                               hot_hops=0, replan_layouts=replan_layouts),
                                        defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops,
@@ -792,30 +815,21 @@ def _by_margin(scenario: Scenario, score: gridlib.Scorer, held: reservations.Hol
     """The candidates and the winner's index: the replan layouts' best (`REPLAN_TAGS`)
     where it beats the others' by `margin` of their value, else the others alone, as if
     the replan layouts had not been made (the plan is then the one without them); and
-    where a replan layout won, the index of the others' winner (else None).
-
-    The opt-in mirrored layout is left out of the others the margin is measured on and
-    then competes with what is kept: more candidates never lower the winner (a drawn
-    14-GPU replan: the mirror's 25.0 raised the others' best past the opened layout's
-    margin, 26.0 then lost to it)."""
-    plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS and t != "mirror"]
+    where a replan layout won, the index of the others' winner (else None)."""
+    plain = [k for k, t in enumerate(tags) if t not in REPLAN_TAGS]
     moved = [k for k, t in enumerate(tags) if t in REPLAN_TAGS]
-    extra = [k for k, t in enumerate(tags) if t == "mirror"]
     if not plain or not moved:
         return candidates, tags, _winner(scenario, score, held, candidates), None
-    won = _winner(scenario, score, held, [candidates[k] for k in plain])
-    value = score(candidates[plain[won]])
+    kept = [candidates[k] for k in plain]
+    won = _winner(scenario, score, held, kept)
+    value = score(kept[won])
     past = [k for k in moved  # (the drift layout's own margin: `DRIFT_MARGIN`)
             if score(candidates[k]) >= value + (DRIFT_MARGIN if tags[k] == "drift"
                                                 else margin) * abs(value)]
     if past:
-        pool = past + extra
-        return candidates, tags, pool[_winner(scenario, score, held,
-                                              [candidates[k] for k in pool])], plain[won]
-    kept = sorted(plain + extra)
-    if extra:
-        won = _winner(scenario, score, held, [candidates[k] for k in kept])
-    return [candidates[k] for k in kept], [tags[k] for k in kept], won, None
+        return candidates, tags, past[_winner(scenario, score, held,
+                                              [candidates[k] for k in past])], plain[won]
+    return kept, [tags[k] for k in plain], won, None
 
 
 def _winner(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
@@ -891,14 +905,13 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 and scenario.G <= CLIMB_MAX_GPUS and only in (None, "climbed"))
     climb_at, shared = -1, False
     for m, mode in enumerate(modes if scenario.realtime_jobs else (), start=1):
-        name = "mirror" if mode == MIRROR else f"layout{m}"
-        if only is not None and only != name and not (climbing and mode == CLIMB_FROM):
+        if only is not None and only != f"layout{m}" and not (climbing and mode == CLIMB_FROM):
             continue
         grid = _lay_out(placer.copy(**mode), base, held)
         same = [k for k, seen in enumerate(layouts) if _equal(grid, seen)]
         if not same:
             layouts.append(grid)
-            names.append(name)
+            names.append(f"layout{m}")
         if mode == CLIMB_FROM:
             climb_at = same[0] if same else len(layouts) - 1
             shared = bool(same)
@@ -916,13 +929,6 @@ def _candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,
                 layouts.append(layouts[climb_at])
                 names.append(names[climb_at])
             layouts[climb_at], names[climb_at] = climbed, "climbed"
-        if CLIMB_OTHERS and only is None:
-            for k in range(len(layouts)):
-                if names[k] in ("first", "layout1", "layout2"):
-                    other = layout_climb.climb(scenario, layouts[k], jobs, orders, CLIMB_PASSES)
-                    if not any(_equal(other, seen) for seen in layouts):
-                        layouts.append(other)
-                        names.append("climbed-" + names[k])
     for grid, name in zip(layouts, names, strict=True):
         candidates.append(place_batch(scenario, grid, None, search, held=held, jobs=jobs,
                                       orders=orders))
