@@ -128,6 +128,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -346,19 +347,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if search is None:
         search = default_search(scenario)
     if mirror and mirror_floor and only is None:
-        without = fast(scenario, search=search, clear_blocks=clear_blocks, anchors=anchors,
-                       stability=stability, pin_trials=pin_trials, cheap_trials=cheap_trials,
-                       exchange=exchange, defer_trials=defer_trials, hops=hops,
-                       hot_hops=hot_hops, relayout=relayout, prepared=prepared,
-                       trial_passes=trial_passes, evac_rules=evac_rules,
-                       replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd)
-        with_it = fast(scenario, search=search, clear_blocks=clear_blocks, anchors=anchors,
-                       stability=stability, pin_trials=pin_trials, mirror=True,
-                       cheap_trials=cheap_trials, exchange=exchange,
-                       defer_trials=defer_trials, hops=hops, hot_hops=hot_hops,
-                       relayout=relayout, prepared=prepared, trial_passes=trial_passes,
-                       evac_rules=evac_rules, replan_layouts=replan_layouts,
-                       reroute=reroute, flip=flip, crowd=crowd, mirror_floor=False)
+        options: dict[str, Any] = dict(
+            search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
+            pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
+            defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
+            prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
+            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd)
+        without = fast(scenario, **options)
+        with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         score = gridlib.Scorer(scenario)
         return with_it if score(with_it) > score(without) + 1e-9 else without
     if anchors is not None and stability < 0:
