@@ -198,8 +198,8 @@ def _mirror_past_the_margin() -> Scenario:
 
 def _mirror_before_the_light_rounds() -> Scenario:
     """A drawn case (a 4,000-example run): on 8 GPUs the mirrored layout's plan (143.0)
-    beat the others' best (140.0) and displaced it, but the light rounds lift only that
-    one, to 156.0."""
+    beat the others' best (140.0), which the light rounds would have lifted to 156.0; they
+    ran on the mirrored plan instead and found nothing."""
     def job(i: int, priority: float, gpus: int) -> BatchJob:
         return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
                         duration_steps=12)
