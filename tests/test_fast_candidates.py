@@ -40,6 +40,13 @@ from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples
 
 
+def _training(i: int, priority: float, gpus: int, steps: int,
+              running: Running | None = None) -> BatchJob:
+    """A training job "tr{i}" for the drawn cases below, as hypothesis printed them."""
+    return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
+                    duration_steps=steps, running=running)
+
+
 def layouts(scenario: Scenario) -> dict[str, np.ndarray]:
     """The grids fast's docstring describes, built independently of fast()."""
     search = default_search(scenario)
@@ -121,10 +128,7 @@ def test_fast_keeps_the_first_layout_the_stacked_one_equals() -> None:
     wanting 3 GPUs then none): the stacked layout equals the first, and the climb from it
     earns 28.0 where the first unclimbed earns 35.0. fast used to climb the shared layout
     in place, losing the first; it now keeps both."""
-    def job(i: int, priority: float, gpus: int, steps: int,
-            running: Running | None = None) -> BatchJob:
-        return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
-                        duration_steps=steps, running=running)
+    job = _training
     scenario = Scenario(
         cluster=Cluster(gpus=6, horizon_steps=2, node_size=1, step_minutes=60),
         weights=Weights(realtime_penalty=8.0, decay=1.0),
@@ -184,13 +188,10 @@ def _mirror_past_the_margin() -> Scenario:
     """A drawn case (a 4,000-example run): a 14-GPU replan whose opened layout (26.0) beat
     the others (24.0) by the replan margin, until the mirrored layout (25.0) counted among
     the others."""
-    def job(i: int, gpus: int) -> BatchJob:
-        return BatchJob(id=f"tr{i}", kind="training", priority=1.0, gpus=gpus,
-                        duration_steps=2)
     return Scenario(
         cluster=Cluster(gpus=14, horizon_steps=2, node_size=1, step_minutes=60),
         weights=Weights(realtime_penalty=0.0, decay=1.0),
-        jobs=(job(0, 1), job(1, 2), job(2, 2), job(3, 4), job(4, 4),
+        jobs=(*(_training(i, 1.0, gpus, 2) for i, gpus in enumerate((1, 2, 2, 4, 4))),
               RealtimeJob(id="re5", priority=1.0, demand=(2, 0), swap_limit=2,
                           current_gpus=(0, 1, 2))),
         name="contended")
@@ -200,13 +201,11 @@ def _mirror_before_the_light_rounds() -> Scenario:
     """A drawn case (a 4,000-example run): on 8 GPUs the mirrored layout's plan (143.0)
     beat the others' best (140.0), which the light rounds would have lifted to 156.0; they
     ran on the mirrored plan instead and found nothing."""
-    def job(i: int, priority: float, gpus: int) -> BatchJob:
-        return BatchJob(id=f"tr{i}", kind="training", priority=priority, gpus=gpus,
-                        duration_steps=12)
     return Scenario(
         cluster=Cluster(gpus=8, horizon_steps=12, node_size=1, step_minutes=60),
         weights=Weights(realtime_penalty=8.0, decay=1.0),
-        jobs=(job(0, 1.0, 1), job(1, 5.0, 2), *(job(i, 1.0, 1) for i in range(2, 7)),
+        jobs=(_training(0, 1.0, 1, 12), _training(1, 5.0, 2, 12),
+              *(_training(i, 1.0, 1, 12) for i in range(2, 7)),
               RealtimeJob(id="re7", priority=1.0, demand=(1, 3, *(0,) * 8, 1, 0),
                           swap_limit=1, current_gpus=(0, 2)),
               RealtimeJob(id="re8", priority=2.0, demand=(*(0,) * 11, 3), swap_limit=1)),
