@@ -80,3 +80,13 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     as_new_process()
     yield
     as_new_process()
+
+
+@pytest.fixture
+def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast without its window rebuilds (allocator/policies/rebuild.py): for a test that
+    measures another step's lift on a recorded case, with the figures it recorded before
+    the rebuilds, which lift some of those plans a little too."""
+    from allocator.policies import fast as fastlib
+
+    monkeypatch.setattr(fastlib, "REBUILD_MAX_GPUS", 0)

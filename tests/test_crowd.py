@@ -76,6 +76,7 @@ def test_a_rebased_placer_keeps_its_rank_crowded() -> None:
     assert np.array_equal(again.rank, fresh.rank)
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_replan_seed_1225_keeps_the_crowded_blocks() -> None:
     """Replan tuning seed 1225 (12 GPUs; full's proven optimum 129.25): the service holds
     1, 3, 4, 5, 7, 9, 11 and needs 3 GPUs. The optimum lets go of 1 and 3 at step 0, so

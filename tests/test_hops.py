@@ -141,6 +141,7 @@ def test_compiled_hops_with_a_stride_make_the_reference_moves(scenario: Scenario
     assert all(m % 2 == 1 for _, _, _, a, b in hops.moves(8, 24, 2) for m in (a or b,))
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_hop_finds_the_plan_whole_runs_miss() -> None:
     """A generated tuning scenario (12 GPUs, two services of swap limit 1, three 8-GPU
     jobs): every layout keeps the services on the top GPUs all day and no 8-GPU job runs;
@@ -254,6 +255,7 @@ def test_a_hop_that_breaks_a_swap_limit_is_not_kept() -> None:
         assert np.array_equal(cells, start)
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_plan_command_passes_hops_to_fast(tmp_path: Path) -> None:
     """`gpuplan plan --hops 1` plans with the hops; the default command with the light
     rounds alone (on from 10 to 16 GPUs; this scenario has 12), which reach less than

@@ -88,6 +88,7 @@ def test_runs_held_at_step_zero_by_a_service_with_current_gpus_stay() -> None:
     assert (np.diff(lengths) <= 0).all()  # the longest first
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_the_climb_lifts_fast_where_its_layouts_leave_a_large_job_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Tuning seed 1048 (14 GPUs, long 1-GPU jobs, an 8-GPU job): the climb moves the

@@ -51,6 +51,7 @@ def test_a_service_that_lets_all_its_current_gpus_go_is_placed_from_step_1() -> 
     assert held[0] == 0 and (held[1:] == 1).all()
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_the_service_on_the_queue_s_gpu_leaves_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """10 GPUs: serve-0 (swap limit 1) holds GPU 8; serve-1 rises to 4 GPUs at steps 1-2
     and, kept off GPU 8 all day, spreads over the 4-GPU block 4-7 the queue needs. Opened,

@@ -80,6 +80,7 @@ def test_every_spot_without_the_lead_plans_legally(scenario: Scenario) -> None:
 
 @pytest.mark.parametrize(("lead", "spot"), [(False, "net"), (True, "net"),
                                             (False, "earliest"), (True, "earliest")])
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_replan_s_big_job_waits_for_the_service_s_fall(
         lead: bool, spot: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """10 GPUs: the service holds GPUs 6, 7 and 9 and wants up to 6 until step 12, then 2-3;

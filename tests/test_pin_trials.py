@@ -57,6 +57,7 @@ def test_pin_trials_are_legal_and_never_worse(scenario: Scenario,
         assert gridlib.objective(scenario, grid) >= gridlib.objective(scenario, one) - 1e-6
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_trials_never_lower_the_plan_the_final_reroute_lifts() -> None:
     """The hot path's final reroute (`fast.REROUTE_LAST`) lifted the plan without trials
     (154 -> 162) past the trials' plan rerouted (157 -> 160); the plan without trials is
@@ -98,6 +99,7 @@ def test_pin_trials_keep_a_held_reservation(scenario: Scenario,
     assert plan.starts().get(got.id) is None or plan.starts()[got.id]["start"] == got.start
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_trial_finds_the_joint_move_the_layouts_miss(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     """Tuning seed 1049 (16 GPUs, an 8-GPU job the layouts start late): three trials raise
@@ -152,6 +154,7 @@ def test_a_defer_trial_finds_a_plan_the_earliest_starts_miss() -> None:
     assert gridlib.objective(scenario, fast(scenario, defer_trials=3)) > 1.04 * plain
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_second_pass_of_the_trials_finds_what_the_first_could_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A generated tuning scenario (16 GPUs, 31 jobs): after a pass of pin and defer trials
@@ -222,6 +225,7 @@ def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
     assert tried > 1.04 * plain
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_plan_command_passes_trial_passes_to_fast(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """`gpuplan plan --pin-trials 12 --defer-trials 12 --trial-passes 3` plans with the

@@ -134,6 +134,7 @@ def test_a_replan_is_refined_with_the_replan_layouts_first() -> None:
     assert "replan" not in refine.candidates(_sized(16, 24, 30, service=True), {})
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_replan_the_current_gpus_held_back_is_refined_by_the_replan_layouts(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated replan of tests/test_opened.py: without its replan layouts the hot
@@ -251,6 +252,7 @@ def test_refinement_is_legal_and_never_lowers_a_plan(scenario: Scenario) -> None
     assert plan.extras["bound"]["value"] >= plan.metrics.objective - 1e-6
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_the_command_refines_by_default_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out)])

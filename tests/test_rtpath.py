@@ -78,6 +78,7 @@ def test_rerouted_plans_are_legal_and_never_worse(scenario: Scenario) -> None:
     assert violations(scenario, gridlib.to_ids(scenario, both)) == []
 
 
+@pytest.mark.usefixtures("no_rebuilds")
 def test_a_replan_s_services_hand_over_around_the_big_jobs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """12 GPUs, three services (swap limits 1, 1, 2) on scattered current GPUs, two 8-GPU

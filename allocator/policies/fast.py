@@ -142,6 +142,7 @@ from allocator.policies import (
     evac,
     fresh,
     layout_climb,
+    rebuild,
     recut,
     rtmove,
     rtpath,
@@ -304,7 +305,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          evac_rules: tuple[str, ...] | None = None,
          replan_layouts: bool | None = None, reroute: bool | None = None,
          flip: bool | None = None, crowd: bool = False,
-         mirror_floor: bool = True) -> np.ndarray:
+         mirror_floor: bool = True, rebuilds: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -343,6 +344,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `mirror_floor`: with `mirror`, the plan made without it is made too and kept where it
     is worth more (the later steps are local searches: a higher candidate can end lower),
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
+    `rebuilds`: the window rebuilds last (rebuild.py; None: from REBUILD_MIN_GPUS to
+    REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
     """
     if search is None:
         search = default_search(scenario)
@@ -352,7 +355,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
             defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
             prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
-            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd)
+            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
+            rebuilds=rebuilds)
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         score = gridlib.Scorer(scenario)
@@ -508,6 +512,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                                          mirror_floor=False,
                                                          only=tags[won], cheap_trials=0,
                                                          exchange=exchange, hot_hops=0,
+                                                         rebuilds=False,
                                                          prepared=ready(),
                                                          replan_layouts=replan_layouts),
                                  cheap_trials, score)
@@ -546,14 +551,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             best = trials.pin_trials(scenario, best,
                                      partial(fast, search=search, mirror=mirror,
                                              mirror_floor=False, exchange=exchange,
-                                             hot_hops=0, prepared=ready(),
+                                             hot_hops=0, prepared=ready(), rebuilds=False,
                                              replan_layouts=replan_layouts),
                                      pin_trials, score)
         if defer_trials > 0:
             best = trials.defer_trials(scenario, best,
                                        partial(fast, search=search, mirror=mirror,
                                                mirror_floor=False, exchange=exchange,
-                                               hot_hops=0, replan_layouts=replan_layouts),
+                                               hot_hops=0, replan_layouts=replan_layouts,
+                                               rebuilds=False),
                                        defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops,
@@ -575,19 +581,32 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         if not anchors and light is not plan and score(light) > score(plan) + 1e-9:
             plan = light
         recuts = RECUT_ROUNDS if hops > 0 else HOT_RECUT_ROUNDS
+        uncut = plan
         if recuts > 0 and not anchors and not scenario.reservations:
             plan = recut.search(scenario, plan, partial(hopping.layout, scenario),
                                 partial(_placed_again, scenario, held, jobs, orders, search),
                                 score, recuts)
+        rebuilding = rebuilds if rebuilds is not None else \
+            REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS and not anchors
+        last = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
+                       jobs=jobs, place=lambda grid, kept: place_batch(
+                           scenario, grid, None, search, held=held, jobs=jobs,
+                           orders=orders, pinned=kept)) if rebuilding else None
         if rerouting or reroute_last:
             # the plan without trials too: a reroute can lift it past the trials' plan (so
-            # trials never lower the plan)
+            # trials never lower the plan); with the rebuilds, each is rebuilt and the plan
+            # before the re-cuts is a finalist too (the rebuilds are a local search: a
+            # higher plan can end lower, so every step before them keeps its promise)
             plan = _rerouted_best(scenario, score, held,
-                                  [plan, *([] if anchors else [light]), *finalists])
-        if not clear_blocks or scenario.G > 16:  # past 16 GPUs a trial costs too much
-            return plan
-        return rtmove.clear_blocks(scenario, plan, jobs, held, search // CLEAR_SHARE,
-                                   partial(place_batch, orders=orders))
+                                  [plan, *([uncut] if last else []),
+                                   *([] if anchors else [light]), *finalists], last)
+        elif last is not None:
+            plan = _best(score, [last(p) for p in
+                                 _distinct([plan, uncut, *([] if anchors else [light])])])
+        if clear_blocks and scenario.G <= 16:  # past 16 GPUs a trial costs too much
+            plan = rtmove.clear_blocks(scenario, plan, jobs, held, search // CLEAR_SHARE,
+                                       partial(place_batch, orders=orders))
+        return plan
 
     best = finished(best)
     if unlifted is not None:
@@ -601,6 +620,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     return best
 
 
+# The window rebuilds (rebuild.py) close every plan from REBUILD_MIN_GPUS to
+# REBUILD_MAX_GPUS; `rebuilds` overrides. Chosen on the tuning seeds (BENCHMARKS.md,
+# "Window rebuilds").
+REBUILD_MIN_GPUS = 9
+REBUILD_MAX_GPUS = 16
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
@@ -762,17 +786,30 @@ def _placed_again(scenario: Scenario, held: reservations.Holds, jobs: Jobs,
 
 
 def _rerouted_best(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
-                   plans: list[np.ndarray]) -> np.ndarray:
-    """Each plan rerouted once (rtpath.py), the best kept; the first wins a tie."""
+                   plans: list[np.ndarray],
+                   then: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """Each plan rerouted once (rtpath.py), and `then` applied to it, the best kept; the
+    first wins a tie."""
+    laid = [rtpath.rerouted(scenario, plan, score, held.realtime_off)
+            for plan in _distinct(plans)]
+    return _best(score, laid if then is None else [then(plan) for plan in laid])
+
+
+def _distinct(plans: list[np.ndarray]) -> list[np.ndarray]:
+    """Each plan once (by identity), first seen first."""
     seen: list[np.ndarray] = []
     for plan in plans:
         if not any(plan is other for other in seen):
             seen.append(plan)
-    laid = [rtpath.rerouted(scenario, plan, score, held.realtime_off) for plan in seen]
-    best = laid[0]
-    if len(laid) > 1:  # (one plan: no score to compare)
+    return seen
+
+
+def _best(score: gridlib.Scorer, plans: list[np.ndarray]) -> np.ndarray:
+    """The best-scoring plan; the first wins a tie (one plan: no score to compare)."""
+    best = plans[0]
+    if len(plans) > 1:
         value = score(best)
-        for plan in laid[1:]:
+        for plan in plans[1:]:
             if (got := score(plan)) > value + 1e-9:
                 best, value = plan, got
     return best
