@@ -161,7 +161,7 @@ VARIANTS: dict[str, Variant] = {
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
-    "norebuild": _set(("fast", "REBUILD_MAX_GPUS", 0)),
+    "norebuild": _set(("fast", "REBUILD_MIN_GPUS", 1 << 30)),
     "refine": Variant(refine=True),
     "refinecrowd": _set(("refine", "REFINE_CROWD", True), refine=True),
     "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),

@@ -98,7 +98,8 @@ def test_a_rebuild_reaches_what_no_order_of_the_queue_does() -> None:
 
 def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
     """On by default from REBUILD_MIN_GPUS to REBUILD_MAX_GPUS (8 GPUs stay within the
-    hot path's millisecond), off with anchors, and `rebuilds` overrides both ways."""
+    hot path's millisecond), with hops up to REBUILD_DEEP_MAX_GPUS, and `rebuilds`
+    overrides both ways."""
     calls: list[int] = []
     real = rebuild.rebuilt
 
@@ -116,6 +117,9 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
             calls.clear()
             fast(scenario, rebuilds=not default_on)
             assert bool(calls) == (not default_on), gpus
+        calls.clear()
+        fast(_family(7, 32, 16), hops=1)
+        assert calls
 
 
 @given(horizon=st.integers(1, 200), width=st.integers(1, 40), data=st.data())

@@ -345,7 +345,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     is worth more (the later steps are local searches: a higher candidate can end lower),
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
     `rebuilds`: the window rebuilds last (rebuild.py; None: from REBUILD_MIN_GPUS to
-    REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
+    REBUILD_MAX_GPUS, or REBUILD_DEEP_MAX_GPUS with trials or hops, without anchors); False
+    in step 8's replans, whose winner gets them.
     """
     if search is None:
         search = default_search(scenario)
@@ -586,8 +587,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             plan = recut.search(scenario, plan, partial(hopping.layout, scenario),
                                 partial(_placed_again, scenario, held, jobs, orders, search),
                                 score, recuts)
-        rebuilding = rebuilds if rebuilds is not None else \
-            REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS and not anchors
+        deep = hops > 0 or pin_trials > 0 or defer_trials > 0
+        rebuilding = rebuilds if rebuilds is not None else not anchors and \
+            REBUILD_MIN_GPUS <= scenario.G <= (REBUILD_DEEP_MAX_GPUS if deep
+                                               else REBUILD_MAX_GPUS)
         last = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
                        jobs=jobs, place=lambda grid, kept: place_batch(
                            scenario, grid, None, search, held=held, jobs=jobs,
@@ -625,6 +628,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # "Window rebuilds").
 REBUILD_MIN_GPUS = 9
 REBUILD_MAX_GPUS = 16
+# With trials or hops (plan-day's fast, `gpuplan plan`'s refinement) up to 64 GPUs: there a
+# few ms against some 300 (on the hot path at 64 GPUs +0.29% for a third more time, past
+# the 5 ms budget).
+REBUILD_DEEP_MAX_GPUS = 64
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,

@@ -75,10 +75,9 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
 
     spans = windows(T, WIDTH, STRIDE)
     idle = tried = 0  # windows in a row that kept nothing; windows tried
-    k = 0
+    now = value(start)
     while idle < len(spans) and tried < max_sweeps * len(spans):
-        lo, hi = spans[k % len(spans)]
-        k += 1
+        lo, hi = spans[tried % len(spans)]
         tried += 1
         placed = start >= 0
         lifted = placed & (start < hi) & (start + length > lo)
@@ -94,8 +93,8 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
         kept = frozenset(index[~moving].tolist())
         again = place(work, kept)
         new_start, new_first = spots(again, index)
-        if value(new_start) > value(start) + 1e-9 * max(1.0, abs(value(start))):
-            grid, start, first = again, new_start, new_first
+        if (got := value(new_start)) > now + 1e-9 * max(1.0, abs(now)):
+            grid, start, first, now = again, new_start, new_first, got
             idle = 0
         else:
             idle += 1
