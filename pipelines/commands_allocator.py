@@ -75,6 +75,12 @@ def plan(
                                            "where no --hops or trials run (on: better plans "
                                            "and realized value; off: a looser layout, less "
                                            "realtime shortfall when a job overruns)."),
+    rebuilds: bool | None = typer.Option(None, "--rebuilds/--no-rebuilds",
+                                         help="fast: the window rebuilds last, the batch "
+                                              "jobs under each 12-step window placed again "
+                                              "around the rest (default: 9-16 GPUs, up to "
+                                              "64 with trials or hops; --rebuilds: at any "
+                                              "size; --no-rebuilds: never)."),
     relayout: bool = typer.Option(False, "--relayout",
                                   help="fast: from 17 to 64 GPUs, lay the first realtime "
                                        "layout out twice more with the plan in view "
@@ -105,7 +111,7 @@ def plan(
                     clear_blocks=clear_blocks, pin_trials=pin_trials, bound=bound,
                     block_bound=block_bound, mirror=mirror, exchange=exchange,
                     defer_trials=defer_trials, hops=hops, relayout=relayout,
-                    light_rounds=light_rounds, trial_passes=trial_passes,
+                    light_rounds=light_rounds, trial_passes=trial_passes, rebuilds=rebuilds,
                     refine_below=refine_below / 100.0)
     with input_errors():
         result = plan_file(args)

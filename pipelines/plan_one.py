@@ -48,6 +48,7 @@ class PlanArgs:
     trial_passes: int = 1  # fast: step 8, passes of the trials until one lifts nothing
     relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)
     light_rounds: bool = True  # fast: step 9's light rounds on the hot path (10-16 GPUs)
+    rebuilds: bool | None = None  # fast: the window rebuilds last (None: by cluster size)
     refine_below: float = 0.0  # fast: a plan below this share of its bound made again deeper
 
 
@@ -94,6 +95,8 @@ def plan_file(a: PlanArgs) -> Plan:
                    "exchange": a.exchange, "relayout": a.relayout}
         if not a.light_rounds:
             options["hot_hops"] = 0
+        if a.rebuilds is not None:
+            options["rebuilds"] = a.rebuilds
         if a.search is not None:
             options["search"] = a.search
     mode = ("block" if a.block_bound else "off" if a.bound is False else "on" if a.bound
