@@ -101,8 +101,8 @@ def test_a_rebuild_reaches_what_no_order_of_the_queue_does() -> None:
 
 def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
     """On by default from REBUILD_MIN_GPUS to REBUILD_MAX_GPUS (8 GPUs stay within the
-    hot path's millisecond), with hops up to REBUILD_DEEP_MAX_GPUS, and `rebuilds`
-    overrides both ways."""
+    hot path's millisecond; 14 and 16 lost net value in the rolling Philly replays), with
+    trials and hops too, and `rebuilds` overrides both ways."""
     calls: list[int] = []
     real = rebuild.rebuilt
 
@@ -112,7 +112,8 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rebuild, "rebuilt", counted)
-        for gpus, default_on in ((8, False), (10, True), (16, True), (32, False)):
+        for gpus, default_on in ((8, False), (10, True), (12, True), (14, False),
+                                 (16, False)):
             scenario = _family(7, gpus, 16)
             calls.clear()
             fast(scenario)
@@ -121,8 +122,11 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
             fast(scenario, rebuilds=not default_on)
             assert bool(calls) == (not default_on), gpus
         calls.clear()
-        fast(_family(7, 32, 16), hops=1)
+        fast(_family(7, 12, 16), hops=1)
         assert calls
+        calls.clear()
+        fast(_family(7, 16, 16), hops=1)
+        assert not calls
 
 
 @given(horizon=st.integers(1, 200), width=st.integers(1, 40), data=st.data())
@@ -183,3 +187,4 @@ def test_the_plan_command_turns_the_rebuilds_on_and_off(tmp_path: Path) -> None:
     assert lifted > plain + 1e-6  # (the seed is one where the rebuilds lift an 8-GPU plan)
     assert planned(small) == pytest.approx(plain, abs=1e-6)
     assert planned(small, "--rebuilds") == pytest.approx(lifted, abs=1e-6)
+

@@ -345,8 +345,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     is worth more (the later steps are local searches: a higher candidate can end lower),
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
     `rebuilds`: the window rebuilds last (rebuild.py; None: from REBUILD_MIN_GPUS to
-    REBUILD_MAX_GPUS, or REBUILD_DEEP_MAX_GPUS with trials or hops, without anchors); False
-    in step 8's replans, whose winner gets them.
+    REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
     """
     if search is None:
         search = default_search(scenario)
@@ -587,10 +586,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             plan = recut.search(scenario, plan, partial(hopping.layout, scenario),
                                 partial(_placed_again, scenario, held, jobs, orders, search),
                                 score, recuts)
-        deep = hops > 0 or pin_trials > 0 or defer_trials > 0
         rebuilding = rebuilds if rebuilds is not None else not anchors and \
-            REBUILD_MIN_GPUS <= scenario.G <= (REBUILD_DEEP_MAX_GPUS if deep
-                                               else REBUILD_MAX_GPUS)
+            REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS
         last = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
                        jobs=jobs, place=lambda grid, kept: place_batch(
                            scenario, grid, None, search, held=held, jobs=jobs,
@@ -624,14 +621,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 
 
 # The window rebuilds (rebuild.py) close every plan from REBUILD_MIN_GPUS to
-# REBUILD_MAX_GPUS; `rebuilds` overrides. Chosen on the tuning seeds (BENCHMARKS.md,
-# "Window rebuilds").
+# REBUILD_MAX_GPUS, plan-day's and the refinement's too; `rebuilds` overrides. On the
+# tuning seeds they lift one-shot plans at every size from 8 to 64 GPUs, but in the rolling
+# replays of the Philly tuning weeks net value rose at 10 and 12 GPUs (+0.39%, +0.99%) and
+# fell at 14 and 16 (-1.67%, -1.10%; realtime's shortfall rose), and kept to step 0's busy
+# GPUs it fell the same; at 8 GPUs they lift little for a third of the 1 ms budget
+# (BENCHMARKS.md, "Window rebuilds").
 REBUILD_MIN_GPUS = 9
-REBUILD_MAX_GPUS = 16
-# With trials or hops (plan-day's fast, `gpuplan plan`'s refinement) up to 64 GPUs: there a
-# few ms against some 300 (on the hot path at 64 GPUs +0.29% for a third more time, past
-# the 5 ms budget).
-REBUILD_DEEP_MAX_GPUS = 64
+REBUILD_MAX_GPUS = 12
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
