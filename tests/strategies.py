@@ -315,3 +315,12 @@ def micro_scenario_dicts() -> st.SearchStrategy[dict[str, Any]]:
 
 def micro_scenarios() -> st.SearchStrategy[Scenario]:
     return micro_scenario_dicts().map(scenario_from_dict)
+
+
+def family_scenario(seed: int, gpus: int, jobs: int) -> Scenario:
+    """One draw of the quality benchmark's generator (services, long small jobs and
+    whole-node jobs): the shapes fast's later steps act on, which the contended
+    strategies rarely draw."""
+    from benchmarks.bench_quality import Case, scenario_for
+
+    return scenario_for(Case(seed, gpus, jobs))

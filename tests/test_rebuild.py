@@ -20,21 +20,15 @@ from allocator.policies.decoder import Jobs
 from allocator.policies.fast import fast, place_batch, value_orders
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples
+from tests.strategies import contended_scenarios, examples, family_scenario
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
 # a family draw at 8 GPUs whose plan the rebuilds lift (249.16 -> 249.33)
 EIGHT_GPU_SEED = 3
 
 
-def _family(seed: int, gpus: int, jobs: int) -> Scenario:
-    # the quality benchmark's generator: services, long small jobs and whole-node jobs
-    from benchmarks.bench_quality import Case, scenario_for
-
-    return scenario_for(Case(seed, gpus, jobs))
-
-
-FAMILY = st.builds(_family, st.integers(0, 2**31), st.sampled_from([8, 10, 12, 14, 16]),
+FAMILY = st.builds(family_scenario, st.integers(0, 2**31),
+                   st.sampled_from([8, 10, 12, 14, 16]),
                    st.integers(8, 24))
 
 
@@ -49,7 +43,10 @@ def _rebuilt(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
                                orders=orders, pinned=kept))
 
 
-def _rebuilds_are_legal_and_keep_the_rest(scenario: Scenario) -> None:
+@settings(max_examples=examples(0.5), deadline=None)
+@given(scenario=st.one_of(FAMILY, contended_scenarios(max_gpus=16)))
+def test_rebuilds_are_legal_never_lower_and_move_only_queued_jobs(scenario: Scenario) -> None:
+    """On drawn contended scenarios and the generator's family."""
     plan = fast(scenario, rebuilds=False)
     again = _rebuilt(scenario, plan)
     assert violations(scenario, gridlib.to_ids(scenario, again)) == []
@@ -62,18 +59,6 @@ def _rebuilds_are_legal_and_keep_the_rest(scenario: Scenario) -> None:
     assert np.array_equal(again[fixed], plan[fixed])
     realtime = [i for i, job in enumerate(scenario.jobs) if not isinstance(job, BatchJob)]
     assert np.array_equal(np.isin(again, realtime), np.isin(plan, realtime))
-
-
-@settings(max_examples=examples(0.3), deadline=None)
-@given(scenario=contended_scenarios(max_gpus=16))
-def test_rebuilds_are_legal_never_lower_and_move_only_queued_jobs(scenario: Scenario) -> None:
-    _rebuilds_are_legal_and_keep_the_rest(scenario)
-
-
-@settings(max_examples=examples(0.3), deadline=None)
-@given(scenario=FAMILY)
-def test_rebuilds_on_the_generated_family(scenario: Scenario) -> None:
-    _rebuilds_are_legal_and_keep_the_rest(scenario)
 
 
 @settings(max_examples=examples(0.3), deadline=None)
@@ -114,7 +99,7 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
         mp.setattr(rebuild, "rebuilt", counted)
         for gpus, default_on in ((8, False), (10, True), (12, True), (14, False),
                                  (16, False)):
-            scenario = _family(7, gpus, 16)
+            scenario = family_scenario(7, gpus, 16)
             calls.clear()
             fast(scenario)
             assert bool(calls) == default_on, gpus
@@ -122,10 +107,10 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
             fast(scenario, rebuilds=not default_on)
             assert bool(calls) == (not default_on), gpus
         calls.clear()
-        fast(_family(7, 12, 16), hops=1)
+        fast(family_scenario(7, 12, 16), hops=1)
         assert calls
         calls.clear()
-        fast(_family(7, 16, 16), hops=1)
+        fast(family_scenario(7, 16, 16), hops=1)
         assert not calls
 
 
@@ -180,7 +165,7 @@ def test_the_plan_command_turns_the_rebuilds_on_and_off(tmp_path: Path) -> None:
     assert planned(case) == pytest.approx(289.0751, abs=1e-3)
     assert planned(case, "--no-rebuilds") == pytest.approx(284.3647, abs=1e-3)
     small = tmp_path / "small.json"
-    small.write_text(json.dumps(scenario_to_dict(_family(EIGHT_GPU_SEED, 8, 16))))
+    small.write_text(json.dumps(scenario_to_dict(family_scenario(EIGHT_GPU_SEED, 8, 16))))
     scenario = load_scenario(small)
     plain = gridlib.objective(scenario, fast(scenario))
     lifted = gridlib.objective(scenario, fast(scenario, rebuilds=True))
