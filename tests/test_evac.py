@@ -20,8 +20,8 @@ from allocator.policies.fast import fast
 from allocator.policies.hops import layout as hopping_layout
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples
-from tests.test_hops import FAMILY, _family, legal_and_above_without, legal_and_never_worse
+from tests.strategies import contended_scenarios, examples, family_scenario
+from tests.test_hops import FAMILY, legal_and_above_without, legal_and_never_worse
 
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 DAY: dict[str, Any] = {"pin_trials": 3, "defer_trials": 3, "hops": 1}
@@ -66,8 +66,8 @@ def test_the_light_evacuation_is_legal_and_never_lowers_the_hot_path(scenario: S
 @needs_c
 @settings(max_examples=examples(0.2), deadline=None)
 @given(scenario=FAMILY | contended_scenarios(max_gpus=16))
-@example(scenario=_family(202816, 12, 24))
-@example(scenario=_family(21050841, 12, 12))
+@example(scenario=family_scenario(202816, 12, 24))
+@example(scenario=family_scenario(21050841, 12, 12))
 def test_the_runner_ups_rounds_are_legal_and_never_lower_the_plan(scenario: Scenario
                                                                    ) -> None:
     """The hot path's light rounds on a runner-up that leaves realtime less short, and

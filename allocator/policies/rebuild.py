@@ -5,8 +5,9 @@ the batch work earns more.
 
 The greedy decoder puts each job at its earliest start in one order of the whole queue,
 and some optima are no such pass: on tuning2 s1059 the optimum runs many long one-GPU
-jobs first and the 8-GPU jobs last, and no order of the queue, placed greedily, comes
-within 6% of it, even on the optimum's own realtime layout (benchmarks/loss_anatomy.py).
+jobs first and the 8-GPU jobs last; on the optimum's own realtime layout fast's batch
+placement (its orders, the order search, the pair step) ends 6.5% below it
+(benchmarks/loss_anatomy.py), and the optimum's own order of starts, placed greedily, 12%.
 Re-placing a few jobs around the others fixed reaches plans no single pass makes. Realtime
 is not touched, so every rebuild is legal by the batch placement's construction and the
 plan's objective moves by the batch value alone (BENCHMARKS.md, "Window rebuilds").
