@@ -359,8 +359,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             rebuilds=rebuilds)
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
-        score = gridlib.Scorer(scenario)
-        return with_it if score(with_it) > score(without) + 1e-9 else without
+        return _best(gridlib.Scorer(scenario), [without, with_it])
     if anchors is not None and stability < 0:
         anchors = None  # the term turned off: the plan made without anchors, every step of it
     base = gridlib.empty(scenario)
@@ -379,6 +378,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         placer = RealtimePlacer(scenario, base, crowd=crowd)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
+    # a trial's replan: judged by its trial, so no mirror floor, light rounds or rebuilds
+    # of its own (the plan the trials leave gets them)
+    replan = partial(fast, search=search, mirror=mirror, mirror_floor=False,
+                     exchange=exchange, hot_hops=0, rebuilds=False,
+                     replan_layouts=replan_layouts)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
@@ -508,13 +512,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if cheap_trials is None:
         cheap_trials = CHEAP_TRIALS if scenario.G >= CHEAP_MIN_GPUS else 0
     if cheap_trials and not anchors and not pin_trials and tags[won] not in ("baseline", "held"):
-        best = trials.pin_trials(scenario, best, partial(fast, search=search, mirror=mirror,
-                                                         mirror_floor=False,
-                                                         only=tags[won], cheap_trials=0,
-                                                         exchange=exchange, hot_hops=0,
-                                                         rebuilds=False,
-                                                         prepared=ready(),
-                                                         replan_layouts=replan_layouts),
+        best = trials.pin_trials(scenario, best, partial(replan, only=tags[won],
+                                                         cheap_trials=0, prepared=ready()),
                                  cheap_trials, score)
     if ((RELAYOUT if relayout is None else relayout)
             and RELAYOUT_MIN_GPUS <= scenario.G <= RELAYOUT_MAX_GPUS and only is None
@@ -548,19 +547,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     before = score(best) if trying else 0.0
     for _ in range(trial_passes if trying else 0):
         if pin_trials > 0:
-            best = trials.pin_trials(scenario, best,
-                                     partial(fast, search=search, mirror=mirror,
-                                             mirror_floor=False, exchange=exchange,
-                                             hot_hops=0, prepared=ready(), rebuilds=False,
-                                             replan_layouts=replan_layouts),
+            best = trials.pin_trials(scenario, best, partial(replan, prepared=ready()),
                                      pin_trials, score)
         if defer_trials > 0:
-            best = trials.defer_trials(scenario, best,
-                                       partial(fast, search=search, mirror=mirror,
-                                               mirror_floor=False, exchange=exchange,
-                                               hot_hops=0, replan_layouts=replan_layouts,
-                                               rebuilds=False),
-                                       defer_trials)
+            best = trials.defer_trials(scenario, best, replan, defer_trials)
         if hops > 0:  # what the trials found, hopped in turn
             best = hopped(scenario, best, held, score, jobs, orders, search, hops,
                           evac_rules=evac_rules)
