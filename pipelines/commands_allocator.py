@@ -78,11 +78,10 @@ def plan(
     rebuilds: bool | None = typer.Option(None, "--rebuilds/--no-rebuilds",
                                          help="fast: the window rebuilds last, the batch "
                                               "jobs under each 12-step window placed again "
-                                              "around the rest (default: 9-12 GPUs; "
+                                              "around the rest (default: 9-16 GPUs; "
                                               "--rebuilds: at any size, better one-shot "
-                                              "plans but less realized value in the rolling "
-                                              "Philly replays at 14-16 GPUs; --no-rebuilds: "
-                                              "never)."),
+                                              "plans for a few ms more past 16 GPUs; "
+                                              "--no-rebuilds: never)."),
     relayout: bool = typer.Option(False, "--relayout",
                                   help="fast: from 17 to 64 GPUs, lay the first realtime "
                                        "layout out twice more with the plan in view "
