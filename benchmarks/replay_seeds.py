@@ -64,7 +64,7 @@ from typing import Any
 
 import typer
 
-from allocator.policies import evac, pin_trials, realtime, refine
+from allocator.policies import evac, pin_trials, realtime, rebuild, refine
 from allocator.policies import fast as fastmod
 
 
@@ -86,7 +86,7 @@ class Variant:
     @contextmanager
     def applied(self) -> Iterator[None]:
         modules = {"fast": fastmod, "realtime": realtime, "refine": refine, "evac": evac,
-                   "pin_trials": pin_trials}
+                   "pin_trials": pin_trials, "rebuild": rebuild}
         saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
         try:
             for m, name, value in self.constants:
@@ -162,6 +162,8 @@ VARIANTS: dict[str, Variant] = {
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
     "norebuild": _set(("fast", "REBUILD_MIN_GPUS", 1 << 30)),
+    "rebuild12": _set(("fast", "REBUILD_MAX_GPUS", 12)),
+    "rebuildall": _set(("rebuild", "OUT_CAP", -1)),
     "refine": Variant(refine=True),
     "refinecrowd": _set(("refine", "REFINE_CROWD", True), refine=True),
     "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),
