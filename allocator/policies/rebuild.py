@@ -1,7 +1,7 @@
 """Window rebuilds: a large-neighbourhood step on a finished plan. The queued batch jobs
-that run inside a window of steps (and those the plan leaves out) are lifted off and placed
-again around the rest, which stays exactly where it is; the new placement is kept where
-the batch work earns more.
+that run inside a window of steps (and the most earning of those the plan leaves out) are
+lifted off and placed again around the rest, which stays exactly where it is; the new
+placement is kept where the batch work earns more.
 
 The greedy decoder puts each job at its earliest start in one order of the whole queue,
 and some optima are no such pass: on tuning2 s1059 the optimum runs many long one-GPU
