@@ -60,12 +60,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import typer
 
 from allocator.policies import evac, pin_trials, realtime, rebuild, refine
 from allocator.policies import fast as fastmod
+
+# The modules whose constants a variant may set, by the name it gives them.
+MODULES: dict[str, ModuleType] = {"fast": fastmod, "realtime": realtime, "refine": refine,
+                                  "evac": evac, "pin_trials": pin_trials, "rebuild": rebuild}
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,10 @@ class Variant:
 
     @contextmanager
     def applied(self) -> Iterator[None]:
-        modules = {"fast": fastmod, "realtime": realtime, "refine": refine, "evac": evac,
-                   "pin_trials": pin_trials, "rebuild": rebuild}
-        saved = [(modules[m], name, getattr(modules[m], name)) for m, name, _ in self.constants]
+        saved = [(MODULES[m], name, getattr(MODULES[m], name)) for m, name, _ in self.constants]
         try:
             for m, name, value in self.constants:
-                setattr(modules[m], name, value)
+                setattr(MODULES[m], name, value)
             yield
         finally:
             for module, name, value in saved:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.policies import evac, pin_trials, realtime, refine
 from allocator.policies import fast as fastlib
-from benchmarks.replay_seeds import VARIANTS
+from allocator.policies import realtime
+from benchmarks.replay_seeds import MODULES, VARIANTS
 
 
 def test_a_variant_sets_its_constants_and_restores_them_even_on_an_error() -> None:
@@ -22,8 +22,6 @@ def test_a_variant_sets_its_constants_and_restores_them_even_on_an_error() -> No
 
 def test_every_variant_names_constants_that_exist() -> None:
     # a renamed constant would otherwise be set as a new attribute and change nothing
-    modules = {"fast": fastlib, "realtime": realtime, "refine": refine, "evac": evac,
-               "pin_trials": pin_trials}
     for name, variant in VARIANTS.items():
         for module, constant, _ in variant.constants:
-            assert hasattr(modules[module], constant), (name, constant)
+            assert hasattr(MODULES[module], constant), (name, constant)
