@@ -17,9 +17,10 @@ shortfall. About 2-10 s a replay at 16-64 GPUs on 2 cores.
 
 A pair of replays is the same week only until the variant first changes a committed start;
 after that the two hold different jobs, overrun at other hours, and differ by more than
-the variant's own effect. A variant that changes few plans (the window rebuilds at 14-16
-GPUs: -1.67% and -1.10% net over ten pairs, +0.02% and +0.53% over thirty) needs many
-pairs; `benchmarks/real_snapshots.py --against` judges the same plans one by one.
+the variant's own effect. A variant that seldom changes a committed start (the window
+rebuilds at 14-16 GPUs: -1.67% and -1.10% net over ten pairs, +0.02% and +0.53% over
+thirty) needs many pairs; `benchmarks/real_snapshots.py --against` judges the same plans
+one by one.
 """
 
 from __future__ import annotations

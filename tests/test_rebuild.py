@@ -174,7 +174,6 @@ def test_the_plan_command_turns_the_rebuilds_on_and_off(tmp_path: Path) -> None:
     assert planned(small, "--rebuilds") == pytest.approx(lifted, abs=1e-6)
 
 
-
 @given(weights=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=40), data=st.data())
 def test_a_window_lifts_the_left_out_jobs_that_earn_most(weights: list[float],
                                                          data: st.DataObject) -> None:

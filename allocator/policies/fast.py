@@ -613,12 +613,12 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # The window rebuilds (rebuild.py) close every plan from REBUILD_MIN_GPUS to
 # REBUILD_MAX_GPUS, plan-day's and the refinement's too; `rebuilds` overrides. On the
 # tuning seeds they lift one-shot plans at every size from 8 to 64 GPUs, none lowered. In
-# the rolling Philly replays they change few plans (4 of 168 at 16 GPUs, each by under
-# 0.3), and a replay diverges from its pair after the first changed start, so a replay's
-# difference is mostly that divergence: 14 and 16 GPUs fell on the first ten paired
-# replays and rose on the next twenty (BENCHMARKS.md, "Window rebuilds to 16 GPUs"). At
-# 8 GPUs they lift little for a third of the 1 ms budget; past 16 they cost the 64-GPU
-# hot path its 5 ms.
+# the rolling Philly replays they seldom change a plan's first hour, the one a replan
+# commits, and from the first they change, a replay and its pair run different weeks: net
+# value at 14 and 16 GPUs fell over the first ten paired replays and rose over the next
+# twenty, +0.02% and +0.53% over all thirty (BENCHMARKS.md, "Window rebuilds to 16
+# GPUs"). At 8 GPUs they lift little for a third of the 1 ms budget; past 16 they cost
+# the 64-GPU hot path its 5 ms.
 REBUILD_MIN_GPUS = 9
 REBUILD_MAX_GPUS = 16
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/

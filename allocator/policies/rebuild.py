@@ -32,10 +32,10 @@ STRIDE = 4
 # A bound on the windows tried, in sweeps: a plan that keeps improving stops here.
 MAX_SWEEPS = 4
 # The jobs the plan leaves out that a window lifts too: this many, those that earn most a
-# step first. A real Philly queue at 16 GPUs leaves up to a hundred out, and placing them
-# all again in every window took a median 4.6 ms a plan there, 2.8 ms with 16; on the
-# tuning seeds (tuning2, replan) 16 keeps every gain and 8 loses some at 16 GPUs.
-# A negative number: all.
+# step first. A real Philly queue at 14-16 GPUs leaves up to a hundred out, each placed
+# again in every window: fast's median on those snapshots 19.2 -> 17.8 ms at 14 GPUs and
+# 17.7 -> 17.2 at 16 with the cap, one of 101 plans 0.3% lower and one higher; no tuning
+# plan changes (BENCHMARKS.md, "Window rebuilds to 16 GPUs"). A negative number: all.
 OUT_CAP = 16
 
 # (grid, kept batch jobs) -> the grid with the others placed again (fast.place_batch)
