@@ -324,3 +324,11 @@ def family_scenario(seed: int, gpus: int, jobs: int) -> Scenario:
     from benchmarks.bench_quality import Case, scenario_for
 
     return scenario_for(Case(seed, gpus, jobs))
+
+
+def family_scenarios(gpus: tuple[int, ...] = (8, 12, 16), jobs: tuple[int, int] = (8, 24)
+                     ) -> st.SearchStrategy[Scenario]:
+    """`family_scenario` drawn: any seed, one of these cluster sizes, a job count within
+    `jobs` (both ends included)."""
+    return st.builds(family_scenario, st.integers(0, 2**31), st.sampled_from(gpus),
+                     st.integers(*jobs))

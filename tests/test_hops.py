@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
-from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import Scenario
@@ -20,15 +19,14 @@ from allocator.policies.decoder import Jobs, _packc
 from allocator.policies.fast import fast, value_orders
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples, family_scenario
+from tests.strategies import contended_scenarios, examples, family_scenarios
 
 WINS = Path(__file__).parent / "data" / "quality_cases" / "hop_wins.json"
 BESIDE = Path(__file__).parent / "data" / "quality_cases" / "hops_beside_trials.json"
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 
 
-FAMILY = st.builds(family_scenario, st.integers(0, 2**31), st.sampled_from([8, 12, 16]),
-                   st.integers(8, 24))
+FAMILY = family_scenarios()
 
 
 @settings(max_examples=examples(0.3), deadline=None)
@@ -105,8 +103,7 @@ def test_hops_before_the_trials_would_have_lowered_this_plan() -> None:
 
 @needs_c
 @settings(max_examples=examples(0.1), deadline=None)
-@given(scenario=st.builds(family_scenario, st.integers(0, 2**31), st.just(8), st.integers(8, 16))
-       | contended_scenarios(max_gpus=8, max_steps=8))
+@given(scenario=family_scenarios((8,), (8, 16)) | contended_scenarios(max_gpus=8, max_steps=8))
 def test_compiled_hops_make_the_reference_moves(scenario: Scenario) -> None:
     start = hops.layout(scenario, fast(scenario))
     jobs, orders = Jobs.of(scenario), value_orders(scenario)
@@ -120,7 +117,7 @@ def test_compiled_hops_make_the_reference_moves(scenario: Scenario) -> None:
 
 @needs_c
 @settings(max_examples=examples(0.05), deadline=None)
-@given(scenario=st.builds(family_scenario, st.integers(0, 2**31), st.just(8), st.integers(8, 16)))
+@given(scenario=family_scenarios((8,), (8, 16)))
 def test_compiled_hops_with_a_stride_make_the_reference_moves(scenario: Scenario) -> None:
     # the hot path's light round: windows every other step, one order
     start = hops.layout(scenario, fast(scenario, hot_hops=0))

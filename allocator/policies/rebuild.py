@@ -91,7 +91,7 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
         if not lifted.any():
             idle += 1
             continue
-        moving = lifted | (~placed if OUT_CAP < 0 else _most_earning(~placed, weight, OUT_CAP))
+        moving = lifted | _most_earning(~placed, weight, OUT_CAP)
         work = grid.copy()
         for at, gpu, steps, i in zip(start[lifted].tolist(), first[lifted].tolist(),
                                      length[lifted].tolist(), index[lifted].tolist(),
@@ -109,8 +109,9 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
 
 
 def _most_earning(out: np.ndarray, weight: np.ndarray, cap: int) -> np.ndarray:
-    """The `cap` jobs of `out` that earn most a step (ties: queue order)."""
-    if int(out.sum()) <= cap:
+    """The `cap` jobs of `out` that earn most a step (ties: queue order); a negative
+    `cap`: all of them."""
+    if cap < 0 or int(out.sum()) <= cap:
         return out
     which = np.flatnonzero(out)
     top = which[np.argsort(-weight[which], kind="stable")[:cap]]
