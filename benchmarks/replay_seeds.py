@@ -164,7 +164,7 @@ VARIANTS: dict[str, Variant] = {
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
-    "norebuild": _set(("fast", "REBUILD_MIN_GPUS", 1 << 30)),
+    "norebuild": _set(("fast", "REBUILDS", False)),
     "rebuild12": _set(("fast", "REBUILD_MAX_GPUS", 12)),
     "rebuildall": _set(("rebuild", "OUT_CAP", -1)),
     "refine": Variant(refine=True),

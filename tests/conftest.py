@@ -89,4 +89,4 @@ def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
     the rebuilds, which lift some of those plans a little too."""
     from allocator.policies import fast as fastlib
 
-    monkeypatch.setattr(fastlib, "REBUILD_MIN_GPUS", 1 << 30)
+    monkeypatch.setattr(fastlib, "REBUILDS", False)

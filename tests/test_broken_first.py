@@ -49,8 +49,7 @@ def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(fast_module, "REROUTE_LAST", top_up)  # (mends it too)
     monkeypatch.setattr(fast_module, "REPLAN_LAYOUTS", False)  # (moves the services too)
     # (the window rebuilds mend part of it too: 668 of the optimum's 1,261)
-    monkeypatch.setattr(fast_module, "REBUILD_MIN_GPUS",
-                        fast_module.REBUILD_MIN_GPUS if top_up else 1 << 30)
+    monkeypatch.setattr(fast_module, "REBUILDS", top_up)
     scenario = load_scenario(CASES / name)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

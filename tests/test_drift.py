@@ -28,6 +28,7 @@ from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
 from tests.flag_cases import off_and_on
+from tests.plan_checks import assert_realtime_laid
 from tests.strategies import contended_scenarios, examples
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -40,16 +41,6 @@ def _laid(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     base = gridlib.empty(scenario)
     gridlib.pin_running(scenario, base)
     return base, drift_layout(scenario, base, RealtimePlacer(scenario, base.copy()))
-
-
-def assert_realtime_laid(scenario: Scenario, base: np.ndarray, grid: np.ndarray) -> None:
-    """`grid` is `base` with realtime jobs on free cells only, and keeps every swap limit
-    (the drift layout's guarantees, flipped or not)."""
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    changed = base != grid
-    assert (base[changed] == gridlib.FREE).all()
-    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-    assert np.isin(grid[changed], realtime).all()
 
 
 def test_a_service_walks_off_the_8_gpu_block_as_its_demand_rises_and_falls() -> None:

@@ -20,9 +20,10 @@ from allocator.policies.fast import fast
 from allocator.policies.hops import layout as hopping_layout
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples, family_scenario
-from tests.test_hops import FAMILY, legal_and_above_without, legal_and_never_worse
+from tests.plan_checks import legal_and_above_without, legal_and_never_worse
+from tests.strategies import contended_scenarios, examples, family_scenario, family_scenarios
 
+FAMILY = family_scenarios()  # the generated family (tests/strategies.py)
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 DAY: dict[str, Any] = {"pin_trials": 3, "defer_trials": 3, "hops": 1}
 FROM_BEST = Path(__file__).parent / "data" / "quality_cases" / "evac_from_best.json"

@@ -26,8 +26,8 @@ from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.plan_checks import assert_realtime_laid
 from tests.strategies import contended_scenarios, examples
-from tests.test_drift import assert_realtime_laid
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
 # full's proven optimum of flip_wins.json (benchmarks/bench_quality.py's tuning2 seed 1082,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from allocator.policies.decoder import Jobs, _packc
 from allocator.policies.fast import fast, value_orders
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
+from tests.plan_checks import legal_and_never_worse
 from tests.strategies import contended_scenarios, examples, family_scenarios
 
 WINS = Path(__file__).parent / "data" / "quality_cases" / "hop_wins.json"
@@ -43,40 +43,6 @@ def test_hops_on_the_generated_family_are_legal_and_never_worse(scenario: Scenar
 
 def _legal_and_never_worse(scenario: Scenario) -> None:
     legal_and_never_worse(scenario, "hops", hops=2)
-
-
-def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int, int],
-                            **options: Any) -> None:
-    """fast with `options` plans legally, and never below its plan with the step off:
-    `step` is (fast's constant, its value off, its value on). The final plan's reroute
-    (`REROUTE_LAST`) is off both ways: it works on whatever plan the step leaves, and a
-    step's lift can leave it less to reroute (a drawn family case: 539 without the re-cuts,
-    444 with them, where the rerouted plans are compared)."""
-    constant, off, on = step
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "REROUTE_LAST", False)
-        mp.setattr(fastlib, constant, off)
-        without = gridlib.objective(scenario, fast(scenario, **options))
-        mp.setattr(fastlib, constant, on)
-        grid = fast(scenario, **options)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    got = gridlib.objective(scenario, grid)
-    event(f"{what} lifted the plan" if got > without + 1e-6 else "plan unchanged")
-    assert got >= without - 1e-6
-
-
-def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
-    """fast with `options` plans legally and never below fast's default plan; its value
-    (`what` names the step in hypothesis' statistics)."""
-    plain = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario, **options)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    got = gridlib.objective(scenario, grid)
-    event(f"{what} lifted the plan" if got > plain + 1e-6 else "plan unchanged")
-    assert got >= plain - 1e-6
-    return got
-
-
 
 
 @settings(max_examples=examples(0.15), deadline=None)

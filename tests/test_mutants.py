@@ -1,7 +1,7 @@
 """Weakened versions of fast fail the quality oracles: the suite can tell them apart.
 
 Each mutant is built by monkeypatching the real policy, then judged by
-`tests/test_quality.py`'s `quality_failures` (the same thresholds as the real test). A
+`tests/quality_oracle.py`'s `quality_failures` (the same thresholds as the real test). A
 mutant that passed would mean the oracles had gone blind to that weakness.
 
 - "better of the baselines": fast replaced by the better of the fifo and priority grids
@@ -21,7 +21,7 @@ import pytest
 from allocator import grid as gridlib
 from allocator.model import Scenario
 from allocator.policies import POLICIES, baselines
-from tests.test_quality import quality_failures
+from tests.quality_oracle import quality_failures
 
 fast_module = importlib.import_module("allocator.policies.fast")  # the module, not the function
 

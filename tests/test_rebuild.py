@@ -17,7 +17,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies import fast as fastlib
 from allocator.policies import rebuild
 from allocator.policies.decoder import Jobs
-from allocator.policies.fast import fast, place_batch, value_orders
+from allocator.policies.fast import fast, value_orders
 from allocator.scenario_io import load_scenario, scenario_to_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, family_scenario, family_scenarios
@@ -36,9 +36,7 @@ def _rebuilt(scenario: Scenario, grid: np.ndarray) -> np.ndarray:
     jobs, orders = Jobs.of(scenario), value_orders(scenario, held)
     search = fastlib.default_search(scenario)
     return rebuild.rebuilt(scenario, grid, queued=orders[0] if orders else (), jobs=jobs,
-                           place=lambda work, kept: place_batch(
-                               scenario, work, None, search, held=held, jobs=jobs,
-                               orders=orders, pinned=kept))
+                           place=fastlib.placing_around(scenario, search, held, jobs, orders))
 
 
 @settings(max_examples=examples(0.5), deadline=None)
@@ -85,7 +83,7 @@ def test_a_rebuild_reaches_what_no_order_of_the_queue_does() -> None:
 def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
     """On by default from REBUILD_MIN_GPUS to REBUILD_MAX_GPUS (8 GPUs stay within the
     hot path's millisecond, 64 within its 5 ms), with trials and hops too, and `rebuilds`
-    overrides both ways."""
+    overrides both ways; `REBUILDS` False turns them off at every size."""
     calls: list[int] = []
     real = rebuild.rebuilt
 
@@ -110,6 +108,11 @@ def test_the_rebuilds_run_where_they_are_chosen_to() -> None:
         calls.clear()
         fast(family_scenario(7, 20, 16), hops=1)
         assert not calls
+        mp.setattr(fastlib, "REBUILDS", False)  # the switch off: no size rebuilds
+        fast(family_scenario(7, 12, 16))
+        assert not calls
+        fast(family_scenario(7, 12, 16), rebuilds=True)  # and the argument still overrides
+        assert calls
 
 
 @given(horizon=st.integers(1, 200), width=st.integers(1, 40), data=st.data())

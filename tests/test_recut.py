@@ -20,9 +20,10 @@ from allocator.policies.fast import fast
 from allocator.policies.hops import layout
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
-from tests.strategies import contended_scenarios, examples
-from tests.test_hops import FAMILY, legal_and_above_without
+from tests.plan_checks import legal_and_above_without
+from tests.strategies import contended_scenarios, examples, family_scenarios
 
+FAMILY = family_scenarios()  # the generated family (tests/strategies.py)
 needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 CASES = Path(__file__).parent / "data" / "quality_cases"
 

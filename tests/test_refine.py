@@ -21,9 +21,9 @@ from allocator.policies.fast import fast
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from pipelines.cli import build_app
-from tests.strategies import contended_scenarios, examples
-from tests.test_hops import FAMILY
+from tests.strategies import contended_scenarios, examples, family_scenarios
 
+FAMILY = family_scenarios()  # the generated family (tests/strategies.py)
 WANTING = Path(__file__).parent / "data" / "quality_cases" / "recut_wins.json"
 CASES = Path(__file__).parent / "data" / "quality_cases"
 CONTROL = Path(__file__).parent.parent / "data" / "scenarios" / "mixed-control.json"

@@ -344,8 +344,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `mirror_floor`: with `mirror`, the plan made without it is made too and kept where it
     is worth more (the later steps are local searches: a higher candidate can end lower),
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
-    `rebuilds`: the window rebuilds last (rebuild.py; None: from REBUILD_MIN_GPUS to
-    REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
+    `rebuilds`: the window rebuilds last (rebuild.py; None: with REBUILDS, from REBUILD_MIN_GPUS
+    to REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
     """
     if search is None:
         search = default_search(scenario)
@@ -528,9 +528,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             best = [best, *more][_winner(scenario, score, held, [best, *more])]
     if anchors:
         best = keep_starts(scenario, best, base, anchors, stability, held,
-                           lambda grid, kept: place_batch(scenario, grid, None, search,
-                                                          held=held, jobs=jobs, orders=orders,
-                                                          pinned=kept))
+                           placing_around(scenario, search, held, jobs, orders))
     early = own = best  # `own`: steps 1-7's plan hopped, `early` the best hopped plan
     if hops > 0 and not anchors:  # steps 1-7's plan hopped: a candidate beside the trials'
         early = own = hopped(scenario, best, held, score, jobs, orders, search, hops,
@@ -576,12 +574,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             plan = recut.search(scenario, plan, partial(hopping.layout, scenario),
                                 partial(_placed_again, scenario, held, jobs, orders, search),
                                 score, recuts)
-        rebuilding = rebuilds if rebuilds is not None else not anchors and \
+        rebuilding = rebuilds if rebuilds is not None else REBUILDS and not anchors and \
             REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS
         last = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
-                       jobs=jobs, place=lambda grid, kept: place_batch(
-                           scenario, grid, None, search, held=held, jobs=jobs,
-                           orders=orders, pinned=kept)) if rebuilding else None
+                       jobs=jobs, place=placing_around(scenario, search, held, jobs, orders)
+                       ) if rebuilding else None
         if rerouting or reroute_last:
             # the plan without trials too: a reroute can lift it past the trials' plan (so
             # trials never lower the plan); with the rebuilds, each is rebuilt and the plan
@@ -618,7 +615,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # value at 14 and 16 GPUs fell over the first ten paired replays and rose over the next
 # twenty, +0.02% and +0.53% over all thirty (BENCHMARKS.md, "Window rebuilds to 16
 # GPUs"). At 8 GPUs they lift little for a third of the 1 ms budget; past 16 they cost
-# the 64-GPU hot path its 5 ms.
+# the 64-GPU hot path its 5 ms. `REBUILDS`: False turns them off at every size.
+REBUILDS = True
 REBUILD_MIN_GPUS = 9
 REBUILD_MAX_GPUS = 16
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
@@ -1353,6 +1351,18 @@ def place_batch(scenario: Scenario, grid: np.ndarray, held_back: np.ndarray | No
     if best is not None:
         best.write(scenario, grid)
     return grid
+
+
+def placing_around(scenario: Scenario, search: int, held: reservations.Holds, jobs: Jobs,
+                   orders: tuple[tuple[int, ...], ...]
+                   ) -> Callable[[np.ndarray, frozenset[int]], np.ndarray]:
+    """place_batch with a plan's parts bound, for the steps that keep some batch jobs where
+    they are (the ids in `kept`, already on the grid) and place the rest again: the stable
+    starts and the window rebuilds."""
+    def place(grid: np.ndarray, kept: frozenset[int]) -> np.ndarray:
+        return place_batch(scenario, grid, None, search, held=held, jobs=jobs, orders=orders,
+                           pinned=kept)
+    return place
 
 
 def value_orders(scenario: Scenario, held: reservations.Holds | None = None

@@ -1,0 +1,58 @@
+"""Assertions about fast's plans that several test modules share: legal, and never below
+the plan without a step (or fast's default plan); realtime laid on free cells only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import event
+
+from allocator import grid as gridlib
+from allocator.model import RealtimeJob, Scenario
+from allocator.policies import fast as fastlib
+from allocator.policies.fast import fast
+from allocator.validator import violations
+
+
+def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int, int],
+                            **options: Any) -> None:
+    """fast with `options` plans legally, and never below its plan with the step off:
+    `step` is (fast's constant, its value off, its value on). The final plan's reroute
+    (`REROUTE_LAST`) is off both ways: it works on whatever plan the step leaves, and a
+    step's lift can leave it less to reroute (a drawn family case: 539 without the re-cuts,
+    444 with them, where the rerouted plans are compared)."""
+    constant, off, on = step
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "REROUTE_LAST", False)
+        mp.setattr(fastlib, constant, off)
+        without = gridlib.objective(scenario, fast(scenario, **options))
+        mp.setattr(fastlib, constant, on)
+        grid = fast(scenario, **options)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event(f"{what} lifted the plan" if got > without + 1e-6 else "plan unchanged")
+    assert got >= without - 1e-6
+
+
+def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
+    """fast with `options` plans legally and never below fast's default plan; its value
+    (`what` names the step in hypothesis' statistics)."""
+    plain = gridlib.objective(scenario, fast(scenario))
+    grid = fast(scenario, **options)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    got = gridlib.objective(scenario, grid)
+    event(f"{what} lifted the plan" if got > plain + 1e-6 else "plan unchanged")
+    assert got >= plain - 1e-6
+    return got
+
+
+def assert_realtime_laid(scenario: Scenario, base: np.ndarray, grid: np.ndarray) -> None:
+    """`grid` is `base` with realtime jobs on free cells only, and keeps every swap limit
+    (the drift layout's guarantees, flipped or not)."""
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    changed = base != grid
+    assert (base[changed] == gridlib.FREE).all()
+    realtime = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    assert np.isin(grid[changed], realtime).all()
