@@ -45,7 +45,7 @@ path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
-run, `refine.REFINE_CROWD = True`), `noflip` (no flipped drift layouts on the hot
+run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it), `noflip` (no flipped drift layouts on the hot
 path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`), `flipw0` (the
 flipped plan given the light rounds only where it beats the winner before them,
 `fast.FLIP_WITHIN = 0`).
@@ -169,6 +169,7 @@ VARIANTS: dict[str, Variant] = {
     "rebuildall": _set(("rebuild", "OUT_CAP", -1)),
     "refine": Variant(refine=True),
     "refinecrowd": _set(("refine", "REFINE_CROWD", True), refine=True),
+    "refinenocrowd": _set(("refine", "REFINE_CROWD", False), refine=True),
     "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),
 }
 

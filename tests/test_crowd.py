@@ -92,15 +92,15 @@ def test_replan_seed_1225_keeps_the_crowded_blocks() -> None:
 
 
 def test_the_refinement_runs_it_on_replans_only_where_asked() -> None:
-    """Off by default (it lowered net value in the rolling Philly replay); with
-    `REFINE_CROWD`, one more run on a replan and none on a fresh plan."""
+    """With `REFINE_CROWD` (the default), one more run on a replan and none on a fresh
+    plan; without it, none."""
     replan, fresh = _replan((1, 3, 4, 5, 7, 9, 11)), _replan(None)
-    assert "crowd" not in refine.candidates(replan, {})
+    assert refine.candidates(replan, {})["crowd"] == {"replan_layouts": True, "crowd": True}
+    assert "crowd" not in refine.candidates(fresh, {})
+    assert "crowd" not in refine.candidates(replan, {"crowd": True})  # (asked already)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refine, "REFINE_CROWD", True)
-        assert refine.candidates(replan, {})["crowd"] == {"replan_layouts": True,
-                                                          "crowd": True}
-        assert "crowd" not in refine.candidates(fresh, {})
+        patch.setattr(refine, "REFINE_CROWD", False)
+        assert "crowd" not in refine.candidates(replan, {})
 
 
 @settings(max_examples=examples(0.5), deadline=None)

@@ -127,7 +127,7 @@ def test_a_replan_is_refined_with_the_replan_layouts_first() -> None:
     (off on the hot path), unless the caller asked for them either way."""
     replan = _sized(16, 24, 30, service=True, current=(15,))
     runs = refine.candidates(replan, {})
-    assert list(runs) == ["replan", "reroute", "evacuations", "trials"]
+    assert list(runs) == ["replan", "reroute", "crowd", "evacuations", "trials"]
     assert runs["replan"] == {"replan_layouts": True}
     assert runs["reroute"] == {"replan_layouts": True, "reroute": True}
     assert "replan" not in refine.candidates(replan, {"replan_layouts": False})
@@ -160,7 +160,7 @@ def test_a_layout_loss_past_the_work_cap_is_refined_by_the_evacuations() -> None
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
     # a replan: the layouts first; past the hot path's flipped layouts' sizes, those too
-    assert refined["tried"] == ["replan", "reroute", "flip", "evacuations"]
+    assert refined["tried"] == ["replan", "reroute", "crowd", "flip", "evacuations"]
     assert refined["lifted_by"] == "evacuations"
     assert plan.metrics.objective > 1.025 * refined["first_objective"]
 
@@ -178,13 +178,13 @@ def test_a_shortage_left_on_the_dearer_service_is_refined_by_the_exchange(
     refined = plan.extras["refined"]  # no block evacuation clears the shortage; the hot
     # path's plan (its drift layout, past the replan margin) is 841.78; every construction
     # rerouted 881.18, the exchange more still
-    assert refined["tried"] == ["replan", "reroute", "evacuations"]
+    assert refined["tried"] == ["replan", "reroute", "crowd", "evacuations"]
     assert refined["lifted_by"] == "reroute"
     assert plan.metrics.objective == pytest.approx(881.18, abs=0.01)
     monkeypatch.setattr(refine, "REFINE_EXCHANGE", True)
     plan = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)
     refined = plan.extras["refined"]
-    assert refined["tried"] == ["replan", "reroute", "exchange", "evacuations"]
+    assert refined["tried"] == ["replan", "reroute", "crowd", "exchange", "evacuations"]
     assert refined["lifted_by"] == "exchange"
     assert plan.metrics.objective == pytest.approx(921.78, abs=0.01)
     assert refined["first_objective"] < 0.92 * plan.metrics.objective  # (841.78: the hot
