@@ -45,8 +45,8 @@ path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
-run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it), `noflip` (no flipped drift layouts on the hot
-path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`), `flipw0` (the
+run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it),
+`noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`), `flipw0` (the
 flipped plan given the light rounds only where it beats the winner before them,
 `fast.FLIP_WITHIN = 0`).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
