@@ -46,9 +46,9 @@ path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
 run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it),
-`noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the default, `fast.FLIP = True`), `flipw0` (the
-flipped plan given the light rounds only where it beats the winner before them,
-`fast.FLIP_WITHIN = 0`).
+`noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the
+default, `fast.FLIP = True`), `flipw0` (the flipped plan given the light rounds only
+where it beats the winner before them, `fast.FLIP_WITHIN = 0`).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
