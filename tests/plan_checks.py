@@ -17,15 +17,19 @@ from allocator.validator import violations
 
 
 def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int, int],
+                            same_both_ways: dict[str, Any] | None = None,
                             **options: Any) -> None:
     """fast with `options` plans legally, and never below its plan with the step off:
-    `step` is (fast's constant, its value off, its value on). The final plan's reroute
-    (`REROUTE_LAST`) is off both ways: it works on whatever plan the step leaves, and a
-    step's lift can leave it less to reroute (a drawn family case: 539 without the re-cuts,
-    444 with them, where the rerouted plans are compared)."""
+    `step` is (fast's constant, its value off, its value on). `same_both_ways`: fast's
+    attributes set alike in both runs; by default the final plan's reroute
+    (`REROUTE_LAST`) is off: it works on whatever plan the step leaves, and a step's lift
+    can leave it less to reroute (a drawn family case: 539 without the re-cuts, 444 with
+    them, where the rerouted plans are compared)."""
     constant, off, on = step
+    fixed = {"REROUTE_LAST": False} if same_both_ways is None else same_both_ways
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "REROUTE_LAST", False)
+        for name, value in fixed.items():
+            mp.setattr(fastlib, name, value)
         mp.setattr(fastlib, constant, off)
         without = gridlib.objective(scenario, fast(scenario, **options))
         mp.setattr(fastlib, constant, on)
