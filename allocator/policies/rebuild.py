@@ -83,15 +83,15 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
     spans = windows(T, WIDTH, STRIDE)
     idle = tried = 0  # windows in a row that kept nothing; windows tried
     now = value(start)
+    left_out = _most_earning(start < 0, weight, OUT_CAP)  # (changes only with the plan)
     while idle < len(spans) and tried < max_sweeps * len(spans):
         lo, hi = spans[tried % len(spans)]
         tried += 1
-        placed = start >= 0
-        lifted = placed & (start < hi) & (start + length > lo)
+        lifted = (start >= 0) & (start < hi) & (start + length > lo)
         if not lifted.any():
             idle += 1
             continue
-        moving = lifted | _most_earning(~placed, weight, OUT_CAP)
+        moving = lifted | left_out
         work = grid.copy()
         for at, gpu, steps, i in zip(start[lifted].tolist(), first[lifted].tolist(),
                                      length[lifted].tolist(), index[lifted].tolist(),
@@ -102,6 +102,7 @@ def rebuilt(scenario: Scenario, grid: np.ndarray, *, queued: tuple[int, ...], jo
         new_start, new_first = spots(again, index)
         if (got := value(new_start)) > now + 1e-9 * max(1.0, abs(now)):
             grid, start, first, now = again, new_start, new_first, got
+            left_out = _most_earning(start < 0, weight, OUT_CAP)
             idle = 0
         else:
             idle += 1
