@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from allocator import grid as gridlib
 from allocator.model import Scenario
 from allocator.policies import fast as fast_module
-from allocator.policies.fast import fast
-from allocator.validator import violations
+from tests.plan_checks import without_and_with
 
 
 def off_and_on(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, module: object,
@@ -28,9 +26,4 @@ def off_and_on(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, module: obje
         # flipped ones: other roads)
         if (module, flag) != (fast_module, other):
             monkeypatch.setattr(fast_module, other, False)
-    monkeypatch.setattr(module, flag, False)
-    without = gridlib.objective(scenario, fast(scenario, **options))
-    monkeypatch.setattr(module, flag, True)
-    grid = fast(scenario, **options)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    return without, grid
+    return without_and_with(monkeypatch, scenario, module, flag, False, True, **options)

@@ -16,6 +16,19 @@ from allocator.policies.fast import fast
 from allocator.validator import violations
 
 
+def without_and_with(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, module: object,
+                     name: str, off: Any, on: Any, **options: Any
+                     ) -> tuple[float, np.ndarray]:
+    """fast's objective with `module.name` set to `off`, and its grid (asserted legal) with
+    it set to `on`; `options` go to fast."""
+    monkeypatch.setattr(module, name, off)
+    without = gridlib.objective(scenario, fast(scenario, **options))
+    monkeypatch.setattr(module, name, on)
+    grid = fast(scenario, **options)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    return without, grid
+
+
 def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int, int],
                             same_both_ways: dict[str, Any] | None = None,
                             **options: Any) -> None:
@@ -30,11 +43,7 @@ def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int,
     with pytest.MonkeyPatch.context() as mp:
         for name, value in fixed.items():
             mp.setattr(fastlib, name, value)
-        mp.setattr(fastlib, constant, off)
-        without = gridlib.objective(scenario, fast(scenario, **options))
-        mp.setattr(fastlib, constant, on)
-        grid = fast(scenario, **options)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+        without, grid = without_and_with(mp, scenario, fastlib, constant, off, on, **options)
     got = gridlib.objective(scenario, grid)
     event(f"{what} lifted the plan" if got > without + 1e-6 else "plan unchanged")
     assert got >= without - 1e-6
