@@ -9,6 +9,13 @@ code, or on another checkout:
     python benchmarks/against_stored.py --set tuning2
     python benchmarks/against_stored.py --set test --tree /tmp/before
     python benchmarks/against_stored.py --set tuning --variant evaccost
+    python benchmarks/against_stored.py --set tuning,tuning2,tuning3,tuning4 --variant recut \
+        --paired
+
+Several sets (comma-separated) are judged in turn, with a line over them all. `--paired`
+judges fast's defaults first in the same process, then the variant and options asked for,
+and counts the plans that rose and fell against the defaults: one run, one machine state,
+for the ratio of the times too.
 
 Tuning sets (`tuning` to `tuning4`) may be looked at while changing fast; `test` is run
 once, on the final code (BENCHMARKS.md, "Quality on a wider family").
@@ -22,7 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 
@@ -32,7 +39,7 @@ STORED = ROOT / "benchmarks" / "stored"
 
 def main(set_name: str = typer.Option("tuning", "--set",
                                       help="tuning .. tuning4, replan, replan2, test or "
-                                           "test-replan"),
+                                           "test-replan; several comma-separated"),
          tree: Path | None = typer.Option(None, "--tree", help="another checkout's fast"),
          worst: int = typer.Option(5, "--worst", help="how many of the worst to list"),
          pin_trials: int = typer.Option(0, "--pin-trials", help="fast's pin trials"),
@@ -43,7 +50,11 @@ def main(set_name: str = typer.Option("tuning", "--set",
                                           help="fast's passes of the trials"),
          variant: str = typer.Option("", "--variant",
                                      help="a variant of benchmarks/replay_seeds.py (its "
-                                          "module constants) instead of fast's defaults")
+                                          "module constants; several joined by +) instead "
+                                          "of fast's defaults"),
+         paired: bool = typer.Option(False, "--paired",
+                                     help="fast's defaults judged first, in the same "
+                                          "process: the plans that rose and fell")
          ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
@@ -52,66 +63,114 @@ def main(set_name: str = typer.Option("tuning", "--set",
         sys.path.insert(0, str(tree.resolve()))
     from benchmarks.bench_quality import SEED_SETS
 
-    seeds = SEED_SETS[set_name]
-    stored = json.loads((STORED / f"full30-{set_name}.json").read_text())
-    proven: list[tuple[float, str]] = []
-    seconds: list[float] = []
-    found: list[float] = []
+    names = set_name.split(",")
+    unknown = [n for n in names if n not in SEED_SETS or not (STORED / f"full30-{n}.json").exists()]
+    if unknown:
+        raise typer.BadParameter(f"no stored full runs for {', '.join(unknown)}",
+                                 param_hint="--set")
+    options: dict[str, Any] = {}  # only those given: an older tree's fast may not
+    if pin_trials:  # know the newer options
+        options["pin_trials"] = pin_trials
+    if mirror:
+        options["mirror"] = True
+    if defer_trials:
+        options["defer_trials"] = defer_trials
+    if hops:
+        options["hops"] = hops
+    if trial_passes != 1:
+        options["trial_passes"] = trial_passes
     constants = contextlib.nullcontext()
     if variant:  # this checkout's variants only
         from benchmarks.replay_seeds import combined
 
         constants = combined(variant).applied()  # type: ignore[assignment]
+    stored = {n: json.loads((STORED / f"full30-{n}.json").read_text()) for n in names}
+    base: list[Judged] = []
+    if paired:
+        for n in names:
+            base += judge_all(SEED_SETS[n], stored[n], {})
+    judged: list[Judged] = []
     with constants:
-        judge_all(seeds, stored, proven, seconds, found, pin_trials, mirror,
-                  defer_trials, hops, trial_passes)
-    shares = [s for s, _ in proven]
-    print(f"{set_name}: fast / proven optimum over {len(shares)} scenarios: mean "
-          f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "
-          f"{sum(s < 0.97 for s in shares)}; / best plan found, all {len(found)}: mean "
-          f"{100 * statistics.fmean(found):.2f}%; fast's median "
-          f"{1000 * statistics.median(seconds):.1f} ms (one call per scenario)")
-    for share, name in sorted(proven)[:worst]:
-        print(f"  {name}: {100 * share:.1f}%")
+        for n in names:
+            rows = judge_all(SEED_SETS[n], stored[n], options)
+            print(summary(n, rows))
+            judged += rows
+    if len(names) > 1:
+        print(summary("all", judged))
+    if paired:
+        print(against_defaults(base, judged))
+    for row in sorted((r for r in judged if r.proven is not None),
+                      key=lambda r: r.proven or 0.0)[:worst]:
+        print(f"  {row.name}: {100 * (row.proven or 0.0):.1f}%")
+
+
+class Judged(NamedTuple):
+    """fast on one stored scenario: its share of the proven optimum (None: not proven), of
+    the best plan found (None: no positive reference), and its seconds."""
+
+    name: str
+    proven: float | None
+    found: float | None
+    seconds: float
+
+
+def summary(label: str, rows: list[Judged]) -> str:
+    shares = [r.proven for r in rows if r.proven is not None]
+    found = [r.found for r in rows if r.found is not None]
+    return (f"{label}: fast / proven optimum over {len(shares)} scenarios: mean "
+            f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "
+            f"{sum(s < 0.97 for s in shares)}; / best plan found, all {len(found)}: mean "
+            f"{100 * statistics.fmean(found):.2f}%; fast's median "
+            f"{1000 * statistics.median(r.seconds for r in rows):.1f} ms, mean "
+            f"{1000 * statistics.fmean(r.seconds for r in rows):.1f} ms (one call per "
+            "scenario)")
+
+
+def against_defaults(base: list[Judged], rows: list[Judged]) -> str:
+    """The plans that rose and fell against fast's defaults (by the share of the best
+    plan found, the same reference for both), and the two runs' times."""
+    pairs = [(b.found, r.found) for b, r in zip(base, rows, strict=True)
+             if b.found is not None and r.found is not None]
+    up = sum(after > before + 1e-9 for before, after in pairs)
+    down = sum(after < before - 1e-9 for before, after in pairs)
+    proven = [(b.proven, r.proven) for b, r in zip(base, rows, strict=True)
+              if b.proven is not None and r.proven is not None]
+    return (f"against fast's defaults in the same process: {up} plans rose, {down} fell; "
+            f"mean share of the proven optima {100 * statistics.fmean(b for b, _ in proven):.3f}"
+            f"% -> {100 * statistics.fmean(r for _, r in proven):.3f}%; median ms "
+            f"{1000 * statistics.median(b.seconds for b in base):.1f} -> "
+            f"{1000 * statistics.median(r.seconds for r in rows):.1f}, mean "
+            f"{1000 * statistics.fmean(b.seconds for b in base):.1f} -> "
+            f"{1000 * statistics.fmean(r.seconds for r in rows):.1f}")
 
 
 def judge_all(seeds: tuple[int, ...], stored: dict[str, Any],
-              proven: list[tuple[float, str]], seconds: list[float], found: list[float],
-              pin_trials: int, mirror: bool, defer_trials: int, hops: int,
-              trial_passes: int) -> None:
+              options: dict[str, Any]) -> list[Judged]:
     """fast on each stored scenario of the set: its time, its share of full's plan."""
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from benchmarks.bench_quality import scenario_for, small_cases
 
+    out: list[Judged] = []
     for case in small_cases(seeds):
         row = stored.get(case.name)
         if row is None:
             continue
         scenario = scenario_for(case)
         began = time.perf_counter()
-        options: dict[str, Any] = {}  # only those given: an older tree's fast may not
-        if pin_trials:  # know the newer options
-            options["pin_trials"] = pin_trials
-        if mirror:
-            options["mirror"] = True
-        if defer_trials:
-            options["defer_trials"] = defer_trials
-        if hops:
-            options["hops"] = hops
-        if trial_passes != 1:
-            options["trial_passes"] = trial_passes
         grid = fast(scenario, **options)
-        seconds.append(time.perf_counter() - began)
+        seconds = time.perf_counter() - began
         value = gridlib.objective(scenario, grid)
         if row["full"] <= 0:  # no share means anything against a reference at or below 0
             print(f"  {case.name}: fast {value:.2f} against full's {row['full']:.2f}, not "
                   "counted")
+            out.append(Judged(case.name, None, None, seconds))
             continue
         # a plan at or below 0 against a positive reference counts as 0 (bench_quality)
-        found.append(max(value, 0.0) / max(row["full"], value))
-        if row["status"] == "optimal":
-            proven.append((max(value, 0.0) / row["full"], case.name))
+        found = max(value, 0.0) / max(row["full"], value)
+        proven = max(value, 0.0) / row["full"] if row["status"] == "optimal" else None
+        out.append(Judged(case.name, proven, found, seconds))
+    return out
 
 
 if __name__ == "__main__":

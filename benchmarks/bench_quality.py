@@ -47,6 +47,10 @@ TUNING3_SEEDS: tuple[int, ...] = tuple(range(1090, 1150))
 # A fourth, drawn after the light rounds went to 16 GPUs: a first look at them on
 # scenarios nothing was chosen on, and more shapes for later rounds. Tuning too.
 TUNING4_SEEDS: tuple[int, ...] = tuple(range(1150, 1210))
+# A fifth, wider: hunted against the bound each plan carries (no full runs stored;
+# benchmarks/worst_against_bound.py), for the hot path's family plans far below it, the
+# shape of the held-out worst that the first four lack. Tuning too.
+TUNING5_SEEDS: tuple[int, ...] = tuple(range(3000, 3300))
 TEST_SEEDS: tuple[int, ...] = tuple(range(2000, 2060))
 # Replans: the same family, each service already holding GPUs yesterday left it (between its
 # first hour's demand and its peak, stacked or scattered; Spec.held_over). The other sets'
@@ -64,6 +68,7 @@ HELD_OVER_SEEDS = frozenset(REPLAN_SEEDS + REPLAN2_SEEDS + REPLAN3_SEEDS + REPLA
 # Every set by the name the scripts take (`--set`); a name starting "test" is held out.
 SEED_SETS: dict[str, tuple[int, ...]] = {"tuning": TUNING_SEEDS, "tuning2": TUNING2_SEEDS,
                                          "tuning3": TUNING3_SEEDS, "tuning4": TUNING4_SEEDS,
+                                         "tuning5": TUNING5_SEEDS,
                                          "replan": REPLAN_SEEDS, "replan2": REPLAN2_SEEDS,
                                          "replan3": REPLAN3_SEEDS,
                                          "test": TEST_SEEDS,

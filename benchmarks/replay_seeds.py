@@ -41,7 +41,11 @@ and moves at the step it frees or not at all, `realtime.STACK_LAG = 2`,
 current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only from 15 GPUs,
 `fast.HOT_EVAC_MIN_GPUS = 15`), `ru2` (the runner-up's light rounds at every other step at
 8 GPUs too, `fast.RUNNER_UP_EVERY_STEP = 0`), `recut` (one round of re-cuts on the hot
-path, `fast.HOT_RECUT_ROUNDS = 1`), `norecut` (none after plan-day's hops,
+path, `fast.HOT_RECUT_ROUNDS = 1`), `stride1` (the light hops' windows at every step,
+`fast.HOT_STRIDE = 1`), `hot3` (three light hop rounds, `fast.HOT_HOPS = 3`), `cheap9` and
+`cheap9x4` (one and four cheap pin trials from 9 GPUs, `fast.CHEAP_MIN_GPUS = 9`,
+`fast.CHEAP_TRIALS = 4`), `noshort` (no trials where the hot plan leaves a service short,
+`fast.SHORT_TRIALS = {}`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
@@ -163,6 +167,11 @@ VARIANTS: dict[str, Variant] = {
     "ru2": _set(("fast", "RUNNER_UP_EVERY_STEP", 0)),
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
+    "stride1": _set(("fast", "HOT_STRIDE", 1)),
+    "noshort": _set(("fast", "SHORT_TRIALS", {})),
+    "hot3": _set(("fast", "HOT_HOPS", 3)),
+    "cheap9": _set(("fast", "CHEAP_MIN_GPUS", 9)),
+    "cheap9x4": _set(("fast", "CHEAP_MIN_GPUS", 9), ("fast", "CHEAP_TRIALS", 4)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
     "norebuild": _set(("fast", "REBUILDS", False)),
     "rebuild12": _set(("fast", "REBUILD_MAX_GPUS", 12)),
