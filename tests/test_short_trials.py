@@ -89,10 +89,12 @@ def test_a_short_plan_runs_the_trials_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls == [1]
 
 
-def test_past_the_largest_size_and_with_trials_asked_for_the_plan_is_as_without(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("bound", "size"), [("SHORT_TRIALS_MAX_GPUS", 8),
+                                             ("SHORT_TRIALS_MIN_GPUS", 11)])
+def test_outside_the_sizes_and_turned_off_the_plan_is_as_without(
+        monkeypatch: pytest.MonkeyPatch, bound: str, size: int) -> None:
     scenario = family_scenario(3228, 10, 12)
-    monkeypatch.setattr(fastlib, "SHORT_TRIALS_MAX_GPUS", 8)
+    monkeypatch.setattr(fastlib, bound, size)
     off = fast(scenario)
     monkeypatch.setattr(fastlib, "SHORT_TRIALS", {})
     assert (fast(scenario) == off).all()
