@@ -353,15 +353,19 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     """
     if search is None:
         search = default_search(scenario)
-    # the call's options, for the plans made again (the mirror's floor, the short trials)
-    options: dict[str, Any] = dict(
-        search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
-        pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
-        defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
-        prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
-        replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
-        rebuilds=rebuilds)
+    def given() -> dict[str, Any]:
+        """The call's options, for the plans made again (the mirror's floor, the short
+        trials): built only then, as the 8-GPU plan's budget is a millisecond."""
+        return dict(
+            search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
+            pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
+            defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
+            prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
+            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
+            rebuilds=rebuilds)
+
     if mirror and mirror_floor and only is None:
+        options = given()
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         return _best(gridlib.Scorer(scenario), [without, with_it])
@@ -615,7 +619,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             and score.shortfall_cost(best) > 0):
         # the hot plan still leaves a service short: made again with the trials (their
         # replans never lower it), the better kept
-        again = fast(scenario, **{**options, **SHORT_TRIALS, "mirror": mirror,
+        again = fast(scenario, **{**given(), **SHORT_TRIALS, "mirror": mirror,
                                   "mirror_floor": False, "prepared": ready()})
         if score(again) > score(best) + 1e-9:
             best = again
