@@ -25,15 +25,19 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_quality import SEED_SETS, Case, scenario_for, small_cases  # noqa: E402
 
 
-def against_bound(case: Case) -> tuple[str, float, float | None]:
-    """(name, fast's objective, the plan's bound) of one case."""
+def against_bound(case: Case) -> tuple[str, float, float | None, bool]:
+    """(name, fast's objective, the plan's bound, whether the plan leaves a service short)
+    of one case."""
     from allocator import grid as gridlib
     from allocator.plan import prove_bound
     from allocator.policies.fast import fast
 
     scenario = scenario_for(case)
-    value = gridlib.objective(scenario, fast(scenario))
-    return case.name, value, (prove_bound(scenario, value, "auto") or {}).get("value")
+    grid = fast(scenario)
+    value = gridlib.objective(scenario, grid)
+    short = gridlib.Scorer(scenario).shortfall_cost(grid) > 0
+    return (case.name, value, (prove_bound(scenario, value, "auto") or {}).get("value"),
+            short)
 
 
 def as_planned(case: Case) -> float:
@@ -77,8 +81,8 @@ def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
 
     with applied(), ProcessPoolExecutor(workers) as pool:
         rows = list(pool.map(against_bound, cases, chunksize=8))
-    ranked = sorted(((v / b, name, v, b, case) for (name, v, b), case in zip(rows, cases,
-                                                                              strict=True)
+    ranked = sorted(((v / b, name, v, b, case) for (name, v, b, _), case in zip(rows, cases,
+                                                                                 strict=True)
                      if b is not None and b > 0), key=lambda r: r[0])[:worst]
     with applied(), ProcessPoolExecutor(workers) as pool:
         planned = list(pool.map(as_planned, [r[4] for r in ranked]))
@@ -98,11 +102,12 @@ def main(which: str = typer.Option("replan3", "--set", help="a tuning set"),
                 else "- | - |")
         print(f"| {name} | {value:.2f} | {bound:.2f} | {100 * share:.1f}% | {plan:.2f} |"
               f"{tail}")
-    shares = [v / b for _, v, b in rows if b is not None and b > 0]
+    shares = [v / b for _, v, b, _ in rows if b is not None and b > 0]
     print(f"\n{which}{f' ({variant})' if variant else ''}: {len(rows)} scenarios, "
           f"{len(shares)} with a positive bound: fast / bound mean "
           f"{100 * statistics.fmean(shares):.2f}%, below 90% {sum(x < 0.9 for x in shares)}, "
-          f"below 75% {sum(x < 0.75 for x in shares)}")
+          f"below 75% {sum(x < 0.75 for x in shares)}; fast's plan leaves a service short "
+          f"on {sum(short for *_, short in rows)}")
 
 
 if __name__ == "__main__":
