@@ -634,13 +634,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # worst: a job started where the service needs its GPUs, or a block taken a step too soon.
 # There, and only there, step 8's pin and defer trials run on the hot path (the plan made
 # again with them, the better kept), from SHORT_TRIALS_MIN_GPUS to SHORT_TRIALS_MAX_GPUS
-# (the light hops' range; at 8 GPUs even the shortfall count costs a share of the 1 ms
-# budget). The family hunt (tuning5 of benchmarks/bench_quality.py) found the hot path's
+# (the window rebuilds' range; at 8 GPUs even the shortfall count costs a share of the
+# 1 ms budget). The family hunt (tuning5 of benchmarks/bench_quality.py) found the hot path's
 # two worst plans there, both 10 GPUs: s3228 78.6% -> 100% and s3173 80.6% -> 99.5% of
 # the optimum; over the four family tuning sets 3 plans lift, none lowers (99.253 ->
 # 99.270% of the optima), on the replan sets none changes (BENCHMARKS.md, "A family
-# hunt"). A plan that leaves no service short (897 of the 930 tuning and hunt plans; the
-# latency targets' scale scenarios) pays for one shortfall count. An empty dict: off.
+# hunt"). A plan that leaves no service short (all but 11 of tuning5's 300 and 8 of
+# replan3's, `benchmarks/worst_against_bound.py`; the latency targets' scale scenarios)
+# pays for one shortfall count. An empty dict: off.
 SHORT_TRIALS: dict[str, int] = {"pin_trials": 12, "defer_trials": 4}
 SHORT_TRIALS_MIN_GPUS = 9
 SHORT_TRIALS_MAX_GPUS = 16
