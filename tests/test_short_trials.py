@@ -90,7 +90,8 @@ def test_a_short_plan_runs_the_trials_once(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize(("bound", "size"), [("SHORT_TRIALS_MAX_GPUS", 8),
-                                             ("SHORT_TRIALS_MIN_GPUS", 11)])
+                                             ("SHORT_TRIALS_MIN_GPUS", 11),
+                                             ("SHORT_TRIALS_MAX_WORK", 12 * 24 - 1)])
 def test_outside_the_sizes_and_turned_off_the_plan_is_as_without(
         monkeypatch: pytest.MonkeyPatch, bound: str, size: int) -> None:
     scenario = family_scenario(3228, 10, 12)

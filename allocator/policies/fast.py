@@ -138,7 +138,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
-from allocator.model import BatchJob, RealtimeJob, Scenario, largest_queued
+from allocator.model import BatchJob, RealtimeJob, Scenario, largest_queued, queued_work
 from allocator.policies import (
     baselines,
     drift,
@@ -351,8 +351,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `rebuilds`: the window rebuilds last (rebuild.py; None: with REBUILDS, from REBUILD_MIN_GPUS
     to REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
     `short_trials`: where the hot plan (no trials, hops or anchors; from
-    SHORT_TRIALS_MIN_GPUS to SHORT_TRIALS_MAX_GPUS) leaves a service short, it is made again
-    with SHORT_TRIALS and the better kept; False in step 8's replans.
+    SHORT_TRIALS_MIN_GPUS to SHORT_TRIALS_MAX_GPUS GPUs, up to SHORT_TRIALS_MAX_WORK queued
+    work) leaves a service short, it is made again with SHORT_TRIALS and the better kept;
+    False in step 8's replans.
     """
     if search is None:
         search = default_search(scenario)
@@ -619,6 +620,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     if (short_trials and SHORT_TRIALS and only is None
             and not (pin_trials or defer_trials or hops or anchors)
             and SHORT_TRIALS_MIN_GPUS <= scenario.G <= SHORT_TRIALS_MAX_GPUS
+            and queued_work(scenario) <= SHORT_TRIALS_MAX_WORK
             and score.shortfall_cost(best) > 0):
         # the hot plan still leaves a service short: made again with the trials (their
         # replans never lower it), the better kept
@@ -642,9 +644,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 # hunt"). A plan that leaves no service short (all but 11 of tuning5's 300 and 8 of
 # replan3's, `benchmarks/worst_against_bound.py`; the latency targets' scale scenarios)
 # pays for one shortfall count. An empty dict: off.
+# On the real Philly replans (services holding GPUs, long queues) a trial's replan costs
+# several times a family one's: the 13 short 12- and 16-GPU snapshots of the tuning weeks
+# took 150-330 ms more with the trials, 13-77 ms without. Up to SHORT_TRIALS_MAX_WORK
+# queued jobs x steps (the refinement's cap, refine.REFINE_MAX_WORK) the trials run;
+# the family's queues are far below it, most of those snapshots' above.
 SHORT_TRIALS: dict[str, int] = {"pin_trials": 12, "defer_trials": 4}
 SHORT_TRIALS_MIN_GPUS = 9
 SHORT_TRIALS_MAX_GPUS = 16
+SHORT_TRIALS_MAX_WORK = 2_500
 
 
 # The window rebuilds (rebuild.py) close every plan from REBUILD_MIN_GPUS to
