@@ -44,8 +44,7 @@ current GPUs, `realtime.REFILL = False`), `evac15` (the light evacuation only fr
 path, `fast.HOT_RECUT_ROUNDS = 1`), `stride1` (the light hops' windows at every step,
 `fast.HOT_STRIDE = 1`), `hot3` (three light hop rounds, `fast.HOT_HOPS = 3`), `cheap9` and
 `cheap9x4` (one and four cheap pin trials from 9 GPUs, `fast.CHEAP_MIN_GPUS = 9`,
-`fast.CHEAP_TRIALS = 4`), `noshort` (no trials where the hot plan leaves a service short,
-`fast.SHORT_TRIALS = {}`), `norecut` (none after plan-day's hops,
+`fast.CHEAP_TRIALS = 4`), `norecut` (none after plan-day's hops,
 `fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
@@ -168,7 +167,6 @@ VARIANTS: dict[str, Variant] = {
     "evac15": _set(("fast", "HOT_EVAC_MIN_GPUS", 15)),
     "recut": _set(("fast", "HOT_RECUT_ROUNDS", 1)),
     "stride1": _set(("fast", "HOT_STRIDE", 1)),
-    "noshort": _set(("fast", "SHORT_TRIALS", {})),
     "hot3": _set(("fast", "HOT_HOPS", 3)),
     "cheap9": _set(("fast", "CHEAP_MIN_GPUS", 9)),
     "cheap9x4": _set(("fast", "CHEAP_MIN_GPUS", 9), ("fast", "CHEAP_TRIALS", 4)),

@@ -50,8 +50,6 @@ def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(fast_module, "REPLAN_LAYOUTS", False)  # (moves the services too)
     # (the window rebuilds mend part of it too: 668 of the optimum's 1,261)
     monkeypatch.setattr(fast_module, "REBUILDS", top_up)
-    # (and the trials where a plan leaves a service short: the static order's 308 -> 452)
-    monkeypatch.setattr(fast_module, "SHORT_TRIALS", {})
     scenario = load_scenario(CASES / name)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

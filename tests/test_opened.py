@@ -58,9 +58,6 @@ def test_the_service_on_the_queue_s_gpu_leaves_it(monkeypatch: pytest.MonkeyPatc
     serve-0 leaves GPU 8 at step 0 (short one step) and serve-1 stacks on 8-9: 370.37 ->
     405.27 (96.0% of the optimum; the same day with no current GPUs gives fast 405.27)."""
     scenario = load_scenario(CASES / "opened_current_wins.json")
-    # (the plan without the layout leaves a service short: the short trials, off here,
-    # would lift it to 374.11 on their own)
-    monkeypatch.setattr(fast_module, "SHORT_TRIALS", {})
     without, grid = off_and_on(monkeypatch, scenario, fast_module, "OPENED", **REPLAN)
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(370.3738, abs=1e-3)

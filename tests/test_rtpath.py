@@ -87,8 +87,6 @@ def test_a_replan_s_services_hand_over_around_the_big_jobs(
     (full's proven optimum 460.23). The drift layout, another road, reaches 460.18, and
     without it the flipped drift layouts reach 459.19."""
     scenario = load_scenario(CASES / "reroute_wins.json")
-    # (the short trials, off here, lift the plain plan on their own: 302.28 -> 460.18)
-    monkeypatch.setattr(fast_module, "SHORT_TRIALS", {})
     drifting = gridlib.objective(scenario, fast(scenario))
     assert drifting == pytest.approx(460.18, abs=0.01)
     monkeypatch.setattr(fast_module, "DRIFT", False)

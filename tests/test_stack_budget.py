@@ -16,7 +16,6 @@ import pytest
 
 from allocator import grid as gridlib
 from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
-from allocator.policies import fast as fast_module
 from allocator.policies import realtime as realtime_module
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario
@@ -63,9 +62,6 @@ def test_a_replan_s_stacked_layout_keeps_the_service_whole(
     at step 0 and dropped the third, 320 of realtime penalty: 347.39 -> 666.80 (99.9% of
     the proven optimum)."""
     scenario = load_scenario(CASES / "stack_budget_wins.json")
-    # (the short trials, off here, lift the plan without the budget on their own: 347.39
-    # -> 666.80)
-    monkeypatch.setattr(fast_module, "SHORT_TRIALS", {})
     without, grid = off_and_on(monkeypatch, scenario, realtime_module, "AFFORDABLE_STACK")
     found = gridlib.objective(scenario, grid)
     assert without == pytest.approx(347.39, abs=0.01)

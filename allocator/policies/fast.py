@@ -88,10 +88,7 @@
    here, and the optimum often holds one back (same module). With `trial_passes=N`,
    both kinds of trials (and step 9's hops, when asked for) run again from the plan
    they found, up to N passes in all, until a pass lifts nothing: a deferral or a hop
-   opens room for pins the first pass could not make. From 9 to 16 GPUs, where the hot
-   plan (no trials, hops or anchors) still leaves a service short, it is made again
-   with `SHORT_TRIALS` (12 pin and 4 defer trials) and the better kept: such a plan
-   trades realtime against batch work, which the earliest starts handle worst.
+   opens room for pins the first pass could not make.
 9. Only with `hops=N`: up to N rounds of realtime hops on the best grid's layout
    (allocator/policies/hops.py): a block of realtime GPUs moved to another free block
    for a window that opens at step 0 or closes at the horizon's end, handing over one
@@ -138,7 +135,7 @@ import numpy as np
 from allocator import grid as gridlib
 from allocator import reservations
 from allocator.core.errors import InputError
-from allocator.model import BatchJob, RealtimeJob, Scenario, largest_queued, queued_work
+from allocator.model import BatchJob, RealtimeJob, Scenario, largest_queued
 from allocator.policies import (
     baselines,
     drift,
@@ -308,8 +305,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          evac_rules: tuple[str, ...] | None = None,
          replan_layouts: bool | None = None, reroute: bool | None = None,
          flip: bool | None = None, crowd: bool = False,
-         mirror_floor: bool = True, rebuilds: bool | None = None,
-         short_trials: bool = True) -> np.ndarray:
+         mirror_floor: bool = True, rebuilds: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -350,26 +346,17 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
     `rebuilds`: the window rebuilds last (rebuild.py; None: with REBUILDS, from REBUILD_MIN_GPUS
     to REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
-    `short_trials`: where the hot plan (no trials, hops or anchors; from
-    SHORT_TRIALS_MIN_GPUS to SHORT_TRIALS_MAX_GPUS GPUs, up to SHORT_TRIALS_MAX_WORK queued
-    work) leaves a service short, it is made again with SHORT_TRIALS and the better kept;
-    False in step 8's replans.
     """
     if search is None:
         search = default_search(scenario)
-    def given() -> dict[str, Any]:
-        """The call's options, for the plans made again (the mirror's floor, the short
-        trials): built only then, as the 8-GPU plan's budget is a millisecond."""
-        return dict(
+    if mirror and mirror_floor and only is None:
+        options: dict[str, Any] = dict(
             search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
             pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
             defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
             prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
             replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
             rebuilds=rebuilds)
-
-    if mirror and mirror_floor and only is None:
-        options = given()
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         return _best(gridlib.Scorer(scenario), [without, with_it])
@@ -391,11 +378,11 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         placer = RealtimePlacer(scenario, base, crowd=crowd)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
-    # a trial's replan: judged by its trial, so no mirror floor, light rounds, rebuilds or
-    # short trials of its own (the plan the trials leave gets them)
+    # a trial's replan: judged by its trial, so no mirror floor, light rounds or rebuilds
+    # of its own (the plan the trials leave gets them)
     replan = partial(fast, search=search, mirror=mirror, mirror_floor=False,
                      exchange=exchange, hot_hops=0, rebuilds=False,
-                     replan_layouts=replan_layouts, short_trials=False)
+                     replan_layouts=replan_layouts)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
@@ -617,42 +604,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         other = finished(unlifted)
         if score(other) > score(best) + 1e-9:
             best = other
-    if (short_trials and SHORT_TRIALS and only is None
-            and not (pin_trials or defer_trials or hops or anchors)
-            and SHORT_TRIALS_MIN_GPUS <= scenario.G <= SHORT_TRIALS_MAX_GPUS
-            and queued_work(scenario) <= SHORT_TRIALS_MAX_WORK
-            and score.shortfall_cost(best) > 0):
-        # the hot plan still leaves a service short: made again with the trials (their
-        # replans never lower it), the better kept
-        again = fast(scenario, **{**given(), **SHORT_TRIALS, "mirror": mirror,
-                                  "mirror_floor": False, "prepared": ready()})
-        if score(again) > score(best) + 1e-9:
-            best = again
     return best
-
-
-# The hot path's trials where its plan leaves realtime short. A plan with a service short
-# trades realtime against batch work, the trade the decoder's earliest starts handle
-# worst: a job started where the service needs its GPUs, or a block taken a step too soon.
-# There, and only there, step 8's pin and defer trials run on the hot path (the plan made
-# again with them, the better kept), from SHORT_TRIALS_MIN_GPUS to SHORT_TRIALS_MAX_GPUS
-# (the window rebuilds' range; at 8 GPUs even the shortfall count costs a share of the
-# 1 ms budget). The family hunt (tuning5 of benchmarks/bench_quality.py) found the hot path's
-# two worst plans there, both 10 GPUs: s3228 78.6% -> 100% and s3173 80.6% -> 99.5% of
-# the optimum; over the four family tuning sets 3 plans lift, none lowers (99.253 ->
-# 99.270% of the optima), on the replan sets none changes (BENCHMARKS.md, "A family
-# hunt"). A plan that leaves no service short (all but 11 of tuning5's 300 and 8 of
-# replan3's, `benchmarks/worst_against_bound.py`; the latency targets' scale scenarios)
-# pays for one shortfall count. An empty dict: off.
-# On the real Philly replans (services holding GPUs, long queues) a trial's replan costs
-# several times a family one's: the 13 short 12- and 16-GPU snapshots of the tuning weeks
-# took 150-330 ms more with the trials, 13-77 ms without. Up to SHORT_TRIALS_MAX_WORK
-# queued jobs x steps (the refinement's cap, refine.REFINE_MAX_WORK) the trials run;
-# the family's queues are far below it, most of those snapshots' above.
-SHORT_TRIALS: dict[str, int] = {"pin_trials": 12, "defer_trials": 4}
-SHORT_TRIALS_MIN_GPUS = 9
-SHORT_TRIALS_MAX_GPUS = 16
-SHORT_TRIALS_MAX_WORK = 2_500
 
 
 # The window rebuilds (rebuild.py) close every plan from REBUILD_MIN_GPUS to
