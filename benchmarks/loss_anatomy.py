@@ -12,6 +12,10 @@ once with `--search-factor` times it. Set beside fast itself, this splits fast's
     python benchmarks/loss_anatomy.py --set tuning --gpus 16 --time-limit 30
     python benchmarks/loss_anatomy.py --set tuning --gpus 64 --count 8 --time-limit 60
     python benchmarks/loss_anatomy.py --philly 14,32 --starts 2017-11-06 --hours 84,156
+    python benchmarks/loss_anatomy.py --set tuning5 --seeds 3235,3156,3242,3247
+
+`--seeds` takes only those seeds of the set (the ones a hunt listed:
+benchmarks/worst_against_bound.py).
 
 `--philly` takes the real Philly replans instead (benchmarks/real_snapshots.py: the
 snapshots of the weeks from `--starts`, every `--every` hours, or only those `--hours`).
@@ -71,6 +75,8 @@ def anatomy(case: Case | Any, time_limit: float, factor: int) -> dict[str, Any]:
 def main(which: str = typer.Option("tuning", "--set", help="a tuning set (tuning .. replan)"),
          gpus: int = typer.Option(16, "--gpus", help="16: the small family; 64 or 256"),
          count: int | None = typer.Option(None, "--count", help="first N seeds of the set"),
+         seeds: str = typer.Option("", "--seeds", help="only these seeds of the set, "
+                                                      "comma-separated"),
          time_limit: float = typer.Option(30.0, "--time-limit", help="full: seconds each"),
          factor: int = typer.Option(20, "--search-factor", help="the larger search budget"),
          workers: int = typer.Option(2, "--workers"),
@@ -87,6 +93,14 @@ def main(which: str = typer.Option("tuning", "--set", help="a tuning set (tuning
         raise typer.BadParameter("a tuning set (the test seeds stay out of diagnosis)",
                                  param_hint="--set")
     cases: list[Any] = [] if philly else cases_for(which, gpus, count)
+    if seeds and not philly:
+        wanted_seeds = {int(x) for x in seeds.split(",") if x}
+        unknown = wanted_seeds - {case.seed for case in cases}
+        if unknown:
+            raise typer.BadParameter(f"not seeds of {which}: "
+                                     f"{', '.join(map(str, sorted(unknown)))}",
+                                     param_hint="--seeds")
+        cases = [case for case in cases if case.seed in wanted_seeds]
     if philly:
         from benchmarks.real_snapshots import snapshots
 
