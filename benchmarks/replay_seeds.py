@@ -45,7 +45,8 @@ path, `fast.HOT_RECUT_ROUNDS = 1`), `stride1` (the light hops' windows at every 
 `fast.HOT_STRIDE = 1`), `hot3` (three light hop rounds, `fast.HOT_HOPS = 3`), `cheap9` and
 `cheap9x4` (one and four cheap pin trials from 9 GPUs, `fast.CHEAP_MIN_GPUS = 9`,
 `fast.CHEAP_TRIALS = 4`), `norecut` (none after plan-day's hops,
-`fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `refine` (each plan refined
+`fast.RECUT_ROUNDS = 0`: for `real_snapshots.py --day`), `nohandover` (no hand-over
+shifts after the window rebuilds, `fast.HANDOVERS = False`), `refine` (each plan refined
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
 run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it),
@@ -172,6 +173,7 @@ VARIANTS: dict[str, Variant] = {
     "cheap9x4": _set(("fast", "CHEAP_MIN_GPUS", 9), ("fast", "CHEAP_TRIALS", 4)),
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
     "norebuild": _set(("fast", "REBUILDS", False)),
+    "nohandover": _set(("fast", "HANDOVERS", False)),
     "rebuild12": _set(("fast", "REBUILD_MAX_GPUS", 12)),
     "rebuildall": _set(("rebuild", "OUT_CAP", -1)),
     "refine": Variant(refine=True),

@@ -78,7 +78,8 @@ def plan(
     rebuilds: bool | None = typer.Option(None, "--rebuilds/--no-rebuilds",
                                          help="fast: the window rebuilds last, the batch "
                                               "jobs under each 12-step window placed again "
-                                              "around the rest (default: 9-16 GPUs; "
+                                              "around the rest, then the services' "
+                                              "moves shifted (default: 9-16 GPUs; "
                                               "--rebuilds: at any size, better one-shot "
                                               "plans for a few ms more past 16 GPUs; "
                                               "--no-rebuilds: never)."),

@@ -141,6 +141,7 @@ from allocator.policies import (
     drift,
     evac,
     fresh,
+    handover,
     layout_climb,
     rebuild,
     recut,
@@ -345,7 +346,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     is worth more (the later steps are local searches: a higher candidate can end lower),
     so the mirror never lowers the plan; False in step 8's replans, which their trials judge.
     `rebuilds`: the window rebuilds last (rebuild.py; None: with REBUILDS, from REBUILD_MIN_GPUS
-    to REBUILD_MAX_GPUS, without anchors); False in step 8's replans, whose winner gets them.
+    to REBUILD_MAX_GPUS, without anchors), then with HANDOVERS the services' moves shifted
+    (handover.py); False in step 8's replans, whose winner gets them.
     """
     if search is None:
         search = default_search(scenario)
@@ -576,8 +578,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                 score, recuts)
         rebuilding = rebuilds if rebuilds is not None else REBUILDS and not anchors and \
             REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS
-        last = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
-                       jobs=jobs, place=placing_around(scenario, search, held, jobs, orders)
+        last = partial(_rebuilt_and_shifted, scenario, held, score, jobs, orders, search
                        ) if rebuilding else None
         if rerouting or reroute_last:
             # the plan without trials too: a reroute can lift it past the trials' plan (so
@@ -619,6 +620,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
 REBUILDS = True
 REBUILD_MIN_GPUS = 9
 REBUILD_MAX_GPUS = 16
+# After the window rebuilds, wherever they run: the services' moves from one GPU to
+# another shifted a few steps earlier or later, the batch work placed again around each
+# (allocator/policies/handover.py; BENCHMARKS.md, "Hand-over shifts").
+HANDOVERS = True
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
@@ -777,6 +782,21 @@ def _placed_again(scenario: Scenario, held: reservations.Holds, jobs: Jobs,
         _filled(scenario, grid, held.realtime_off,
                 "surplus" if _surplus_trade(scenario) else None)
     return grid
+
+
+def _rebuilt_and_shifted(scenario: Scenario, held: reservations.Holds, score: gridlib.Scorer,
+                         jobs: Jobs, orders: tuple[tuple[int, ...], ...], search: int,
+                         plan: np.ndarray) -> np.ndarray:
+    """The last local steps on a finished plan: its window rebuilds (rebuild.py), then with
+    HANDOVERS its services' moves shifted (handover.py)."""
+    plan = rebuild.rebuilt(scenario, plan, queued=orders[0] if orders else (), jobs=jobs,
+                           place=placing_around(scenario, search, held, jobs, orders))
+    if HANDOVERS and not scenario.reservations:
+        plan = handover.search(scenario, plan, partial(hopping.layout, scenario),
+                               partial(_placed_again, scenario, held, jobs, orders, search),
+                               score, partial(evac.Evacuation(scenario, jobs).value,
+                                              orders=orders, compiled=None))
+    return plan
 
 
 def _rerouted_best(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,
