@@ -50,6 +50,7 @@ shifts after the window rebuilds, `fast.HANDOVERS = False`), `refine` (each plan
 below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the exchange
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
 run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it),
+`refinenohandover` (refined, with no hand-over shifts, `fast.HANDOVERS = False`),
 `noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the
 default, `fast.FLIP = True`), `flipw0` (the flipped plan given the light rounds only
 where it beats the winner before them, `fast.FLIP_WITHIN = 0`).
@@ -180,6 +181,7 @@ VARIANTS: dict[str, Variant] = {
     "refinecrowd": _set(("refine", "REFINE_CROWD", True), refine=True),
     "refinenocrowd": _set(("refine", "REFINE_CROWD", False), refine=True),
     "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),
+    "refinenohandover": _set(("fast", "HANDOVERS", False), refine=True),
 }
 
 
