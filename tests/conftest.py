@@ -84,9 +84,10 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """fast without its window rebuilds (allocator/policies/rebuild.py): for a test that
-    measures another step's lift on a recorded case, with the figures it recorded before
-    the rebuilds, which lift some of those plans a little too."""
+    """fast without its window rebuilds (allocator/policies/rebuild.py) and the hand-over
+    shifts after them (handover.py): for a test that measures another step's lift on a
+    recorded case, with the figures it recorded before them, which lift some of those
+    plans a little too."""
     from allocator.policies import fast as fastlib
 
     monkeypatch.setattr(fastlib, "REBUILDS", False)

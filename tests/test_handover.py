@@ -100,6 +100,19 @@ def test_a_service_leaving_a_block_a_step_sooner_lifts_the_plan_to_the_optimum()
     assert gridlib.objective(scenario, grid) == pytest.approx(1213.1846, abs=1e-3)
 
 
+def test_a_shift_after_the_light_rounds_lifts_a_16_gpu_plan() -> None:
+    """Tuning seed 1132 (16 GPUs; proven optimum 1094.56), whose plan the light rounds
+    lift (tests/test_evac.py): a move shifted after them takes it from 1059.57 on."""
+    scenario = load_scenario(CASES / "light_rounds_wins_16.json")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastlib, "HANDOVERS", False)
+        without = gridlib.objective(scenario, fast(scenario))
+    grid = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    assert without == pytest.approx(1059.57, abs=0.01)
+    assert gridlib.objective(scenario, grid) == pytest.approx(1061.75, abs=0.01)
+
+
 def test_shifts_start_no_earlier_than_step_zero_and_end_within_the_horizon(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A service on GPU 0 for steps 0-2 and on GPU 1 from step 2 (one step on both): the
