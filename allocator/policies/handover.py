@@ -13,8 +13,10 @@ re-cut trades the ends of two runs, not the step of the move.
 
 Shifted by d steps: X holds [a1, b1 - d) and Y [a2 - d, b2), or X [a1, b1 + d) and Y
 [a2 + d, b2). The service still gains one GPU and loses one, d steps off, and holds as
-many GPUs as before at every step but d of them (one more or one fewer there, which the
-objective's shortfall term prices). A shift that breaks a swap limit is not tried.
+many GPUs as before outside the two d-step spans the shift moves (one more over one, one
+fewer over the other, where they do not overlap: the objective's shortfall term prices
+it). A shift that breaks a swap limit is not tried. fast runs none on a scenario with
+reservations: a layout here does not mark the reserved cells realtime must keep off.
 """
 
 from __future__ import annotations
