@@ -185,14 +185,9 @@ def descend(tb: Tables, pi: NDArray[np.float64], lower: float | None, iterations
     while done < iterations:
         done += 1
         value, sub = evaluate(tb, pi)
-        if value < best:
-            best, stale = value, 0
-        else:
-            stale += 1
-            if stale >= STALE:
-                theta, stale = theta / 2, 0
-                if theta < 1e-3:
-                    break
+        best, theta, stale = patience(value, best, theta, stale)
+        if theta < 1e-3:
+            break
         if lower is not None and best <= lower + 1e-9 * max(1.0, abs(lower)):
             break
         norm = 0.0
@@ -206,6 +201,19 @@ def descend(tb: Tables, pi: NDArray[np.float64], lower: float | None, iterations
         step = theta * max(value - target, 1e-3 * abs(value) + 1e-9) / norm
         pi -= step * sub
     return float(best), done
+
+
+def patience(value: float, best: float, theta: float, stale: int
+             ) -> tuple[float, float, int]:
+    """The descent's bookkeeping after an iteration worth `value`: the least value so far,
+    and the step's scale halved after STALE iterations without a new least one (the
+    descent stops once it falls below 1e-3)."""
+    if value < best:
+        return value, theta, 0
+    stale += 1
+    if stale >= STALE:
+        return best, theta / 2, 0
+    return best, theta, stale
 
 
 def iterations_for(jobs: int, steps: int, gpus: int) -> int:

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from allocator import grid as gridlib  # noqa: E402
 from allocator.decomposition import (  # noqa: E402
     AIM,
-    STALE,
     Tables,
     iterations_for,
+    patience,
     prices_from,
     quick_bound,
     run_compiled,
@@ -142,15 +142,8 @@ def ramp_bound(scenario: Scenario, tb: Tables, pi: np.ndarray, lower: float,
         total += paths
         sub *= tb.cover
         ssub = counts - held
-        if total < best:
-            best, stale = total, 0
-        else:
-            stale += 1
-            if stale >= STALE:
-                theta, stale = theta / 2, 0
-                if theta < 1e-3:
-                    break
-        if best <= lower + 1e-9 * max(1.0, abs(lower)):
+        best, theta, stale = patience(total, best, theta, stale)
+        if theta < 1e-3 or best <= lower + 1e-9 * max(1.0, abs(lower)):
             break
         norm = float((sub * sub).sum() + (ssub * ssub).sum())
         if norm == 0.0:

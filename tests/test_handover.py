@@ -85,32 +85,25 @@ def test_fast_with_the_shifts_never_plans_below_fast_without(scenario: Scenario)
                             same_both_ways={})
 
 
-def test_a_service_leaving_a_block_a_step_sooner_lifts_the_plan_to_the_optimum() -> None:
-    """tuning5 s3235 (14 GPUs): fast's plan hands the 4-GPU block 8-11 over at step 7, a
-    step after the next job there could start, and a 6-step job no longer fits before a
-    service's evening rise: 1141.75 (94.1% of full's proven optimum, 1213.18). The move
-    from GPU 8 to GPU 13 a step sooner reaches the optimum."""
-    scenario = load_scenario(CASES / "handover_wins.json")
+@pytest.mark.parametrize(("case", "without", "with_shifts"), [
+    # tuning5 s3235 (14 GPUs): fast's plan hands the 4-GPU block 8-11 over at step 7, a
+    # step after the next job there could start, and a 6-step job no longer fits before a
+    # service's evening rise: 94.1% of full's proven optimum, 1213.18; the move from GPU 8
+    # to GPU 13 a step sooner reaches it
+    ("handover_wins.json", 1141.7502, 1213.1846),
+    # tuning seed 1132 (16 GPUs; proven optimum 1094.56), whose plan the light rounds lift
+    # (tests/test_evac.py): a move shifted after them takes it further
+    ("light_rounds_wins_16.json", 1059.5704, 1061.7493),
+])
+def test_a_shifted_move_lifts_a_recorded_plan(case: str, without: float,
+                                              with_shifts: float) -> None:
+    scenario = load_scenario(CASES / case)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastlib, "HANDOVERS", False)
-        without = gridlib.objective(scenario, fast(scenario))
+        assert gridlib.objective(scenario, fast(scenario)) == pytest.approx(without, abs=1e-3)
     grid = fast(scenario)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert without == pytest.approx(1141.7502, abs=1e-3)
-    assert gridlib.objective(scenario, grid) == pytest.approx(1213.1846, abs=1e-3)
-
-
-def test_a_shift_after_the_light_rounds_lifts_a_16_gpu_plan() -> None:
-    """Tuning seed 1132 (16 GPUs; proven optimum 1094.56), whose plan the light rounds
-    lift (tests/test_evac.py): a move shifted after them takes it from 1059.57 on."""
-    scenario = load_scenario(CASES / "light_rounds_wins_16.json")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastlib, "HANDOVERS", False)
-        without = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
-    assert without == pytest.approx(1059.57, abs=0.01)
-    assert gridlib.objective(scenario, grid) == pytest.approx(1061.75, abs=0.01)
+    assert gridlib.objective(scenario, grid) == pytest.approx(with_shifts, abs=1e-3)
 
 
 def test_shifts_start_no_earlier_than_step_zero_and_end_within_the_horizon(
