@@ -578,8 +578,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                                 score, recuts)
         rebuilding = rebuilds if rebuilds is not None else REBUILDS and not anchors and \
             REBUILD_MIN_GPUS <= scenario.G <= REBUILD_MAX_GPUS
-        last = partial(_rebuilt_and_shifted, scenario, held, score, jobs, orders, search
-                       ) if rebuilding else None
+        last = _last_steps(scenario, held, score, jobs, orders, search) if rebuilding \
+            else None
         if rerouting or reroute_last:
             # the plan without trials too: a reroute can lift it past the trials' plan (so
             # trials never lower the plan); with the rebuilds, each is rebuilt and the plan
@@ -784,19 +784,22 @@ def _placed_again(scenario: Scenario, held: reservations.Holds, jobs: Jobs,
     return grid
 
 
-def _rebuilt_and_shifted(scenario: Scenario, held: reservations.Holds, score: gridlib.Scorer,
-                         jobs: Jobs, orders: tuple[tuple[int, ...], ...], search: int,
-                         plan: np.ndarray) -> np.ndarray:
-    """The last local steps on a finished plan: its window rebuilds (rebuild.py), then with
-    HANDOVERS its services' moves shifted (handover.py)."""
-    plan = rebuild.rebuilt(scenario, plan, queued=orders[0] if orders else (), jobs=jobs,
-                           place=placing_around(scenario, search, held, jobs, orders))
-    if HANDOVERS and not scenario.reservations:
-        plan = handover.search(scenario, plan, partial(hopping.layout, scenario),
-                               partial(_placed_again, scenario, held, jobs, orders, search),
-                               score, partial(evac.Evacuation(scenario, jobs).value,
-                                              orders=orders, compiled=None))
-    return plan
+def _last_steps(scenario: Scenario, held: reservations.Holds, score: gridlib.Scorer,
+                jobs: Jobs, orders: tuple[tuple[int, ...], ...], search: int
+                ) -> Callable[[np.ndarray], np.ndarray]:
+    """The last local steps on a finished plan, their parts built once for every plan the
+    final reroute judges: the window rebuilds (rebuild.py), then with HANDOVERS the
+    services' moves shifted (handover.py; not with reservations)."""
+    rebuilt = partial(rebuild.rebuilt, scenario, queued=orders[0] if orders else (),
+                      jobs=jobs, place=placing_around(scenario, search, held, jobs, orders))
+    if not HANDOVERS or scenario.reservations:
+        return rebuilt
+    shifted = partial(handover.search, scenario,
+                      layout_of=partial(hopping.layout, scenario),
+                      place=partial(_placed_again, scenario, held, jobs, orders, search),
+                      score=score, judge=partial(evac.Evacuation(scenario, jobs).value,
+                                                 orders=orders, compiled=None))
+    return lambda plan: shifted(rebuilt(plan))
 
 
 def _rerouted_best(scenario: Scenario, score: gridlib.Scorer, held: reservations.Holds,

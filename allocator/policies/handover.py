@@ -47,19 +47,18 @@ def shifts(scenario: Scenario, layout: np.ndarray) -> Iterator[np.ndarray]:
     runs = layout_climb.movable_runs(scenario, layout, step_zero_stays=False).tolist()
     free = layout == gridlib.FREE
     T = layout.shape[0]
-    # (shift, order found, service, X, Y, b1, a2, earlier)
-    found: list[tuple[int, int, int, int, int, int, int, bool]] = []
+    found: list[tuple[int, int, int, int, int, int, bool]] = []  # (d, v, X, Y, b1, a2, earlier)
     for a1, b1, x, v in runs:
         for a2, b2, y, w in runs:
             if w != v or y == x or not a1 < a2 <= b1 <= b2 or (a1, b1) == (a2, b2):
                 continue
             for d in range(1, MAX_SHIFT + 1):
                 if b1 - d > a1 and a2 - d >= 0 and free[a2 - d:a2, y].all():
-                    found.append((d, len(found), v, x, y, b1, a2, True))
+                    found.append((d, v, x, y, b1, a2, True))
                 if b1 + d <= T and a2 + d < b2 and free[b1:b1 + d, x].all():
-                    found.append((d, len(found), v, x, y, b1, a2, False))
-    found.sort(key=lambda item: item[:2])
-    for d, _, v, x, y, b1, a2, earlier in found:
+                    found.append((d, v, x, y, b1, a2, False))
+    found.sort(key=lambda item: item[0])  # stable: found order within a shift's size
+    for d, v, x, y, b1, a2, earlier in found:
         moved = layout.copy()
         if earlier:  # X lets go d steps sooner, Y taken d steps sooner
             moved[b1 - d:b1, x] = gridlib.FREE
