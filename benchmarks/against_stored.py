@@ -28,6 +28,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -50,8 +51,9 @@ def main(set_name: str = typer.Option("tuning", "--set",
                                           help="fast's passes of the trials"),
          variant: str = typer.Option("", "--variant",
                                      help="a variant of benchmarks/replay_seeds.py (its "
-                                          "module constants; several joined by +) instead "
-                                          "of fast's defaults"),
+                                          "module constants and options, `refine` ones "
+                                          "refined as `gpuplan plan` does; several joined "
+                                          "by +) instead of fast's defaults"),
          paired: bool = typer.Option(False, "--paired",
                                      help="fast's defaults judged first, in the same "
                                           "process: the plans that rose and fell")
@@ -80,10 +82,13 @@ def main(set_name: str = typer.Option("tuning", "--set",
     if trial_passes != 1:
         options["trial_passes"] = trial_passes
     constants = contextlib.nullcontext()
-    if variant:  # this checkout's variants only
+    plan = None  # fast itself
+    if variant:  # this checkout's variants only: their constants and their policy (its
+        # options, and the refinement where the variant asks for it)
         from benchmarks.replay_seeds import combined
 
-        constants = combined(variant).applied()  # type: ignore[assignment]
+        chosen = combined(variant)
+        constants, plan = chosen.applied(), chosen.policy()  # type: ignore[assignment]
     stored = {n: json.loads((STORED / f"full30-{n}.json").read_text()) for n in names}
     base: list[Judged] = []
     if paired:
@@ -92,7 +97,7 @@ def main(set_name: str = typer.Option("tuning", "--set",
     judged: list[Judged] = []
     with constants:
         for n in names:
-            rows = judge_all(SEED_SETS[n], stored[n], options)
+            rows = judge_all(SEED_SETS[n], stored[n], options, plan)
             print(summary(n, rows))
             judged += rows
     if len(names) > 1:
@@ -144,12 +149,15 @@ def against_defaults(base: list[Judged], rows: list[Judged]) -> str:
             f"{1000 * statistics.fmean(r.seconds for r in rows):.1f}")
 
 
-def judge_all(seeds: tuple[int, ...], stored: dict[str, Any],
-              options: dict[str, Any]) -> list[Judged]:
-    """fast on each stored scenario of the set: its time, its share of full's plan."""
+def judge_all(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str, Any],
+              plan: Callable[..., Any] | None = None) -> list[Judged]:
+    """`plan` (None: fast) on each stored scenario of the set: its time, its share of
+    full's plan."""
     from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from benchmarks.bench_quality import scenario_for, small_cases
+
+    plan = fast if plan is None else plan
 
     out: list[Judged] = []
     for case in small_cases(seeds):
@@ -158,7 +166,7 @@ def judge_all(seeds: tuple[int, ...], stored: dict[str, Any],
             continue
         scenario = scenario_for(case)
         began = time.perf_counter()
-        grid = fast(scenario, **options)
+        grid = plan(scenario, **options)
         seconds = time.perf_counter() - began
         value = gridlib.objective(scenario, grid)
         if row["full"] <= 0:  # no share means anything against a reference at or below 0
