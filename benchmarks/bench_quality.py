@@ -118,6 +118,20 @@ def scenario_for(case: Case) -> Scenario:
     return build(case.name, replace(spec, held_over=case.held_over), rng)
 
 
+def only_seeds(set_name: str, cases: list[Case], seeds: str) -> list[Case]:
+    """The cases of `seeds` (comma-separated, in that order) among a set's `cases`: the
+    diagnoses' `--seeds`, where a seed the set does not hold is a clear error."""
+    import typer
+
+    by_seed = {case.seed: case for case in cases}
+    wanted = [int(x) for x in seeds.split(",") if x]
+    unknown = [seed for seed in wanted if seed not in by_seed]
+    if unknown:
+        raise typer.BadParameter(f"not seeds of {set_name}: {', '.join(map(str, unknown))}",
+                                 param_hint="--seeds")
+    return [by_seed[seed] for seed in wanted]
+
+
 def small_cases(seeds: tuple[int, ...]) -> list[Case]:
     """<= 16 GPUs: the size is a function of the seed, the queue 1-2 jobs per GPU."""
     out = []

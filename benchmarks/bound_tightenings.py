@@ -189,22 +189,17 @@ def _only(tb: Tables, j: int, allowed: np.ndarray) -> Tables:
 def main(which: str = typer.Option("tuning5", "--set", help="a tuning set"),
          seeds: str = typer.Option(..., "--seeds", help="seeds of the set, comma-separated"),
          ramp_iterations: int = typer.Option(1500, "--ramp-iterations")) -> None:
-    from benchmarks.bench_quality import SEED_SETS, cases_for, scenario_for
+    from benchmarks.bench_quality import SEED_SETS, cases_for, only_seeds, scenario_for
 
     if which.startswith("test") or which not in SEED_SETS:
         raise typer.BadParameter("a tuning set (the test seeds stay out of diagnosis)",
                                  param_hint="--set")
-    wanted = [int(x) for x in seeds.split(",") if x]
-    cases = {case.seed: case for case in cases_for(which, 16)}
-    unknown = [s for s in wanted if s not in cases]
-    if unknown:
-        raise typer.BadParameter(f"not seeds of {which}: {', '.join(map(str, unknown))}",
-                                 param_hint="--seeds")
+    cases = only_seeds(which, cases_for(which, 16), seeds)
     print("| scenario | fast | the plan's bound | ramp | split | split on "
           "| seconds (ramp, split) |")
     print("|---|---:|---:|---:|---:|---|---|")
-    for seed in wanted:
-        scenario = scenario_for(cases[seed])
+    for case in cases:
+        scenario = scenario_for(case)
         objective = gridlib.objective(scenario, fast(scenario))
         plain = quick_bound(scenario, objective).value
         p = _problem(scenario)

@@ -12,9 +12,9 @@ once with `--search-factor` times it. Set beside fast itself, this splits fast's
     python benchmarks/loss_anatomy.py --set tuning --gpus 16 --time-limit 30
     python benchmarks/loss_anatomy.py --set tuning --gpus 64 --count 8 --time-limit 60
     python benchmarks/loss_anatomy.py --philly 14,32 --starts 2017-11-06 --hours 84,156
-    python benchmarks/loss_anatomy.py --set tuning5 --seeds 3235,3156,3242,3247
+    python benchmarks/loss_anatomy.py --set tuning5 --seeds 3068,3139,3156,3235,3242,3247
 
-`--seeds` takes only those seeds of the set (the ones a hunt listed:
+`--seeds` takes only those seeds of the set, in that order (the ones a hunt listed:
 benchmarks/worst_against_bound.py).
 
 `--philly` takes the real Philly replans instead (benchmarks/real_snapshots.py: the
@@ -43,7 +43,7 @@ from allocator.model import RealtimeJob  # noqa: E402
 from allocator.policies import fast as fastlib  # noqa: E402
 from allocator.policies.decoder import Jobs  # noqa: E402
 from allocator.policies.full import full  # noqa: E402
-from benchmarks.bench_quality import Case, cases_for, scenario_for  # noqa: E402
+from benchmarks.bench_quality import Case, cases_for, only_seeds, scenario_for  # noqa: E402
 
 
 def anatomy(case: Case | Any, time_limit: float, factor: int) -> dict[str, Any]:
@@ -94,13 +94,7 @@ def main(which: str = typer.Option("tuning", "--set", help="a tuning set (tuning
                                  param_hint="--set")
     cases: list[Any] = [] if philly else cases_for(which, gpus, count)
     if seeds and not philly:
-        wanted_seeds = {int(x) for x in seeds.split(",") if x}
-        unknown = wanted_seeds - {case.seed for case in cases}
-        if unknown:
-            raise typer.BadParameter(f"not seeds of {which}: "
-                                     f"{', '.join(map(str, sorted(unknown)))}",
-                                     param_hint="--seeds")
-        cases = [case for case in cases if case.seed in wanted_seeds]
+        cases = only_seeds(which, cases, seeds)
     if philly:
         from benchmarks.real_snapshots import snapshots
 
