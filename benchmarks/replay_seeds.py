@@ -51,6 +51,8 @@ below 98% of its bound, as `gpuplan plan` does), `refinex` (the same with the ex
 candidate, `refine.REFINE_EXCHANGE = True`), `refinecrowd` (the same with the crowded
 run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it),
 `refinenohandover` (refined, with no hand-over shifts, `fast.HANDOVERS = False`),
+`nowalk` (no walking layout on the hot path, `fast.WALK = False`), `refinenowalk` (the
+same, refined),
 `noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the
 default, `fast.FLIP = True`), `flipw0` (the flipped plan given the light rounds only
 where it beats the winner before them, `fast.FLIP_WITHIN = 0`).
@@ -175,6 +177,7 @@ VARIANTS: dict[str, Variant] = {
     "norecut": _set(("fast", "RECUT_ROUNDS", 0)),
     "norebuild": _set(("fast", "REBUILDS", False)),
     "nohandover": _set(("fast", "HANDOVERS", False)),
+    "nowalk": _set(("fast", "WALK", False)),
     "rebuild12": _set(("fast", "REBUILD_MAX_GPUS", 12)),
     "rebuildall": _set(("rebuild", "OUT_CAP", -1)),
     "refine": Variant(refine=True),
@@ -182,6 +185,7 @@ VARIANTS: dict[str, Variant] = {
     "refinenocrowd": _set(("refine", "REFINE_CROWD", False), refine=True),
     "refinex": _set(("refine", "REFINE_EXCHANGE", True), refine=True),
     "refinenohandover": _set(("fast", "HANDOVERS", False), refine=True),
+    "refinenowalk": _set(("fast", "WALK", False), refine=True),
 }
 
 

@@ -91,3 +91,13 @@ def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
     from allocator.policies import fast as fastlib
 
     monkeypatch.setattr(fastlib, "REBUILDS", False)
+
+
+@pytest.fixture
+def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast without its walking layout (RealtimePlacer.walking, judged beside the flipped
+    ones): for a test that measures another step's lift on a recorded case, with the
+    figures it recorded before it, which lifts some of those plans too."""
+    from allocator.policies import fast as fastlib
+
+    monkeypatch.setattr(fastlib, "WALK", False)

@@ -56,6 +56,7 @@ def plan_value(name: str, broken_first: bool, monkeypatch: pytest.MonkeyPatch,
     return gridlib.objective(scenario, grid)
 
 
+@pytest.mark.usefixtures("no_walk")
 def test_services_leave_the_clean_half_to_an_eight_gpu_job(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Running 1-GPU jobs break GPUs 0-7 for the whole horizon and two services hold a

@@ -154,7 +154,7 @@ def test_a_defer_trial_finds_a_plan_the_earliest_starts_miss() -> None:
     assert gridlib.objective(scenario, fast(scenario, defer_trials=3)) > 1.04 * plain
 
 
-@pytest.mark.usefixtures("no_rebuilds")
+@pytest.mark.usefixtures("no_rebuilds", "no_walk")
 def test_a_second_pass_of_the_trials_finds_what_the_first_could_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A generated tuning scenario (16 GPUs, 31 jobs): after a pass of pin and defer trials

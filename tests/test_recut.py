@@ -101,7 +101,7 @@ def test_recuts_are_legal_and_never_lower_the_plan(constant: str, rounds: int,
 
 
 @needs_c
-@pytest.mark.usefixtures("no_rebuilds")
+@pytest.mark.usefixtures("no_rebuilds", "no_walk")
 def test_a_recut_reaches_the_optimum_here() -> None:
     """Tuning seed 1165 (14 GPUs, one service with swap limit 1 and several rises): the
     hops leave the service's rises let go on the GPUs the batch work wants; traded ends

@@ -197,6 +197,7 @@ def test_a_long_horizon_plan_is_not_refined() -> None:
     assert "refined" not in plan.extras
 
 
+@pytest.mark.usefixtures("no_walk")
 def test_a_plan_far_below_its_bound_is_refined_to_the_days_plan() -> None:
     scenario = load_scenario(WANTING)
     hot = gridlib.objective(scenario, fast(scenario))
@@ -252,7 +253,7 @@ def test_refinement_is_legal_and_never_lowers_a_plan(scenario: Scenario) -> None
     assert plan.extras["bound"]["value"] >= plan.metrics.objective - 1e-6
 
 
-@pytest.mark.usefixtures("no_rebuilds")
+@pytest.mark.usefixtures("no_rebuilds", "no_walk")
 def test_the_command_refines_by_default_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     result = CliRunner().invoke(build_app(), ["plan", str(WANTING), "--out", str(out)])
@@ -287,6 +288,7 @@ def test_the_replay_variant_refines_as_the_command_does() -> None:
         assert np.array_equal(_refined(fast, scenario), plan.grid)
 
 
+@pytest.mark.usefixtures("no_walk")
 def test_the_refined_plan_is_judged_by_the_ceilings_proven_once(monkeypatch) -> None:
     """With `--block-bound` the block MILP runs once: the ceilings proven for the first
     plan hold for every plan, and are judged again against the plan kept."""

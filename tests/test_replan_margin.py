@@ -31,7 +31,7 @@ CASES = Path(__file__).parent / "data" / "quality_cases"
 MARGIN_BOUND = 398.0099994677321
 
 
-@pytest.mark.usefixtures("no_rebuilds")
+@pytest.mark.usefixtures("no_rebuilds", "no_walk")
 def test_a_service_off_the_only_8_gpu_block_wins_by_the_margin(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """12 GPUs: the service holds four GPUs of block 0-7, the only 8-GPU block, and five

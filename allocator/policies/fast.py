@@ -306,7 +306,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          evac_rules: tuple[str, ...] | None = None,
          replan_layouts: bool | None = None, reroute: bool | None = None,
          flip: bool | None = None, crowd: bool = False,
-         mirror_floor: bool = True, rebuilds: bool | None = None) -> np.ndarray:
+         mirror_floor: bool = True, rebuilds: bool | None = None,
+         walk: bool | None = None) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -348,6 +349,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `rebuilds`: the window rebuilds last (rebuild.py; None: with REBUILDS, from REBUILD_MIN_GPUS
     to REBUILD_MAX_GPUS, without anchors), then with HANDOVERS the services' moves shifted
     (handover.py); False in step 8's replans, whose winner gets them.
+    `walk`: the walking layout, its plan judged beside the plan after step 9's light
+    rounds as the flipped ones are (None: `hot_walk`).
     """
     if search is None:
         search = default_search(scenario)
@@ -358,7 +361,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
             prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
             replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
-            rebuilds=rebuilds)
+            rebuilds=rebuilds, walk=walk)
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         return _best(gridlib.Scorer(scenario), [without, with_it])
@@ -494,16 +497,20 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                 if reroute_last:  # the plan it beat stays a finalist (rerouted, it can
                     finalists.append(light)  # win again: so the runner-up never lowers)
                 light = other
-    beside = flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE) \
-        if only is None and (hot_flips(scenario) if flip is None
-                             else flip and flippable(scenario)) else []
-    if beside:  # the flipped layouts' best plan, given the light rounds where it comes
-        # within FLIP_WITHIN of the winner's, replaces the light plan where it beats it
-        # (which then stays among the final reroute's finalists: never a lower plan)
-        k = _winner(scenario, score, held, beside)
+    beside = [flipped(scenario, base, placer, held, jobs, orders, search // FLIP_SHARE)
+              if only is None and (hot_flips(scenario) if flip is None
+                                   else flip and flippable(scenario)) else []]
+    if only is None and (hot_walk(scenario) if walk is None else walk and walkable(scenario)):
+        beside.append([walked(scenario, base, placer, held, jobs, orders, search)])
+    for group in filter(None, beside):
+        # the flipped layouts' best plan, then the walking layout's, given the light rounds
+        # where it comes within FLIP_WITHIN of the winner's, replaces the light plan where
+        # it beats it (which then stays among the final reroute's finalists: never a
+        # lower plan; in one group, the walking plan would take the flipped plans' turn)
+        k = _winner(scenario, score, held, group)
         reach = score(best)
-        if score(beside[k]) >= reach - FLIP_WITHIN * abs(reach) - 1e-9:
-            other = light_hop(beside[k], rounds=light_rounds)
+        if score(group[k]) >= reach - FLIP_WITHIN * abs(reach) - 1e-9:
+            other = light_hop(group[k], rounds=light_rounds)
             if score(other) > score(light) + 1e-9:
                 if reroute_last:
                     finalists.append(light)
@@ -624,6 +631,15 @@ REBUILD_MAX_GPUS = 16
 # another shifted a few steps earlier or later, the batch work placed again around each
 # (allocator/policies/handover.py; BENCHMARKS.md, "Hand-over shifts").
 HANDOVERS = True
+# The walking layout (RealtimePlacer.walking: a service whose demand falls lets go of the
+# GPU it has held longest, so it walks across the cluster over the day) is made beside the
+# flipped layouts on the hot path from WALK_MIN_GPUS to WALK_MAX_GPUS (`walk=None`), its
+# plan given the light rounds where it comes within FLIP_WITHIN of the winner's, kept where
+# it ends higher (BENCHMARKS.md, "Walking layouts"). Not at 8 GPUs: a layout and a batch
+# placement there are a tenth of the 1 ms budget.
+WALK = True
+WALK_MIN_GPUS = 9
+WALK_MAX_GPUS = 16
 # After step 9's hop rounds, this many rounds of block evacuation (allocator/policies/
 # evac.py), which no single hop makes. On the tuning seeds with plan-day's trials: tuning2
 # s1048 96.17 -> 98.63% of the optimum (its minimum then 97.08%), two others +0.02-0.04%,
@@ -1182,6 +1198,26 @@ def flipped(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer,
             layouts.append(layout)
     return [place_batch(scenario, layout, None, search, held=held, jobs=jobs, orders=orders)
             for layout in layouts]
+
+
+def walkable(scenario: Scenario) -> bool:
+    """Whether a walking layout can be made: services to lay, no reservations (which pin
+    realtime)."""
+    return bool(scenario.realtime_jobs) and not scenario.reservations
+
+
+def hot_walk(scenario: Scenario) -> bool:
+    """Whether the hot path (`walk=None`) makes the walking layout."""
+    return WALK and WALK_MIN_GPUS <= scenario.G <= WALK_MAX_GPUS and walkable(scenario)
+
+
+def walked(scenario: Scenario, base: np.ndarray, placer: RealtimePlacer,
+           held: reservations.Holds, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
+           search: int) -> np.ndarray:
+    """The batch work placed on the walking layout (RealtimePlacer.walking: each service's
+    runs cut first in, first out)."""
+    layout = _lay_out(placer.walking(), base, held)
+    return place_batch(scenario, layout, None, search, held=held, jobs=jobs, orders=orders)
 
 
 def _fresh_candidates(scenario: Scenario, base: np.ndarray, held: reservations.Holds,

@@ -17,6 +17,7 @@ out (a shortfall, priced by the objective, never an illegal plan).
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -54,6 +55,24 @@ def layer_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
             opened[level] = t
         before = now
     return [run for layer in runs for run in layer]
+
+
+def fifo_intervals(curve: np.ndarray) -> list[tuple[int, int]]:
+    """Runs [a, b) of a held-count curve where a fall lets go of the GPUs held longest
+    (first in, first out), not the latest taken: the same acquisitions and releases at
+    every step as `layer_intervals`, so the same swaps, but a service that rises and
+    falls walks across GPUs instead of keeping a base run all day."""
+    held: deque[int] = deque()
+    runs: list[tuple[int, int]] = []
+    before = 0
+    for t, now in enumerate([*np.asarray(curve).tolist(), 0]):
+        now = max(int(now), 0)
+        for _ in range(before - now):
+            runs.append((held.popleft(), t))
+        for _ in range(now - before):
+            held.append(t)
+        before = now
+    return runs
 
 
 def curve_layers(demand: tuple[int, ...], swap_limit: int, start: int | None,
@@ -313,6 +332,18 @@ class RealtimePlacer:
         clone.jobs = {i: SwapLedger(j.index, j.job, clone.changes[r], j.current,
                                     set(j.unused_current))
                       for r, (i, j) in enumerate(self.jobs.items())}
+        return clone
+
+    def walking(self) -> RealtimePlacer:
+        """`copy` with every job's runs cut first in, first out (`fifo_intervals`)."""
+        clone = self.copy()
+        clone.intervals = [(-(b - a), -self.jobs[i].job.priority, a, i, b)
+                           for i, curve in self.curves.items()
+                           for a, b in fifo_intervals(curve)]
+        clone.spans = np.array([(a, b) for _, _, a, _, b in clone.intervals],
+                               dtype=np.int64).reshape(len(clone.intervals), 2)
+        if self._compiled is not None:
+            clone._compiled = _CompiledJobs.of(clone)
         return clone
 
     def rebased(self, grid: np.ndarray) -> RealtimePlacer | None:
