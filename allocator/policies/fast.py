@@ -116,6 +116,12 @@
    their ends (or starts) across their two GPUs, which costs no swap, so a service whose
    rise ends lets go of the GPU the batch work wants (a hop would pay a swap at each
    edge); each judged by the batch work placed again.
+   On the hot path from 10 to 16 GPUs the flipped drift layouts (`FLIP`, drift.py's
+   `until`), and from 9 to 16 the walking layout (`WALK`, `RealtimePlacer.walking`:
+   each service's runs cut first in, first out, so a fall lets go of the GPU held
+   longest and a service that dips and rises walks across the cluster, at the same swaps
+   as the nested layers), each group's best plan given the light rounds where it comes
+   within `FLIP_WITHIN` of the winner's and kept where it ends above the light plan.
 10. Only with `clear_blocks=True` (it lowers realized value in the rolling replay; see
    BENCHMARKS.md): up to 16 GPUs, a few trials clear an earlier aligned block for a delayed job: the
    services in it migrate to free GPUs within their swap limits, the job is pinned
@@ -501,7 +507,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
               if only is None and (hot_flips(scenario) if flip is None
                                    else flip and flippable(scenario)) else []]
     if only is None and (hot_walk(scenario) if walk is None else walk and walkable(scenario)):
-        beside.append([walked(scenario, base, placer, held, jobs, orders, search)])
+        beside.append([walked(scenario, base, placer, held, jobs, orders,
+                              search // FLIP_SHARE)])
     for group in filter(None, beside):
         # the flipped layouts' best plan, then the walking layout's, given the light rounds
         # where it comes within FLIP_WITHIN of the winner's, replaces the light plan where
@@ -633,10 +640,12 @@ REBUILD_MAX_GPUS = 16
 HANDOVERS = True
 # The walking layout (RealtimePlacer.walking: a service whose demand falls lets go of the
 # GPU it has held longest, so it walks across the cluster over the day) is made beside the
-# flipped layouts on the hot path from WALK_MIN_GPUS to WALK_MAX_GPUS (`walk=None`), its
-# plan given the light rounds where it comes within FLIP_WITHIN of the winner's, kept where
-# it ends higher (BENCHMARKS.md, "Walking layouts"). Not at 8 GPUs: a layout and a batch
-# placement there are a tenth of the 1 ms budget.
+# flipped layouts on the hot path from WALK_MIN_GPUS to WALK_MAX_GPUS (`walk=None`), and
+# judged as they are: its batch work placed with the search over FLIP_SHARE (the full
+# search gained nothing more on the tuning sets), its plan given the light rounds where it
+# comes within FLIP_WITHIN of the winner's (at 1%, 0.006 points less there), kept where it
+# ends higher (BENCHMARKS.md, "Walking layouts"). Not at 8 GPUs: there it costs a sixth
+# more time (0.78 -> 0.91 ms on the 8-GPU scale scenario), against the 1 ms target.
 WALK = True
 WALK_MIN_GPUS = 9
 WALK_MAX_GPUS = 16
