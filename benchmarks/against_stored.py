@@ -13,7 +13,8 @@ code, or on another checkout:
         --paired
 
 Several sets (comma-separated) are judged in turn, with a line over them all. `--paired`
-judges fast's defaults first in the same process, then the variant and options asked for,
+judges fast's defaults beside the variant and options asked for, in the same process,
+scenario by scenario, each side `--repeats` times in alternation (its fastest call timed),
 and counts the plans that rose and fell against the defaults: one run, one machine state,
 for the ratio of the times too.
 
@@ -55,8 +56,11 @@ def main(set_name: str = typer.Option("tuning", "--set",
                                           "refined as `gpuplan plan` does; several joined "
                                           "by +) instead of fast's defaults"),
          paired: bool = typer.Option(False, "--paired",
-                                     help="fast's defaults judged first, in the same "
-                                          "process: the plans that rose and fell")
+                                     help="fast's defaults judged beside, in the same "
+                                          "process: the plans that rose and fell"),
+         repeats: int = typer.Option(3, "--repeats", min=1,
+                                     help="--paired: calls of each side per scenario, "
+                                          "alternating (the fastest timed)")
          ) -> None:
     sys.path.insert(0, str(ROOT))  # this checkout's scenarios
     if tree is not None:  # and that checkout's allocator (an editable install's finder
@@ -81,27 +85,30 @@ def main(set_name: str = typer.Option("tuning", "--set",
         options["hops"] = hops
     if trial_passes != 1:
         options["trial_passes"] = trial_passes
-    constants = contextlib.nullcontext()
+    applying: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     plan = None  # fast itself
     if variant:  # this checkout's variants only: their constants and their policy (its
         # options, and the refinement where the variant asks for it)
         from benchmarks.replay_seeds import combined
 
         chosen = combined(variant)
-        constants, plan = chosen.applied(), chosen.policy()  # type: ignore[assignment]
+        applying, plan = chosen.applied, chosen.policy()
     stored = {n: json.loads((STORED / f"full30-{n}.json").read_text()) for n in names}
+    who = f"variant {variant}" if variant else "fast"
     base: list[Judged] = []
-    if paired:
-        for n in names:
-            base += judge_all(SEED_SETS[n], stored[n], {})
     judged: list[Judged] = []
-    with constants:
-        for n in names:
-            rows = judge_all(SEED_SETS[n], stored[n], options, plan)
-            print(summary(n, rows))
-            judged += rows
+    for n in names:
+        if paired:
+            defaults, rows = judge_paired(SEED_SETS[n], stored[n], options, plan,
+                                          applying, repeats)
+            base += defaults
+        else:
+            with applying():
+                rows = judge_all(SEED_SETS[n], stored[n], options, plan)
+        print(summary(n, rows, who, repeats if paired else 1))
+        judged += rows
     if len(names) > 1:
-        print(summary("all", judged))
+        print(summary("all", judged, who, repeats if paired else 1))
     if paired:
         print(against_defaults(base, judged))
     for row in sorted((r for r in judged if r.proven is not None),
@@ -119,16 +126,19 @@ class Judged(NamedTuple):
     seconds: float
 
 
-def summary(label: str, rows: list[Judged]) -> str:
+def summary(label: str, rows: list[Judged], who: str = "fast", calls: int = 1) -> str:
+    """One set's line; `who`: the policy judged (a variant's name, refined or not), its
+    time the fastest of `calls` a scenario."""
     shares = [r.proven for r in rows if r.proven is not None]
     found = [r.found for r in rows if r.found is not None]
-    return (f"{label}: fast / proven optimum over {len(shares)} scenarios: mean "
+    return (f"{label}: {who} / proven optimum over {len(shares)} scenarios: mean "
             f"{100 * statistics.fmean(shares):.2f}%, min {100 * min(shares):.2f}%, below 97% "
             f"{sum(s < 0.97 for s in shares)}; / best plan found, all {len(found)}: mean "
-            f"{100 * statistics.fmean(found):.2f}%; fast's median "
+            f"{100 * statistics.fmean(found):.2f}%; {who}'s median "
             f"{1000 * statistics.median(r.seconds for r in rows):.1f} ms, mean "
-            f"{1000 * statistics.fmean(r.seconds for r in rows):.1f} ms (one call per "
-            "scenario)")
+            f"{1000 * statistics.fmean(r.seconds for r in rows):.1f} ms ("
+            + ("one call per scenario)" if calls == 1 else
+               f"the fastest of {calls} calls per scenario)"))
 
 
 def against_defaults(base: list[Judged], rows: list[Judged]) -> str:
@@ -153,7 +163,6 @@ def judge_all(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str,
               plan: Callable[..., Any] | None = None) -> list[Judged]:
     """`plan` (None: fast) on each stored scenario of the set: its time, its share of
     full's plan."""
-    from allocator import grid as gridlib
     from allocator.policies.fast import fast
     from benchmarks.bench_quality import scenario_for, small_cases
 
@@ -167,18 +176,57 @@ def judge_all(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str,
         scenario = scenario_for(case)
         began = time.perf_counter()
         grid = plan(scenario, **options)
-        seconds = time.perf_counter() - began
-        value = gridlib.objective(scenario, grid)
-        if row["full"] <= 0:  # no share means anything against a reference at or below 0
-            print(f"  {case.name}: fast {value:.2f} against full's {row['full']:.2f}, not "
-                  "counted")
-            out.append(Judged(case.name, None, None, seconds))
-            continue
-        # a plan at or below 0 against a positive reference counts as 0 (bench_quality)
-        found = max(value, 0.0) / max(row["full"], value)
-        proven = max(value, 0.0) / row["full"] if row["status"] == "optimal" else None
-        out.append(Judged(case.name, proven, found, seconds))
+        out.append(_judged(case.name, row, scenario, grid, time.perf_counter() - began))
     return out
+
+
+def judge_paired(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str, Any],
+                 plan: Callable[..., Any] | None,
+                 constants: Callable[[], contextlib.AbstractContextManager[Any]],
+                 repeats: int) -> tuple[list[Judged], list[Judged]]:
+    """fast's defaults and `plan` (None: fast) under `constants` (a variant's, entered for
+    each of its calls) on each stored scenario, alternating `repeats` times, each side's
+    fastest call timed: the two times share the machine's state scenario by scenario
+    (judged one whole set after the other, the second ran faster on a warmer process)."""
+    from allocator.policies.fast import fast
+    from benchmarks.bench_quality import scenario_for, small_cases
+
+    plan = fast if plan is None else plan
+    base: list[Judged] = []
+    out: list[Judged] = []
+    for case in small_cases(seeds):
+        row = stored.get(case.name)
+        if row is None:
+            continue
+        scenario = scenario_for(case)
+        grids: list[Any] = [None, None]
+        fastest = [float("inf"), float("inf")]
+        for _ in range(repeats):
+            for side in (0, 1):
+                with contextlib.nullcontext() if side == 0 else constants():
+                    began = time.perf_counter()
+                    grids[side] = fast(scenario) if side == 0 else plan(scenario, **options)
+                    fastest[side] = min(fastest[side], time.perf_counter() - began)
+        base.append(_judged(case.name, row, scenario, grids[0], fastest[0], quiet=True))
+        out.append(_judged(case.name, row, scenario, grids[1], fastest[1]))
+    return base, out
+
+
+def _judged(name: str, row: dict[str, Any], scenario: Any, grid: Any, seconds: float,
+            quiet: bool = False) -> Judged:
+    """One plan's shares of full's stored plan (proven: where full proved it)."""
+    from allocator import grid as gridlib
+
+    value = gridlib.objective(scenario, grid)
+    if row["full"] <= 0:  # no share means anything against a reference at or below 0
+        if not quiet:
+            print(f"  {name}: fast {value:.2f} against full's {row['full']:.2f}, not "
+                  "counted")
+        return Judged(name, None, None, seconds)
+    # a plan at or below 0 against a positive reference counts as 0 (bench_quality)
+    found = max(value, 0.0) / max(row["full"], value)
+    proven = max(value, 0.0) / row["full"] if row["status"] == "optimal" else None
+    return Judged(name, proven, found, seconds)
 
 
 if __name__ == "__main__":
