@@ -16,6 +16,7 @@ from allocator import grid as gridlib
 from allocator import reservations
 from allocator.model import RealtimeJob, Scenario
 from allocator.policies import fast as fastlib
+from allocator.policies.decoder import _packc
 from allocator.policies.fast import _lay_out, fast
 from allocator.policies.realtime import RealtimePlacer, fifo_intervals, layer_intervals
 from allocator.policies.topup import swaps_hold
@@ -25,6 +26,7 @@ from tests.plan_checks import legal_and_above_without
 from tests.strategies import contended_scenarios, examples, family_scenarios
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
+needs_c = pytest.mark.skipif(_packc is None, reason="the C decoder was not built")
 FAMILY = family_scenarios((9, 10, 12, 14, 16))
 
 
@@ -75,6 +77,25 @@ def test_walking_layouts_are_legal_and_keep_every_swap_limit(scenario: Scenario)
     plain = _lay_out(placer.copy(), base, held)
     event("differs" if not np.array_equal(plain, layout) else "same as the first layout")
     assert set(np.unique(layout[layout != base]).tolist()) <= set(realtime)
+
+
+@needs_c
+@settings(max_examples=examples(0.5), deadline=None)
+@given(scenario=st.one_of(FAMILY, contended_scenarios(max_gpus=16)))
+def test_the_compiled_walking_layout_is_the_python_one(scenario: Scenario) -> None:
+    """The walking placer's rows for `_packc.rt_place` are built again from its own runs:
+    the compiled placement and the Python loop lay the same cells."""
+    if not fastlib.walkable(scenario):
+        event("not walkable")
+        return
+    base = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, base)
+    held = reservations.holds(scenario)
+    placer = RealtimePlacer(scenario, base)
+    compiled, python = placer.walking(), placer.walking()
+    assert compiled._compiled is not None
+    python._compiled = None
+    assert np.array_equal(_lay_out(compiled, base, held), _lay_out(python, base, held))
 
 
 @settings(max_examples=examples(0.3), deadline=None)
