@@ -29,7 +29,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -164,20 +164,26 @@ def judge_all(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str,
     """`plan` (None: fast) on each stored scenario of the set: its time, its share of
     full's plan."""
     from allocator.policies.fast import fast
-    from benchmarks.bench_quality import scenario_for, small_cases
 
     plan = fast if plan is None else plan
 
     out: list[Judged] = []
-    for case in small_cases(seeds):
-        row = stored.get(case.name)
-        if row is None:
-            continue
-        scenario = scenario_for(case)
+    for name, row, scenario in _stored_cases(seeds, stored):
         began = time.perf_counter()
         grid = plan(scenario, **options)
-        out.append(_judged(case.name, row, scenario, grid, time.perf_counter() - began))
+        out.append(_judged(name, row, scenario, grid, time.perf_counter() - began))
     return out
+
+
+def _stored_cases(seeds: tuple[int, ...], stored: dict[str, Any]
+                  ) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """Each case of `seeds` with a stored full run: its name, that run, its scenario."""
+    from benchmarks.bench_quality import scenario_for, small_cases
+
+    for case in small_cases(seeds):
+        row = stored.get(case.name)
+        if row is not None:
+            yield case.name, row, scenario_for(case)
 
 
 def judge_paired(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[str, Any],
@@ -189,16 +195,11 @@ def judge_paired(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[s
     fastest call timed: the two times share the machine's state scenario by scenario
     (judged one whole set after the other, the second ran faster on a warmer process)."""
     from allocator.policies.fast import fast
-    from benchmarks.bench_quality import scenario_for, small_cases
 
     plan = fast if plan is None else plan
     base: list[Judged] = []
     out: list[Judged] = []
-    for case in small_cases(seeds):
-        row = stored.get(case.name)
-        if row is None:
-            continue
-        scenario = scenario_for(case)
+    for name, row, scenario in _stored_cases(seeds, stored):
         grids: list[Any] = [None, None]
         fastest = [float("inf"), float("inf")]
         for _ in range(repeats):
@@ -207,8 +208,8 @@ def judge_paired(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[s
                     began = time.perf_counter()
                     grids[side] = fast(scenario) if side == 0 else plan(scenario, **options)
                     fastest[side] = min(fastest[side], time.perf_counter() - began)
-        base.append(_judged(case.name, row, scenario, grids[0], fastest[0], quiet=True))
-        out.append(_judged(case.name, row, scenario, grids[1], fastest[1]))
+        base.append(_judged(name, row, scenario, grids[0], fastest[0], quiet=True))
+        out.append(_judged(name, row, scenario, grids[1], fastest[1]))
     return base, out
 
 

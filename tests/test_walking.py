@@ -58,16 +58,24 @@ def test_a_fall_lets_go_of_the_gpu_held_longest() -> None:
     assert sorted(fifo_intervals(curve)) == [(0, 3), (1, 6), (5, 7)]
 
 
+def _parts(scenario: Scenario
+           ) -> tuple[RealtimePlacer, np.ndarray, reservations.Holds] | None:
+    """fast's placer, base grid (running jobs pinned) and holds for `scenario`; None
+    (counted) where no walking layout can be made."""
+    if not fastlib.walkable(scenario):
+        event("not walkable")
+        return None
+    base = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, base)
+    return RealtimePlacer(scenario, base), base, reservations.holds(scenario)
+
+
 @settings(max_examples=examples(0.5), deadline=None)
 @given(scenario=st.one_of(FAMILY, contended_scenarios(max_gpus=16)))
 def test_walking_layouts_are_legal_and_keep_every_swap_limit(scenario: Scenario) -> None:
-    if not fastlib.walkable(scenario):
-        event("not walkable")
+    if (parts := _parts(scenario)) is None:
         return
-    base = gridlib.empty(scenario)
-    gridlib.pin_running(scenario, base)
-    held = reservations.holds(scenario)
-    placer = RealtimePlacer(scenario, base)
+    placer, base, held = parts
     layout = _lay_out(placer.walking(), base, held)
     assert swaps_hold(scenario, layout)
     assert violations(scenario, gridlib.to_ids(scenario, layout)) == []
@@ -85,13 +93,9 @@ def test_walking_layouts_are_legal_and_keep_every_swap_limit(scenario: Scenario)
 def test_the_compiled_walking_layout_is_the_python_one(scenario: Scenario) -> None:
     """The walking placer's rows for `_packc.rt_place` are built again from its own runs:
     the compiled placement and the Python loop lay the same cells."""
-    if not fastlib.walkable(scenario):
-        event("not walkable")
+    if (parts := _parts(scenario)) is None:
         return
-    base = gridlib.empty(scenario)
-    gridlib.pin_running(scenario, base)
-    held = reservations.holds(scenario)
-    placer = RealtimePlacer(scenario, base)
+    placer, base, held = parts
     compiled, python = placer.walking(), placer.walking()
     assert compiled._compiled is not None
     python._compiled = None
