@@ -1184,8 +1184,7 @@ REROUTE_LAST = True
 def flippable(scenario: Scenario) -> bool:
     """Whether flipped layouts can differ from the plain ones: services to lay, a queued
     job of more than one GPU (a block to free), no reservations (which pin realtime)."""
-    return bool(scenario.realtime_jobs) and not scenario.reservations and \
-        largest_queued(scenario) > 1
+    return walkable(scenario) and largest_queued(scenario) > 1
 
 
 def hot_flips(scenario: Scenario) -> bool:

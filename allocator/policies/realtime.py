@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 import numpy as np
@@ -295,9 +295,7 @@ class RealtimePlacer:
                                       set(current or ()))
             for a, b in runs:
                 self.intervals.append((-(b - a), -job.priority, a, i, b))
-        # every interval's (a, b) as rows, for later_demand's counts
-        self.spans = np.array([(a, b) for _, _, a, _, b in self.intervals],
-                              dtype=np.int64).reshape(len(self.intervals), 2)
+        self.spans = _spans(self.intervals)
         # rt_place's arrays, laid out once for every copy (fast places eight layouts)
         self._compiled = _CompiledJobs.of(self) \
             if _packc is not None and self.holding is None else None
@@ -340,10 +338,11 @@ class RealtimePlacer:
         clone.intervals = [(-(b - a), -self.jobs[i].job.priority, a, i, b)
                            for i, curve in self.curves.items()
                            for a, b in fifo_intervals(curve)]
-        clone.spans = np.array([(a, b) for _, _, a, _, b in clone.intervals],
-                               dtype=np.int64).reshape(len(clone.intervals), 2)
-        if self._compiled is not None:
-            clone._compiled = _CompiledJobs.of(clone)
+        clone.spans = _spans(clone.intervals)
+        if self._compiled is not None:  # the jobs' arrays stay; only the queue is new
+            clone._compiled = replace(self._compiled,
+                                      intervals=_phase_rows(clone.intervals,
+                                                            self._compiled.slots))
         return clone
 
     def rebased(self, grid: np.ndarray) -> RealtimePlacer | None:
@@ -520,34 +519,44 @@ class _CompiledJobs:
     @staticmethod
     def of(placer: RealtimePlacer) -> _CompiledJobs:
         slots = sorted(placer.jobs)
-        at = {i: r for r, i in enumerate(slots)}
         ledgers = [placer.jobs[i] for i in slots]
         G = len(placer.rank)
         current = np.zeros((len(slots), G), dtype=bool)
         for r, state in enumerate(ledgers):
             if state.current:  # (most services have none: no empty fancy store)
                 current[r, list(state.current)] = True
-        # each phase's rows in queue order, `_in_phase` inlined: one pass, no call per row
-        # (flat: a row's three numbers in turn, reshaped once)
-        every: list[int] = []
-        first: list[int] = []
-        later: list[int] = []
-        for _, _, a, i, b in placer.intervals:
-            row = (a, at[i], b)
-            every += row
-            if a == 0:
-                first += row
-            else:
-                later += row
-        rows = {"all": every, "first": first, "later": later}
         return _CompiledJobs(
             slots, np.array(slots, dtype=np.int64),
             np.array([s.job.priority for s in ledgers], dtype=np.float64),
             np.array([placer.allowed[i] for i in slots], dtype=bool).reshape(len(slots), G),
             current, np.array([s.job.current_gpus is not None for s in ledgers], dtype=bool),
             np.array([s.job.swap_limit for s in ledgers], dtype=np.int64),
-            {phase: np.array(r, dtype=np.int64).reshape(len(r) // 3, 3)
-             for phase, r in rows.items()})
+            _phase_rows(placer.intervals, slots))
+
+
+def _phase_rows(intervals: list[tuple[int, float, int, int, int]], slots: list[int]
+                ) -> dict[str, np.ndarray]:
+    """Each phase's (a, slot, b) rows of `intervals` in queue order, `_in_phase` inlined:
+    one pass, no call per row (flat: a row's three numbers in turn, reshaped once)."""
+    at = {i: r for r, i in enumerate(slots)}
+    every: list[int] = []
+    first: list[int] = []
+    later: list[int] = []
+    for _, _, a, i, b in intervals:
+        row = (a, at[i], b)
+        every += row
+        if a == 0:
+            first += row
+        else:
+            later += row
+    return {phase: np.array(r, dtype=np.int64).reshape(len(r) // 3, 3)
+            for phase, r in (("all", every), ("first", first), ("later", later))}
+
+
+def _spans(intervals: list[tuple[int, float, int, int, int]]) -> np.ndarray:
+    """Every interval's (a, b) as rows, for `later_demand`'s counts."""
+    return np.array([(a, b) for _, _, a, _, b in intervals],
+                    dtype=np.int64).reshape(len(intervals), 2)
 
 
 def block_cost(window: np.ndarray, largest: int) -> np.ndarray:
