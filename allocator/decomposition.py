@@ -84,7 +84,7 @@ def tables(p: _Problem, G: int) -> Tables:
     return Tables(J=J, T=T, G=G, reward=np.ascontiguousarray(p.reward, dtype=np.float64),
                   ends=np.ascontiguousarray(p.ends, dtype=np.int64),
                   gpus=np.ascontiguousarray(p.gpus, dtype=np.int64), cover=cover,
-                  caps=np.ascontiguousarray(p.block_cap.round().astype(np.int64)),
+                  caps=np.ascontiguousarray(p.held_cap.round().astype(np.int64)),
                   free=np.ascontiguousarray(p.free.round().astype(np.int64)),
                   rt_best=np.ascontiguousarray(rt_best, dtype=np.float64),
                   base=p.fixed - p.rt_floor)

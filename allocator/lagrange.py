@@ -61,6 +61,7 @@ class _Problem:
     rt_ceil: NDArray[np.float64]  # (K, T, H+1): k x ceil((h - outside_k(t))+ / k), blocks spoilt
     reward: NDArray[np.float64]  # (J, T) a run's reward per start, -inf where not allowed
     rows: NDArray[np.int64]  # (J, 1) row indices into per-job (J, T) tables
+    held_cap: NDArray[np.float64]  # (K, T): block_cap less blocks services cannot have left
 
 
 def _problem(scenario: Scenario) -> _Problem:
@@ -111,12 +112,8 @@ def _problem(scenario: Scenario) -> _Problem:
     demand = np.array([j.demand for j in realtime], dtype=np.int64).reshape(len(realtime), T)
     demand = np.maximum(demand, 0)
     penalty = np.array([scenario.weights.realtime_penalty * j.priority for j in realtime])
-    H = int(min(G, demand.sum(axis=0).max(initial=0)))
-    gain = np.full((T, H + 1), -np.inf)
-    for t in range(T):
-        units = np.repeat(penalty, demand[:, t])[::-1]
-        units = np.sort(units)[::-1][: int(free[t])]  # the unit GPUs, most valuable first
-        gain[t, : len(units) + 1] = np.concatenate(([0.0], np.cumsum(units)))
+    gain = realtime_gain(realtime, demand, penalty, free, G)
+    H = gain.shape[1] - 1
     h = np.arange(H + 1)
     outside = free[None, :] - block_cap  # (K, T): free cells in partly pinned k-blocks
     spoilt = np.maximum(h[None, None, :] - outside[:, :, None], 0)
@@ -129,7 +126,86 @@ def _problem(scenario: Scenario) -> _Problem:
         fixed=fixed, gpus=gpus, weight=weight, level=level, starts_ok=starts_ok, ends=ends,
         rt_floor=float((penalty[:, None] * demand).sum()), rt_gain=gain,
         rt_ceil=rt_ceil.astype(np.float64), reward=np.where(starts_ok, reward, -np.inf),
-        rows=np.arange(J).reshape(J, 1))
+        rows=np.arange(J).reshape(J, 1),
+        held_cap=held_block_cap(realtime, pinned, sizes, block_cap))
+
+
+def corridors(realtime: list[RealtimeJob], free: NDArray[np.int64]
+              ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(R, T) least and most GPUs each service can hold at each step: its count moves by at
+    most its swap limit a step (||A| - |A'|| <= |A xor A'|), from what it holds now (from
+    anything, without `current_gpus`), and never past the unpinned GPUs the other services'
+    floors leave it."""
+    R, T = len(realtime), len(free)
+    lo = np.zeros((R, T), dtype=np.int64)
+    hi = np.zeros((R, T), dtype=np.int64)
+    before_lo = [len(j.current_gpus) if j.current_gpus is not None else 0 for j in realtime]
+    before_hi = [len(j.current_gpus) if j.current_gpus is not None else None
+                 for j in realtime]
+    for t in range(T):
+        for i, job in enumerate(realtime):
+            lo[i, t] = max(before_lo[i] - job.swap_limit, 0)
+        for i, job in enumerate(realtime):
+            room = int(free[t]) - int(lo[:, t].sum() - lo[i, t])
+            up = before_hi[i]
+            hi[i, t] = max(room if up is None else min(room, up + job.swap_limit), 0)
+        before_lo, before_hi = lo[:, t].tolist(), hi[:, t].tolist()
+    return lo, hi
+
+
+def realtime_gain(realtime: list[RealtimeJob], demand: NDArray[np.int64],
+                  penalty: NDArray[np.float64], free: NDArray[np.int64], G: int
+                  ) -> NDArray[np.float64]:
+    """(T, H+1): the most shortfall penalty the services together avoid holding H GPUs at a
+    step (-inf where no legal plan holds exactly H). Each holds at least its corridor's
+    floor (past its demand, worth nothing) and earns only up to its ceiling; the rest of
+    the GPUs go to the unmet units, most valuable first."""
+    T = len(free)
+    lo, hi = corridors(realtime, free)
+    rows: list[tuple[int, float, NDArray[np.float64]]] = []
+    for t in range(T):
+        forced = min(int(lo[:, t].sum()), int(free[t]))
+        base = float((penalty * np.minimum(lo[:, t], demand[:, t])).sum())
+        extra = np.maximum(np.minimum(demand[:, t], hi[:, t]) - lo[:, t], 0)
+        units = np.sort(np.repeat(penalty, extra))[::-1][: int(free[t]) - forced]
+        rows.append((forced, base, units))  # (units: the unit GPUs, most valuable first)
+    H = int(min(G, max((f + len(u) for f, _, u in rows), default=0)))
+    gain = np.full((T, H + 1), -np.inf)
+    for t, (forced, base, units) in enumerate(rows):
+        gain[t, forced : forced + len(units) + 1] = base + np.concatenate(([0.0],
+                                                                           np.cumsum(units)))
+    return gain
+
+
+def held_block_cap(realtime: list[RealtimeJob], pinned: NDArray[np.bool_],
+                   sizes: NDArray[np.int64], block_cap: NDArray[np.float64]
+                   ) -> NDArray[np.float64]:
+    """(K, T): `block_cap` less the pin-free k-blocks the services cannot have left by step
+    t. A block a service holds GPUs in now is free of it only once it has released them
+    all, and by step t a service has released at most (t + 1) x its swap limit of its
+    current GPUs; so at most the blocks cheapest to clear within the services' summed
+    budget can be free (a relaxation of each one's own budget)."""
+    T, G = pinned.shape
+    cap = block_cap.copy()
+    owner = np.zeros(G, dtype=np.int64)  # current realtime GPUs per GPU
+    budget = np.zeros(T, dtype=np.int64)
+    reach = np.arange(1, T + 1, dtype=np.int64)
+    for job in realtime:
+        if job.current_gpus:
+            owner[list(job.current_gpus)] += 1
+            budget += np.minimum(job.swap_limit * reach, len(job.current_gpus))
+    if not owner.any():
+        return cap
+    for i, k in enumerate(sizes.tolist()):
+        n = G // k
+        held = owner[: n * k].reshape(n, k).sum(axis=1)  # current realtime GPUs per block
+        free_block = ~pinned[:, : n * k].reshape(T, n, k).any(axis=2)  # (T, n)
+        for t in range(T):
+            costs = np.sort(held[free_block[t] & (held > 0)])
+            clearable = int(np.searchsorted(np.cumsum(costs), budget[t], side="right"))
+            blocked = int((free_block[t] & (held > 0)).sum()) - clearable
+            cap[i, t] -= k * blocked
+    return cap
 
 
 def _initial_prices(p: _Problem) -> NDArray[np.float64]:

@@ -97,7 +97,7 @@ def decomposition_lp(scenario) -> float:
             k //= 2
         for b, arcs in into.items():
             inflow = 1 if layer == 0 else pulp.lpSum(arcs)
-            if b <= tb.free[t]:
+            if b <= tb.free[t] and np.isfinite(tb.rt_best[t, tb.free[t] - b]):
                 sink = pulp.LpVariable(f"sink_{t}_{b}", 0)
                 terms.append(float(tb.rt_best[t, tb.free[t] - b]) * sink)
                 prob += sink == inflow
