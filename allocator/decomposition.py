@@ -39,8 +39,9 @@ ITERATIONS = 1500
 # many operations in all it stays within ~25 ms at 8-16 GPUs and at 64 GPUs.
 WORK = 16_000_000
 MIN_ITERATIONS = 100  # below this few the descent barely moves off the Lagrangian
-STALE = 25  # iterations without a new best before the step halves
+STALE = 50  # iterations without a new best before the step halves
 AIM = 0.05  # Polyak's step aims this share below the plan's objective
+BETA = 0.85  # the step follows the subgradient plus this share of the last step's direction
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ def descend(tb: Tables, pi: NDArray[np.float64], lower: float | None, iterations
     """The least value the subgradient descent finds, and its iterations (the reference
     for `_packc.decomp`, which runs the same loop)."""
     pi = pi.copy()
+    direction = np.zeros_like(pi)
     best = np.inf
     theta, stale, done = 1.0, 0, 0
     while done < iterations:
@@ -193,13 +195,14 @@ def descend(tb: Tables, pi: NDArray[np.float64], lower: float | None, iterations
         norm = 0.0
         for j in range(tb.J):
             for t in range(tb.T):
-                norm += sub[j, t] * sub[j, t]
+                direction[j, t] = sub[j, t] + BETA * direction[j, t]
+                norm += direction[j, t] * direction[j, t]
         if norm == 0.0:
             break
         known = lower if lower is not None else best
         target = known - AIM * abs(known)
         step = theta * max(value - target, 1e-3 * abs(value) + 1e-9) / norm
-        pi -= step * sub
+        pi -= step * direction
     return float(best), done
 
 
@@ -246,5 +249,5 @@ def run_compiled(tb: Tables, pi: NDArray[np.float64], lower: float | None, itera
     value, done = _packc.decomp(
         np.ascontiguousarray(pi, dtype=np.float64), tb.reward, tb.ends, tb.gpus, tb.cover,
         tb.caps, tb.free, tb.rt_best, tb.J, tb.T, tb.G, tb.base,
-        np.nan if lower is None else float(lower), AIM, iterations, STALE)
+        np.nan if lower is None else float(lower), AIM, BETA, iterations, STALE)
     return float(value), int(done)

@@ -12,7 +12,9 @@ With a price per row (lambda_t >= 0, mu_t,k >= 0), what is left splits: a batch 
 its best start (one whose run has some pin-free aligned block) if its value beats the
 priced cells, else stays out; per step, the realtime jobs together hold the GPU count H
 that maximises avoided shortfall (highest penalty first) minus the priced rows, ceilings
-included (swap limits dropped: a relaxation). By weak duality (which needs no linearity
+included. Of the swap limits only each service's corridor is kept (`corridors`: the
+counts it can reach at step t from what it holds now, moving by at most its limit a
+step); the rest is relaxed. By weak duality (which needs no linearity
 of the rows, only an exact subproblem), prices x capacities + those best choices is >=
 every legal plan's objective for ANY non-negative prices; the subgradient descent only
 makes the bound tighter, never invalid. The realtime ceiling is what keeps the bound

@@ -2417,10 +2417,10 @@ static PyObject *decomp(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[8];
     int J, T, G, iterations, stale_limit;
-    double base, lower, aim;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOiiidddii:decomp", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &J, &T, &G, &base, &lower, &aim, &iterations,
-                          &stale_limit))
+    double base, lower, aim, beta;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOiiiddddii:decomp", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &J, &T, &G, &base, &lower, &aim, &beta,
+                          &iterations, &stale_limit))
         return NULL;
     Py_buffer b[8];
     if (!take_buffers(o, b, 8, 0u)) return NULL;
@@ -2446,12 +2446,13 @@ static PyObject *decomp(PyObject *self, PyObject *args) {
     }
     double *pi = malloc(sizeof(double) * (cells + 1));
     double *sub = malloc(sizeof(double) * (cells + 1));
+    double *dir = calloc(cells + 1, sizeof(double));
     double *dp = malloc(sizeof(double) * ((size_t)G + 1));
     uint8_t *chosen = malloc(((size_t)J + 1) * ((size_t)G + 1));
     int *taken = malloc(sizeof(int) * ((size_t)J + 1));
     double *before = malloc(sizeof(double) * ((size_t)T + 1));
-    if (!pi || !sub || !dp || !chosen || !taken || !before) {
-        free(pi); free(sub); free(dp); free(chosen); free(taken); free(before);
+    if (!pi || !sub || !dir || !dp || !chosen || !taken || !before) {
+        free(pi); free(sub); free(dir); free(dp); free(chosen); free(taken); free(before);
         release_all(b, 8);
         return PyErr_NoMemory();
     }
@@ -2475,15 +2476,18 @@ static PyObject *decomp(PyObject *self, PyObject *args) {
         }
         if (has_lower && best <= lower + 1e-9 * fmax(1.0, fabs(lower))) break;
         double norm = 0.0;
-        for (size_t c = 0; c < cells; c++) norm += sub[c] * sub[c];
+        for (size_t c = 0; c < cells; c++) {
+            dir[c] = sub[c] + beta * dir[c];
+            norm += dir[c] * dir[c];
+        }
         if (norm == 0.0) break;
         const double known = has_lower ? lower : best;
         const double target = known - aim * fabs(known);
         const double step = theta * fmax(value - target, 1e-3 * fabs(value) + 1e-9) / norm;
-        for (size_t c = 0; c < cells; c++) pi[c] -= step * sub[c];
+        for (size_t c = 0; c < cells; c++) pi[c] -= step * dir[c];
     }
     Py_END_ALLOW_THREADS
-    free(pi); free(sub); free(dp); free(chosen); free(taken); free(before);
+    free(pi); free(sub); free(dir); free(dp); free(chosen); free(taken); free(before);
     release_all(b, 8);
     return Py_BuildValue("di", best, done);
 }
@@ -3040,7 +3044,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 28
+#define PACKC_ABI 29
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);
