@@ -141,17 +141,16 @@ def corridors(realtime: list[RealtimeJob], free: NDArray[np.int64]
     R, T = len(realtime), len(free)
     lo = np.zeros((R, T), dtype=np.int64)
     hi = np.zeros((R, T), dtype=np.int64)
-    before_lo = [len(j.current_gpus) if j.current_gpus is not None else 0 for j in realtime]
-    before_hi = [len(j.current_gpus) if j.current_gpus is not None else None
-                 for j in realtime]
+    limit = np.array([j.swap_limit for j in realtime], dtype=np.int64)
+    held = np.array([len(j.current_gpus or ()) for j in realtime], dtype=np.int64)
+    anywhere = np.array([j.current_gpus is None for j in realtime], dtype=bool)
+    before_lo, before_hi = held, held
     for t in range(T):
-        for i, job in enumerate(realtime):
-            lo[i, t] = max(before_lo[i] - job.swap_limit, 0)
-        for i, job in enumerate(realtime):
-            room = int(free[t]) - int(lo[:, t].sum() - lo[i, t])
-            up = before_hi[i]
-            hi[i, t] = max(room if up is None else min(room, up + job.swap_limit), 0)
-        before_lo, before_hi = lo[:, t].tolist(), hi[:, t].tolist()
+        lo[:, t] = np.maximum(before_lo - limit, 0)
+        room = int(free[t]) - (int(lo[:, t].sum()) - lo[:, t])
+        reach = np.minimum(room, before_hi + limit)
+        hi[:, t] = np.maximum(np.where(anywhere, room, reach) if t == 0 else reach, 0)
+        before_lo, before_hi = lo[:, t], hi[:, t]
     return lo, hi
 
 

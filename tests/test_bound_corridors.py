@@ -112,6 +112,13 @@ def test_a_service_locked_out_at_step_0_climbs_by_its_swap_limit() -> None:
     assert lo.tolist() == [[0, 0, 0]] and hi.tolist() == [[0, 3, 6]]
 
 
+def test_a_service_without_current_gpus_starts_anywhere_then_climbs_by_its_limit() -> None:
+    """No `current_gpus`: step 0 is free (up to the unpinned GPUs), later steps are not."""
+    services = [RealtimeJob(id="serve", priority=1.0, demand=(9, 9, 9, 9), swap_limit=2)]
+    lo, hi = corridors(services, np.array([3, 12, 12, 5]))
+    assert lo.tolist() == [[0, 0, 0, 0]] and hi.tolist() == [[3, 5, 7, 5]]
+
+
 def test_a_service_that_cannot_let_go_keeps_its_blocks() -> None:
     """A service on GPUs 0 and 4 with swap limit 1: the 4-blocks it holds can both be free
     of it only from step 1 (two releases), one from step 0."""
