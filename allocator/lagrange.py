@@ -187,7 +187,7 @@ def held_block_cap(realtime: list[RealtimeJob], pinned: NDArray[np.bool_],
     current GPUs; so at most the blocks cheapest to clear within the services' summed
     budget can be free (a relaxation of each one's own budget)."""
     T, G = pinned.shape
-    cap = block_cap.copy()
+    cap: NDArray[np.float64] = block_cap.copy()
     owner = np.zeros(G, dtype=np.int64)  # current realtime GPUs per GPU
     budget = np.zeros(T, dtype=np.int64)
     reach = np.arange(1, T + 1, dtype=np.int64)
@@ -200,11 +200,13 @@ def held_block_cap(realtime: list[RealtimeJob], pinned: NDArray[np.bool_],
     for i, k in enumerate(sizes.tolist()):
         n = G // k
         held = owner[: n * k].reshape(n, k).sum(axis=1)  # current realtime GPUs per block
-        free_block = ~pinned[:, : n * k].reshape(T, n, k).any(axis=2)  # (T, n)
+        pinned_block = pinned[:, : n * k].reshape(T, n, k).any(axis=2)
+        # (T, n): the pin-free blocks a service holds GPUs in now
+        spoilt = np.logical_and(np.logical_not(pinned_block), (held > 0)[None, :])
         for t in range(T):
-            costs = np.sort(held[free_block[t] & (held > 0)])
+            costs = np.sort(held[spoilt[t]])
             clearable = int(np.searchsorted(np.cumsum(costs), budget[t], side="right"))
-            blocked = int((free_block[t] & (held > 0)).sum()) - clearable
+            blocked = int(spoilt[t].sum()) - clearable
             cap[i, t] -= k * blocked
     return cap
 
