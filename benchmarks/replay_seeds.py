@@ -128,6 +128,8 @@ VARIANTS: dict[str, Variant] = {
     "nostack": _set(("fast", "LAYOUTS", tuple(m for m in fastmod.LAYOUTS
                                              if not m.get("stack")))),
     "trials": Variant(pin_trials=12), "trials4": Variant(pin_trials=4),
+    "trials1": Variant(pin_trials=1),
+    "nohotpin": _set(("fast", "HOT_PIN_TRIALS", 0)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),

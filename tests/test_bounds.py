@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
@@ -264,11 +264,28 @@ def test_zone_bounds_are_above_the_brute_force_optimum(scenario) -> None:
                                         time_limit=5.0).value, best)
 
 
+_FREED_ROWS_CASE = scenario_from_dict({
+    "name": "freed", "cluster": {"gpus": 8, "node_size": 1, "horizon_steps": 2},
+    "weights": {"realtime_penalty": 0.0, "decay": 1.0},
+    "jobs": [{"id": f"r{g}", "kind": "training", "priority": 1.0, "gpus": n,
+              "duration_steps": 1, "running": {"first_gpu": g, "remaining_steps": 1}}
+             for g, n in ((0, 1), (2, 1), (4, 4))]
+    + [{"id": f"q{i}", "kind": "training", "priority": 1.0, "gpus": n, "duration_steps": d}
+       for i, (n, d) in enumerate(((1, 2), (1, 2), (2, 1), (4, 1)))]})
+
+
 @settings(max_examples=examples(0.25))
 @given(scenario=scenarios(max_gpus=16, max_steps=12, max_batch=7, max_realtime=2))
+@example(scenario=_FREED_ROWS_CASE)
 def test_zone_bound_is_between_full_and_the_block_bound(scenario) -> None:
-    """The zone relaxation restricts the block one (never above it) and stays a ceiling."""
-    block = bounds.block_capacity(scenario, time_limit=5.0)
+    """The zone relaxation restricts the block one (never above it) and stays a ceiling.
+    The block one without its freed and current rows, which the zone one leaves out
+    (`bounds.FREED_ROWS`): with them the block bound can be the lower, e.g. at 8 GPUs with
+    1-GPU jobs running on GPUs 0 and 2 for a step, block 15 (the optimum) and zone-4 16."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "FREED_ROWS", False)
+        patch.setattr(bounds, "CURRENT_ROWS", False)
+        block = bounds.block_capacity(scenario, time_limit=5.0)
     grid = full(scenario, time_limit=2.0, block_bound=False).grid
     for size in (2, 4, 8):
         zone = bounds.solve_block(bounds.build_zone_model(scenario, size), time_limit=5.0)
