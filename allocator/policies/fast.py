@@ -1187,9 +1187,10 @@ REROUTE_LAST = True
 
 # One whole pin trial on the hot path from 9 to 16 GPUs (step 8: a delayed job pinned to an
 # earlier block, everything else planned again around it; kept only where it ends higher).
-# On the tuning sets +0.058 points of the proven optima (15 plans up, none down) for 28%
-# more time; on the replan sets +0.006. 8 GPUs has no time to spare (the 1 ms target), and
-# past 16 GPUs the cheap trials run instead.
+# On the tuning sets +0.053 points of the proven optima (13 plans up, none down) for about
+# 30% more time at those sizes; on the replan sets one plan up. 8 GPUs has no time to spare
+# (one trial doubles its time, against the 1 ms target), and past 16 GPUs the cheap trials
+# run instead (BENCHMARKS.md, "One whole pin trial on the hot path").
 HOT_PIN_TRIALS = 1
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
