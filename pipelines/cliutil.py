@@ -38,12 +38,15 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-def pin_trials_option(default: int) -> Any:
-    """fast's `--pin-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 24)."""
+def pin_trials_option(default: int | None) -> Any:
+    """fast's `--pin-trials` (`gpuplan plan`: None, the hot path's own, one from 9 to 16
+    GPUs; `gpuplan plan-day`: 24)."""
+    own = " Default: the hot path's, one from 9 to 16 GPUs." if default is None else ""
     return typer.Option(default, "--pin-trials", min=0, max=1000,
                         help="fast: replan up to N times, each with one delayed job pinned "
                              "to an earlier block; the best plan wins (better one-shot "
-                             "plans, each trial about one more fast run; 0 = none).")
+                             "plans, each trial about one more fast run; 0 = none)." + own,
+                        show_default=default is not None)
 
 
 def defer_trials_option(default: int) -> Any:

@@ -56,7 +56,7 @@ def plan(
                                       help="fast: also move services out of delayed jobs' "
                                            "windows (one-shot plans <= 16 GPUs; off: it "
                                            "lowers realized value in the rolling replay)."),
-    pin_trials: int = pin_trials_option(0),
+    pin_trials: int | None = pin_trials_option(None),
     defer_trials: int = defer_trials_option(0),
     trial_passes: int = trial_passes_option(1),
     hops: int = hops_option(0),

@@ -38,7 +38,9 @@ class PlanArgs:
     lp_bound: bool  # full: also the LP-relaxation bound
     search: int | None  # fast: order-search budget (None: scaled to the cluster)
     clear_blocks: bool  # fast: step 9, services moved out of delayed jobs' windows
-    pin_trials: int  # fast: step 8, replans with one delayed job pinned earlier (0: none)
+    # fast: step 8, replans with one delayed job pinned earlier (0: none; None: the hot
+    # path's own, `fast.hot_pin_trials`)
+    pin_trials: int | None
     bound: bool | None  # prove an upper bound: None where cheap, True always, False never
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
