@@ -9,8 +9,10 @@ bound on small clusters"). So each batch job's cells are split into two copies:
 
 - per step t: which queued jobs run (y_jt binary) and how many GPUs realtime holds (h_t),
   under the rows every legal grid keeps at that step: the cells of jobs of >= k GPUs fit
-  the pin-free aligned k-blocks (k = 2, 4, ...), and batch cells plus h_t fit the unpinned
-  GPUs. Sizes are powers of two, so this is a small exact knapsack (a DP over cells used);
+  the pin-free aligned k-blocks (k = 2, 4, ...) the services can have left by then
+  (lagrange.held_block_cap), and batch cells plus h_t fit the unpinned GPUs, h_t within
+  the services' corridors (lagrange.corridors). Sizes are powers of two, so this is a
+  small exact knapsack (a DP over cells used);
 - per job: one allowed start or none, as in allocator.lagrange.
 
 y_jt = "the job's run covers t" is priced by pi_jt (any sign). For every pi, the sum of
@@ -69,7 +71,7 @@ class Tables:
     ends: NDArray[np.int64]  # (J, T)
     gpus: NDArray[np.int64]  # (J,)
     cover: NDArray[np.uint8]  # (J, T): some allowed start's run covers t
-    caps: NDArray[np.int64]  # (K, T): k x pin-free aligned k-blocks, k = 2, 4, ...
+    caps: NDArray[np.int64]  # (K, T): k x pin-free aligned k-blocks services can have left
     free: NDArray[np.int64]  # (T,) unpinned GPUs
     rt_best: NDArray[np.float64]  # (T, G+1): realtime's best avoided penalty within r GPUs
     base: float  # running jobs' value minus the shortfall if realtime held nothing
