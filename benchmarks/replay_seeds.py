@@ -87,7 +87,7 @@ class Variant:
 
     constants: tuple[tuple[str, str, object], ...] = ()  # (module, name, value)
     clear: bool = False  # clear_blocks=True
-    pin_trials: int = 0
+    pin_trials: int | None = None  # None: fast's own (one whole trial at 9-16 GPUs)
     refine: bool = False  # each plan refined below the bound, as `gpuplan plan` does
 
     def policy(self) -> Any:
@@ -115,9 +115,10 @@ def combined(names: str) -> Variant:
     """The variants named, joined by `+`, as one: every constant each sets (in turn), the
     keyword arguments of any that asks for them."""
     parts = [VARIANTS[name] for name in names.split("+")]
+    pins = [v.pin_trials for v in parts if v.pin_trials is not None]
     return Variant(constants=tuple(c for v in parts for c in v.constants),
                    clear=any(v.clear for v in parts),
-                   pin_trials=max(v.pin_trials for v in parts),
+                   pin_trials=max(pins) if pins else None,
                    refine=any(v.refine for v in parts))
 
 
