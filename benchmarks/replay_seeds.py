@@ -131,6 +131,7 @@ VARIANTS: dict[str, Variant] = {
     "trials": Variant(pin_trials=12), "trials4": Variant(pin_trials=4),
     "trials1": Variant(pin_trials=1),
     "nohotpin": _set(("fast", "HOT_PIN_TRIALS", 0)),
+    "hotpin": _set(("fast", "HOT_PIN_TRIALS", 1)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),

@@ -39,9 +39,9 @@ def finite(value: float | None) -> float | None:
 
 
 def pin_trials_option(default: int | None) -> Any:
-    """fast's `--pin-trials` (`gpuplan plan`: None, the hot path's own, one from 9 to 16
-    GPUs; `gpuplan plan-day`: 24)."""
-    own = " Default: the hot path's, one from 9 to 16 GPUs." if default is None else ""
+    """fast's `--pin-trials` (`gpuplan plan`: None, the hot path's own, `fast.hot_pin_trials`;
+    `gpuplan plan-day`: 24)."""
+    own = " Default: the hot path's own (fast.HOT_PIN_TRIALS)." if default is None else ""
     return typer.Option(default, "--pin-trials", min=0, max=1000,
                         help="fast: replan up to N times, each with one delayed job pinned "
                              "to an earlier block; the best plan wins (better one-shot "

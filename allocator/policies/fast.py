@@ -80,8 +80,8 @@
    (allocator/policies/stable.py).
 8. With `pin_trials=N`: up to N replans, each with one delayed job pinned to an
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
-   one-shot plans at a fast run's cost each. The hot path makes one from 9 to 16 GPUs
-   (`HOT_PIN_TRIALS`), none at 8 (no time to spare). Past 16 GPUs it makes
+   one-shot plans at a fast run's cost each, worse realized value in the rolling replay
+   (`HOT_PIN_TRIALS`, off). Past 16 GPUs the hot path makes
    `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid. Then, only with
    `defer_trials=N`: up to N replans, each with one started job's earliest start a step
@@ -322,7 +322,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     value in the rolling replay (BENCHMARKS.md), so it is off by default.
     `anchors`: job id -> (start, first GPU) the previous plan gave it (stable.py).
     `pin_trials`: step 8's replans (0: none; None: `HOT_PIN_TRIALS` from
-    `HOT_PIN_MIN_GPUS` to `HOT_PIN_MAX_GPUS`, else none).
+    `HOT_PIN_MIN_GPUS` to `HOT_PIN_MAX_GPUS`, else none; off by default).
     `mirror`: one more realtime layout in step 3, stacked at the bottom of the cluster
     (`MIRROR`); better one-shot plans, worse realized value in the rolling replay
     (BENCHMARKS.md), so off by default.
@@ -1187,11 +1187,12 @@ REROUTE_LAST = True
 
 # One whole pin trial on the hot path from 9 to 16 GPUs (step 8: a delayed job pinned to an
 # earlier block, everything else planned again around it; kept only where it ends higher).
-# On the tuning sets +0.053 points of the proven optima (13 plans up, none down) for about
-# 30% more time at those sizes; on the replan sets one plan up. 8 GPUs has no time to spare
-# (one trial doubles its time, against the 1 ms target), and past 16 GPUs the cheap trials
-# run instead (BENCHMARKS.md, "One whole pin trial on the hot path").
-HOT_PIN_TRIALS = 1
+# Off: one-shot plans gain (+0.053 points of the proven optima on the tuning sets, 13 up,
+# none down; held-out test 98.95 -> 99.16%) for about 30% more time, but the real Philly
+# weeks' rolling replays lose realized value with it (16 GPUs: net -2.21%, se 0.94, 5 up
+# / 9 down; 14 GPUs: -1.12%, se 1.97) (BENCHMARKS.md, "One whole pin trial on the hot
+# path"). `fast(pin_trials=1)` or `gpuplan plan --pin-trials 1` asks for it.
+HOT_PIN_TRIALS = 0
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
 
