@@ -101,13 +101,3 @@ def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     from allocator.policies import fast as fastlib
 
     monkeypatch.setattr(fastlib, "WALK", False)
-
-
-@pytest.fixture
-def no_hot_pins(monkeypatch: pytest.MonkeyPatch) -> None:
-    """fast without its one whole pin trial at 9-16 GPUs (`fast.HOT_PIN_TRIALS`): for a
-    test that measures another step's lift on a recorded case, with the figures it
-    recorded before it, which lifts some of those plans too."""
-    from allocator.policies import fast as fastlib
-
-    monkeypatch.setattr(fastlib, "HOT_PIN_TRIALS", 0)

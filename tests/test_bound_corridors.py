@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from allocator import decomposition as dec
 from allocator import grid as gridlib
 from allocator.lagrange import _problem, corridors, realtime_gain
-from allocator.model import BatchJob, RealtimeJob, Scenario
+from allocator.model import RealtimeJob, Scenario
 from allocator.policies.backfill import backfill
 from allocator.policies.baselines import fifo, priority
 from allocator.policies.fast import fast
@@ -34,13 +34,10 @@ def _services(scenario: Scenario) -> tuple[list[int], list[RealtimeJob]]:
 
 
 def _pinned(scenario: Scenario) -> np.ndarray:
-    pinned = np.zeros((scenario.T, scenario.G), dtype=bool)
-    for job in scenario.jobs:
-        if isinstance(job, BatchJob) and job.running:
-            first = job.running.first_gpu
-            pinned[: min(job.running.remaining_steps, scenario.T),
-                   first : first + job.gpus] = True
-    return pinned
+    """The running jobs' cells (constraint 2), as the policies pin them."""
+    grid = gridlib.empty(scenario)
+    gridlib.pin_running(scenario, grid)
+    return grid >= 0
 
 
 @settings(max_examples=examples(0.5), deadline=None)
@@ -51,9 +48,8 @@ def test_every_legal_plan_keeps_to_the_corridors_and_the_held_blocks(scenario) -
     service touches at t never outnumber what `held_cap` leaves, in every policy's plan."""
     rows, services = _services(scenario)
     p = _problem(scenario)
-    free = scenario.G - _pinned(scenario).sum(axis=1)
-    lo, hi = corridors(services, free)
     pinned = _pinned(scenario)
+    lo, hi = corridors(services, scenario.G - pinned.sum(axis=1))
     for policy in (fast, fifo, priority, backfill):
         grid = policy(scenario)
         assert violations(scenario, gridlib.to_ids(scenario, grid)) == []

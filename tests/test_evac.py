@@ -131,7 +131,7 @@ CASES = Path(__file__).parent / "data" / "quality_cases"
     # 11, the 4-GPU jobs run there (full's 30-second plan: 494.41).
     ("philly_light_evac_12.json", 483.23, 324.47),
 ])
-@pytest.mark.usefixtures("no_rebuilds", "no_walk", "no_hot_pins")
+@pytest.mark.usefixtures("no_rebuilds", "no_walk")
 def test_the_light_evacuation_runs_below_15_gpus(case: str, now: float, before: float
                                                  ) -> None:
     """`before`: the light evacuation kept to 15 GPUs and more, as it was."""

@@ -60,7 +60,7 @@ def test_a_service_sits_on_the_block_first_and_walks_out_after() -> None:
     assert violations(scenario, gridlib.to_ids(scenario, flipped)) == []
 
 
-@pytest.mark.usefixtures("no_rebuilds", "no_hot_pins")
+@pytest.mark.usefixtures("no_rebuilds")
 def test_the_flipped_layout_frees_the_tail_for_a_4_gpu_job() -> None:
     """12 GPUs, 25 jobs, three 8-GPU ones: on every layer layout the services hold the
     tail (GPUs 10-11) all day and the 4-GPU train-10 waits for block 0-3 (712.57). Flipped,

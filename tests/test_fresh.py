@@ -57,7 +57,7 @@ def test_a_walk_that_must_drop_more_than_its_limit_fails() -> None:
     assert not fresh.walk_on(scenario, layout)
 
 
-@pytest.mark.usefixtures("no_rebuilds", "no_hot_pins")
+@pytest.mark.usefixtures("no_rebuilds")
 def test_the_walk_lifts_a_replan_the_current_gpus_held_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """14 GPUs: serve-0 (swap limit 1) holds GPUs 7, 9, 10, 11 and needs two; every other

@@ -55,7 +55,6 @@ def test_the_third_layer_keeps_its_own_gpu_where_a_move_is_not_paid(
         assert (held[1:] < 3).any()
 
 
-@pytest.mark.usefixtures("no_hot_pins")
 def test_a_replan_s_stacked_layout_keeps_the_service_whole(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """12 GPUs: the service holds GPUs 6-8 (swap limit 2) and must leave the 8-GPU block
