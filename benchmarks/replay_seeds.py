@@ -132,6 +132,8 @@ VARIANTS: dict[str, Variant] = {
     "trials1": Variant(pin_trials=1),
     "nohotpin": _set(("fast", "HOT_PIN_TRIALS", 0)),
     "hotpin": _set(("fast", "HOT_PIN_TRIALS", 1)),
+    "hotdefer": _set(("fast", "HOT_DEFER_TRIALS", 4)),
+    "hotdefer2": _set(("fast", "HOT_DEFER_TRIALS", 2)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),

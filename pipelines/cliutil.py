@@ -49,12 +49,15 @@ def pin_trials_option(default: int | None) -> Any:
                         show_default=default is not None)
 
 
-def defer_trials_option(default: int) -> Any:
-    """fast's `--defer-trials` (`gpuplan plan`: 0, `gpuplan plan-day`: 48)."""
+def defer_trials_option(default: int | None) -> Any:
+    """fast's `--defer-trials` (`gpuplan plan`: None, the hot path's own,
+    `fast.hot_defer_trials`; `gpuplan plan-day`: 48)."""
+    own = " Default: the hot path's own (fast.HOT_DEFER_TRIALS)." if default is None else ""
     return typer.Option(default, "--defer-trials", min=0, max=1000,
                         help="fast: after the pin trials, replan up to N times, each with "
                              "one started job held back a step; the best plan wins (each "
-                             "trial about one more fast run; 0 = none).")
+                             "trial about one more fast run; 0 = none)." + own,
+                        show_default=default is not None)
 
 
 def trial_passes_option(default: int) -> Any:

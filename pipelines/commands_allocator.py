@@ -57,7 +57,7 @@ def plan(
                                            "windows (one-shot plans <= 16 GPUs; off: it "
                                            "lowers realized value in the rolling replay)."),
     pin_trials: int | None = pin_trials_option(None),
-    defer_trials: int = defer_trials_option(0),
+    defer_trials: int | None = defer_trials_option(None),
     trial_passes: int = trial_passes_option(1),
     hops: int = hops_option(0),
     mirror: bool = typer.Option(False, "--mirror",

@@ -45,7 +45,9 @@ class PlanArgs:
     block_bound: float | None  # seconds for the block-capacity relaxation, or None
     mirror: bool = False  # fast: one more realtime layout, stacked at the bottom
     exchange: bool = False  # fast: services hand GPU runs to each other (step 6)
-    defer_trials: int = 0  # fast: step 8, replans with one started job held back a step
+    # fast: step 8, replans with one started job held back a step (0: none; None: the hot
+    # path's own, `fast.hot_defer_trials`)
+    defer_trials: int | None = None
     hops: int = 0  # fast: step 9, rounds of realtime hops
     trial_passes: int = 1  # fast: step 8, passes of the trials until one lifts nothing
     relayout: bool = False  # fast: step 6's second look at the first layout (17-64 GPUs)

@@ -225,6 +225,23 @@ def test_plan_command_passes_defer_trials_to_fast(tmp_path: Path) -> None:
     assert tried > 1.04 * plain
 
 
+def test_the_hot_paths_defer_trials_follow_their_knob_from_9_to_16_gpus(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast's default defer trials are `HOT_DEFER_TRIALS` from 9 to 16 GPUs and none
+    elsewhere, and `gpuplan plan` without `--defer-trials` follows them (the command
+    restating 0 would not)."""
+    scenario = load_scenario(DEFERS)  # 14 GPUs: the third trial lifts it
+    monkeypatch.setattr(fastmod, "HOT_DEFER_TRIALS", 3)
+    assert np.array_equal(fast(scenario), fast(scenario, defer_trials=3))
+    sized = {g: replace(scenario, cluster=replace(scenario.cluster, gpus=g))
+             for g in (8, 9, 16, 17, 64)}
+    assert {g: fastmod.hot_defer_trials(s) for g, s in sized.items()} == \
+        {8: 0, 9: 3, 16: 3, 17: 0, 64: 0}
+    tried = _planned(tmp_path, DEFERS)
+    assert tried == pytest.approx(gridlib.objective(scenario, fast(scenario, defer_trials=3)))
+    assert tried > 1.04 * gridlib.objective(scenario, fast(scenario, defer_trials=0))
+
+
 @pytest.mark.usefixtures("no_rebuilds")
 def test_plan_command_passes_trial_passes_to_fast(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

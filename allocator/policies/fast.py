@@ -307,7 +307,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          anchors: Anchors | None = None,
          stability: float = STABILITY, pin_trials: int | None = None, mirror: bool = False,
          only: str | None = None, cheap_trials: int | None = None,
-         exchange: bool | None = None, defer_trials: int = 0, hops: int = 0,
+         exchange: bool | None = None, defer_trials: int | None = None, hops: int = 0,
          hot_hops: int | None = None, relayout: bool | None = None,
          prepared: Prepared | None = None, trial_passes: int = 1,
          evac_rules: tuple[str, ...] | None = None,
@@ -330,7 +330,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     `only`: build only that construction's candidates (a cheap trial's replan).
     `exchange`: services hand GPU runs to each other in step 6 (None: `EXCHANGE`);
     better one-shot plans, worse realized value in the rolling replay (BENCHMARKS.md).
-    `defer_trials`: step 8's replans with a started job held back a step (0: none).
+    `defer_trials`: step 8's replans with a started job held back a step (0: none;
+    None: `HOT_DEFER_TRIALS` from `HOT_PIN_MIN_GPUS` to `HOT_PIN_MAX_GPUS`, else none).
     `trial_passes`: step 8's passes of both trials (each from the best plan so far).
     `hops`: step 9's rounds of realtime hops (0: none).
     `hot_hops`: without `hops` and trials, step 9's light rounds (None: `HOT_HOPS`; 0 also
@@ -364,6 +365,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         search = default_search(scenario)
     if pin_trials is None:
         pin_trials = hot_pin_trials(scenario)
+    if defer_trials is None:
+        defer_trials = hot_defer_trials(scenario)
     if mirror and mirror_floor and only is None:
         options: dict[str, Any] = dict(
             search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
@@ -397,7 +400,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     # of its own (the plan the trials leave gets them)
     replan = partial(fast, search=search, mirror=mirror, mirror_floor=False,
                      exchange=exchange, hot_hops=0, rebuilds=False,
-                     replan_layouts=replan_layouts, pin_trials=0)
+                     replan_layouts=replan_layouts, pin_trials=0, defer_trials=0)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,
@@ -1197,9 +1200,19 @@ HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
 
 
+# Defer trials on the hot path at the same sizes (step 8: a started job held back a step,
+# everything planned again; kept only where it ends higher). Off.
+HOT_DEFER_TRIALS = 0
+
+
 def hot_pin_trials(scenario: Scenario) -> int:
     """The whole pin trials fast makes by default."""
     return HOT_PIN_TRIALS if HOT_PIN_MIN_GPUS <= scenario.G <= HOT_PIN_MAX_GPUS else 0
+
+
+def hot_defer_trials(scenario: Scenario) -> int:
+    """The defer trials fast makes by default."""
+    return HOT_DEFER_TRIALS if HOT_PIN_MIN_GPUS <= scenario.G <= HOT_PIN_MAX_GPUS else 0
 
 
 def flippable(scenario: Scenario) -> bool:
