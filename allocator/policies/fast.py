@@ -84,9 +84,10 @@
    (`HOT_PIN_TRIALS`, off). Past 16 GPUs the hot path makes
    `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid. Then, only with
-   `defer_trials=N`: up to N replans, each with one started job's earliest start a step
-   past the start the plan gave it: every job starts at its earliest feasible start
-   here, and the optimum often holds one back (same module). With `trial_passes=N`,
+   `defer_trials=N` (`HOT_DEFER_TRIALS` from 9 to 16 GPUs, off): up to N replans, each
+   with one started job's earliest start a step past the start the plan gave it: every
+   job starts at its earliest feasible start here, and the optimum often holds one back
+   (same module). With `trial_passes=N`,
    both kinds of trials (and step 9's hops, when asked for) run again from the plan
    they found, up to N passes in all, until a pass lifts nothing: a deferral or a hop
    opens room for pins the first pass could not make.
@@ -1201,7 +1202,12 @@ HOT_PIN_MAX_GPUS = 16
 
 
 # Defer trials on the hot path at the same sizes (step 8: a started job held back a step,
-# everything planned again; kept only where it ends higher). Off.
+# everything planned again; kept only where it ends higher). Off: four lift one-shot plans
+# (tuning sets +0.08 points, 36 up, none down; held-out test 98.95 -> 99.06%) for about
+# 2.5x the time, but the real Philly weeks' rolling replays show no net gain (14 GPUs
+# +0.88%, se 0.80; 16 GPUs -0.15%, se 0.74) and a slightly higher realtime shortfall
+# (BENCHMARKS.md, "Defer trials on the hot path"). Turning it on moves pinned plans,
+# figures and recorded cases at 9-16 GPUs.
 HOT_DEFER_TRIALS = 0
 
 
