@@ -87,7 +87,7 @@ class Variant:
 
     constants: tuple[tuple[str, str, object], ...] = ()  # (module, name, value)
     clear: bool = False  # clear_blocks=True
-    pin_trials: int | None = None  # None: fast's own (one whole trial at 9-16 GPUs)
+    pin_trials: int | None = None  # None: fast's own (`fast.hot_pin_trials`)
     refine: bool = False  # each plan refined below the bound, as `gpuplan plan` does
 
     def policy(self) -> Any:

@@ -80,7 +80,7 @@
    (allocator/policies/stable.py).
 8. With `pin_trials=N`: up to N replans, each with one delayed job pinned to an
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
-   one-shot plans at a fast run's cost each, worse realized value in the rolling replay
+   one-shot plans at a fast run's cost each, no net gain in the rolling replay
    (`HOT_PIN_TRIALS`, off). Past 16 GPUs the hot path makes
    `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid. Then, only with
@@ -1193,9 +1193,10 @@ REROUTE_LAST = True
 # earlier block, everything else planned again around it; kept only where it ends higher).
 # Off: one-shot plans gain (+0.053 points of the proven optima on the tuning sets, 13 up,
 # none down; held-out test 98.95 -> 99.16%) for about 30% more time, but the real Philly
-# weeks' rolling replays lose realized value with it (16 GPUs: net -2.21%, se 0.94, 5 up
-# / 9 down; 14 GPUs: -1.12%, se 1.97) (BENCHMARKS.md, "One whole pin trial on the hot
-# path"). `fast(pin_trials=1)` or `gpuplan plan --pin-trials 1` asks for it.
+# weeks' rolling replays show no net gain (45 pairs a size: net value about -0.33% at 14
+# GPUs and -0.65% at 16, within a standard error; realtime's shortfall a little higher)
+# (BENCHMARKS.md, "One whole pin trial on the hot path", "Defer trials on the hot path").
+# `fast(pin_trials=1)` or `gpuplan plan --pin-trials 1` asks for it.
 HOT_PIN_TRIALS = 0
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
