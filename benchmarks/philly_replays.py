@@ -9,6 +9,11 @@ replay by replay, per cluster size:
 
     python benchmarks/philly_replays.py --variants pairs,relayout --gpus 32,64
     python benchmarks/philly_replays.py --variants pairs,exchange --gpus 16 --seeds 7-11
+    python benchmarks/philly_replays.py --variants pairs,pairs@0.3 --gpus 14,16
+
+`NAME@SHARE` replays a variant with the replay's overrun share (`gpuplan simulate
+--overrun-share`): a job past its predicted end is planned to run SHARE of its elapsed
+time more, not one more step.
 
 Per size: the summed realized value and net value (realized value less realtime's penalty
 on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
@@ -49,12 +54,15 @@ class Run:
     shortfall: float
 
 
-def replay(week: str, gpus: int, seed: int, variant: Variant) -> Run:
-    """One Philly week on `gpus` GPUs, priorities drawn with `seed`, fast as `variant`."""
+def replay(week: str, gpus: int, seed: int, variant: Variant, overrun_share: float = 0.0
+           ) -> Run:
+    """One Philly week on `gpus` GPUs, priorities drawn with `seed`, fast as `variant`, an
+    overrun's remaining time planned as `overrun_share` of its elapsed time (SimConfig)."""
     from pipelines.philly import PhillyConfig, philly_world
+    from pipelines.simulate import SimConfig
 
     world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
-    [(_, m)] = run_fast([world], variant)
+    [(_, m)] = run_fast([world], variant, SimConfig(overrun_share=overrun_share))
     return Run(m["value"], m["net_value"], m["rt_shortfall_pct"])
 
 
@@ -76,21 +84,32 @@ def compare(runs: list[Run], base: list[Run]) -> str:
             f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%)")
 
 
+def _named(name: str) -> tuple[Variant, float]:
+    """A variant's name, with `@SHARE` the replay's overrun share (`pairs@0.3`)."""
+    base, _, share = name.partition("@")
+    if base not in VARIANTS:
+        raise typer.BadParameter(f"unknown {base!r}; known: {', '.join(VARIANTS)}",
+                                 param_hint="--variants")
+    try:
+        return VARIANTS[base], float(share) if share else 0.0
+    except ValueError:
+        raise typer.BadParameter(f"{name!r}: the share after @ is a number",
+                                 param_hint="--variants") from None
+
+
 def main(variants: str = typer.Option("pairs,relayout", "--variants",
                                       help="the base first, then the variants "
-                                           "(replay_seeds.py's names)"),
+                                           "(replay_seeds.py's names; NAME@SHARE replays "
+                                           "it with that overrun share)"),
          gpus: str = typer.Option("32", "--gpus", help="cluster sizes, e.g. 16,32,64"),
          seeds: str = typer.Option("7-11", "--seeds", help="priority seeds, e.g. 7-11"),
          weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays")
          ) -> None:
     names = variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise typer.BadParameter(f"unknown {unknown}; known: {', '.join(VARIANTS)}",
-                                 param_hint="--variants")
+    parsed = {n: _named(n) for n in names}
     sizes = [int(g) for g in gpus.split(",")]
     cases = [(w, g, s) for g in sizes for w in weeks.split(",") for s in seed_range(seeds)]
-    table = {n: [replay(w, g, s, VARIANTS[n]) for w, g, s in cases] for n in names}
+    table = {n: [replay(w, g, s, *parsed[n]) for w, g, s in cases] for n in names}
     print("| week | GPUs | seed | " + " | ".join(f"{n} value | {n} net | {n} rt %"
                                                  for n in names) + " |")
     print("|---" * (3 + 3 * len(names)) + "|")

@@ -214,16 +214,18 @@ def replay(seed: int, variant: Variant, sizes: tuple[int, ...] | None = None
     return {w: (m["value"], m["rt_shortfall_pct"], m["net_value"]) for w, m in rows}
 
 
-def run_fast(worlds: list[Any], variant: Variant) -> list[tuple[str, dict[str, float]]]:
+def run_fast(worlds: list[Any], variant: Variant, config: Any = None
+             ) -> list[tuple[str, dict[str, float]]]:
     """(world name, realized metrics) per world, fast replayed in this process as the
-    variant gives it (registered for the replay, its defaults restored after)."""
+    variant gives it (registered for the replay, its defaults restored after), under
+    `config` (a `SimConfig`; None: the replay's defaults)."""
     from allocator import policies
     from pipelines.simulate import SimConfig, run_many
 
     policies.register("fast", variant.policy())
     try:
         with variant.applied():
-            rows = run_many(worlds, ["fast"], SimConfig())
+            rows = run_many(worlds, ["fast"], SimConfig() if config is None else config)
     finally:
         policies.register("fast", fastmod.fast)
     return [(w, m) for w, _, m, _ in rows]

@@ -39,6 +39,10 @@ def simulate(
     margin: float = typer.Option(0.15, "--margin", callback=finite,
                                  help="Headroom on the demand forecast."),
     lead: int = typer.Option(1, "--lead", help="Provision each step for the next LEAD too."),
+    overrun_share: float = typer.Option(0.0, "--overrun-share", callback=finite,
+                                        help="A job past its predicted end is planned to run "
+                                             "this share of its elapsed time more; 0: one "
+                                             "more step."),
     sweep_horizon: str | None = typer.Option(None, "--sweep-horizon",
                                              help="Also sweep fast's horizon, e.g. 2,6,12,24,48."),
     sweep_decay: str = typer.Option("0.97,1.0", "--sweep-decay",
@@ -73,7 +77,8 @@ def simulate(
                    sweep_decay=sweep_decay, gpus=gpus, philly_start=philly_start,
                    philly_vc=philly_vc, forecaster=forecaster, philly_csv=philly_csv,
                    traffic=traffic, out=out, workers=workers, guard=guard, track=track,
-                   max_seconds=max_seconds, estimate_horizon=estimate_horizon)
+                   max_seconds=max_seconds, estimate_horizon=estimate_horizon,
+                   overrun_share=overrun_share)
     with input_errors():
         args = replace(args, stability=stability_option(stability))
         request = resolve(args)

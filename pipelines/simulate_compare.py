@@ -56,6 +56,7 @@ class SimArgs:
     max_seconds: float
     stability: float | None = None  # fast's stability term; None: off
     estimate_horizon: int = SimConfig.estimate_horizon  # long plans for start estimates
+    overrun_share: float = SimConfig.overrun_share  # an overrun's remaining time planned
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ def _check_options(a: SimArgs) -> None:
     limits.whole(a.workers, "--workers", low=1, high=limits.MAX_WORKERS)
     limits.whole(a.lead, "--lead", low=0, high=96 - a.horizon)
     limits.finite(a.margin, "--margin", low=0, high=10)
+    limits.finite(a.overrun_share, "--overrun-share", low=0, high=10)
     limits.finite(a.max_seconds, "--max-seconds", low=0, high=limits.MAX_SECONDS)
     if a.stability is not None:
         limits.finite(a.stability, "--stability", low=0, high=10)
@@ -140,7 +142,8 @@ def _command(a: SimArgs, policies: list[str]) -> str:
             f"--margin {a.margin:g} --lead {a.lead} --out {a.out}"
             + (" --guard" if a.guard else "")
             + ("" if a.stability is None else f" --stability {a.stability:g}")
-            + f" --estimate-horizon {a.estimate_horizon}")
+            + f" --estimate-horizon {a.estimate_horizon}"
+            + (f" --overrun-share {a.overrun_share:g}" if a.overrun_share else ""))
 
 
 def resolve(a: SimArgs) -> SimRequest:
@@ -160,7 +163,7 @@ def resolve(a: SimArgs) -> SimRequest:
     decays = _floats(a.sweep_decay, "--sweep-decay")
     config = SimConfig(horizon=a.horizon, replan_every=a.replan_every, margin=a.margin,
                        lead=a.lead, guard=a.guard, stability=a.stability,
-                       estimate_horizon=a.estimate_horizon)
+                       estimate_horizon=a.estimate_horizon, overrun_share=a.overrun_share)
     worlds, name, source = _worlds(a)
     if max(horizons, default=0) + a.lead > 96:
         raise InputError("horizon + lead must be <= 96 (the worlds' look-ahead)",

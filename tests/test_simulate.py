@@ -67,6 +67,28 @@ def test_planner_sees_only_arrived_jobs_and_re_estimates_running_ones() -> None:
     assert [j.id for j in later.jobs] == ["serve", "a", "b"]
 
 
+@pytest.mark.parametrize(("elapsed", "predicted", "share", "left"), [
+    (1, 4, 0.3, 3),  # inside its prediction: the prediction's rest, whatever the share
+    (4, 4, 0.0, 1), (9, 4, 0.0, 1),  # past it, share 0: one more step each plan
+    (4, 4, 0.3, 2), (10, 4, 0.3, 3), (20, 4, 0.3, 6),  # share 0.3: ceil(0.3 x elapsed)
+    (1, 1, 0.3, 1),  # never below one step
+])
+def test_an_overrun_is_planned_to_run_a_share_of_its_elapsed_time_more(
+        elapsed: int, predicted: int, share: float, left: int) -> None:
+    assert sim.remaining_steps(predicted, elapsed, share) == left
+
+
+def test_the_planner_sees_an_overrun_with_the_configured_share() -> None:
+    w = world([job("a", true=12, pred=2)], [service([1.0] * 16)], steps=16)
+    config = replace(EXACT, overrun_share=0.5)
+    scenario, _ = sim.build_scenario(w, 6, {0: (0, 0)}, [{3}], config)
+    running = scenario.jobs[1]
+    assert running.running.remaining_steps == 3  # half its 6 steps run
+    assert running.duration_steps == 9
+    plan = make_plan(scenario, "fast")  # a scenario the model accepts: a legal plan
+    assert (plan.grid[:3, 0] == 1).all() and plan.grid[3, 0] != 1
+
+
 def test_an_overrun_stays_where_it_is_and_nothing_is_interrupted() -> None:
     # 2 GPUs, one of them serving; `long` is predicted at 1 step but runs 4.
     w = world([job("long", true=4, pred=1, priority=8), job("next", true=1, pred=1)],

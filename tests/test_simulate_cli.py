@@ -53,6 +53,15 @@ def test_one_world_writes_report_plot_metrics_and_config(tmp_path: Path) -> None
     assert json.loads((where / "config.json").read_text())["sim"]["horizon"] == 24
 
 
+def test_the_overrun_share_reaches_the_replay_and_its_command_line(tmp_path: Path) -> None:
+    result = run("--world", "low-00", "--days", "1", "--policies", "fast",
+                 "--overrun-share", "0.3", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "low-00" / "config.json").read_text()
+                      )["sim"]["overrun_share"] == 0.3
+    assert "--overrun-share 0.3" in (tmp_path / "low-00" / "report.md").read_text()
+
+
 def test_sweep_writes_one_row_per_horizon_and_decay(tmp_path: Path) -> None:
     result = run("--world", "medium-03", "--days", "1", "--policies", "fast",
                  "--sweep-horizon", "2,6", "--sweep-decay", "0.97,1.0", "--out", str(tmp_path))
@@ -69,6 +78,8 @@ def test_sweep_writes_one_row_per_horizon_and_decay(tmp_path: Path) -> None:
     ["--world", "low-00", "--policies", "fast,magic"],
     ["--world", "low-00", "--sweep-horizon", "2,x"],
     ["--world", "low-00", "--horizon", "0"],
+    ["--world", "low-00", "--overrun-share", "-0.5"],
+    ["--world", "low-00", "--overrun-share", "nan"],
     ["--philly", "--philly-start", "2016-01-04"],
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str]) -> None:
