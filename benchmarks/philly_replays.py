@@ -17,8 +17,11 @@ time more, not one more step.
 
 Per size: the summed realized value and net value (realized value less realtime's penalty
 on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
-its standard error and how many replays rose and fell, and the mean and worst realtime
-shortfall. About 2-10 s a replay at 16-64 GPUs on 2 cores.
+its standard error and how many replays rose and fell, the mean and worst realtime
+shortfall, and the mean of its part not granted (demand the forecast asked for that the
+plan, or an overrun on the service's GPUs, did not give; the rest is the forecast's miss,
+which no plan changes). About 10-90 s a replay at 14-16 GPUs on 2 cores, two replays
+at once (a variant with trials about 3x that).
 
 A pair of replays is the same week only until the variant first changes a committed start;
 after that the two hold different jobs, overrun at other hours, and differ by more than
@@ -47,11 +50,14 @@ WEEKS = ("2017-10-30", "2017-11-06", "2017-11-13")  # the bundled trace's three 
 
 @dataclass(frozen=True)
 class Run:
-    """One replay's figures: realized value, net value, realtime shortfall (% of demand)."""
+    """One replay's figures: realized value, net value, realtime shortfall (% of demand)
+    and the part of it the forecast had asked for (not granted: the plan, or an overrun on
+    the service's GPUs, left it short)."""
 
     value: float
     net: float
     shortfall: float
+    granted: float = 0.0
 
 
 def replay(week: str, gpus: int, seed: int, variant: Variant, overrun_share: float = 0.0
@@ -63,7 +69,7 @@ def replay(week: str, gpus: int, seed: int, variant: Variant, overrun_share: flo
 
     world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
     [(_, m)] = run_fast([world], variant, SimConfig(overrun_share=overrun_share))
-    return Run(m["value"], m["net_value"], m["rt_shortfall_pct"])
+    return Run(m["value"], m["net_value"], m["rt_shortfall_pct"], m["rt_short_granted_pct"])
 
 
 def compare(runs: list[Run], base: list[Run]) -> str:
@@ -81,7 +87,9 @@ def compare(runs: list[Run], base: list[Run]) -> str:
             f"net value {mean_se(net)} of the base's value; realtime shortfall mean "
             f"{statistics.fmean(r.shortfall for r in runs):.2f}% "
             f"(base {statistics.fmean(b.shortfall for b in base):.2f}%), worst "
-            f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%)")
+            f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%), "
+            f"not granted {statistics.fmean(r.granted for r in runs):.2f}% "
+            f"(base {statistics.fmean(b.granted for b in base):.2f}%)")
 
 
 def _named(name: str) -> tuple[Variant, float]:
