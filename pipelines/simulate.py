@@ -2,9 +2,10 @@
 
 At each planning step the planner sees only the jobs that have arrived, running jobs pinned
 with their remaining time re-estimated from the prediction (an overrun gets 1 more step, or
-`overrun_share` of its elapsed steps; never a move), and a forecast of realtime demand. Only the next `replan_every` steps are
-committed; the true world then advances with actual durations and actual demand, so
-forecast errors are absorbed by the next plan instead of compounding.
+`overrun_share` of its elapsed steps; never a move), and a forecast of realtime demand.
+Only the next `replan_every` steps are committed; the true world then advances with actual
+durations and actual demand, so forecast errors are absorbed by the next plan instead of
+compounding.
 """
 
 from __future__ import annotations
