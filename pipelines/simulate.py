@@ -190,8 +190,8 @@ def remaining_steps(predicted: int, elapsed: int, overrun_share: float) -> int:
     one more step, or `overrun_share` of the steps it has run (at least one).
 
     Real overruns are long: on the bundled Philly weeks a job already past its prediction
-    ran on a median 0.2-0.7 times the steps it had run (docs/simulate.md), so "one more
-    step" lets the plan grow a service onto GPUs the job will hold for hours.
+    ran on a median 0.22-0.31 times the steps it had run (docs/simulate.md), so "one
+    more step" lets the plan grow a service onto GPUs the job will hold for hours.
     """
     if elapsed < predicted:
         return predicted - elapsed
