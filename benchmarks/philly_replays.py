@@ -92,7 +92,7 @@ def compare(runs: list[Run], base: list[Run]) -> str:
             f"(base {statistics.fmean(b.granted for b in base):.2f}%)")
 
 
-def _named(name: str) -> tuple[Variant, float]:
+def variant_named(name: str) -> tuple[Variant, float]:
     """A variant's name, with `@SHARE` the replay's overrun share (`pairs@0.3`)."""
     base, _, share = name.partition("@")
     if base not in VARIANTS:
@@ -114,7 +114,7 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
          weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays")
          ) -> None:
     names = variants.split(",")
-    parsed = {n: _named(n) for n in names}
+    parsed = {n: variant_named(n) for n in names}
     sizes = [int(g) for g in gpus.split(",")]
     cases = [(w, g, s) for g in sizes for w in weeks.split(",") for s in seed_range(seeds)]
     table = {n: [replay(w, g, s, *parsed[n]) for w, g, s in cases] for n in names}

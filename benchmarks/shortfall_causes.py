@@ -31,7 +31,7 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.philly_replays import WEEKS, _named  # noqa: E402
+from benchmarks.philly_replays import WEEKS, variant_named  # noqa: E402
 from benchmarks.replay_seeds import seed_range  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def causes(week: str, gpus: int, seed: int, name: str) -> dict[str, float]:
     from pipelines.philly import PhillyConfig, philly_world
     from pipelines.simulate import SimConfig, realized, replay
 
-    variant, share = _named(name)
+    variant, share = variant_named(name)
     world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
     rows = {"slack": np.zeros(world.steps, dtype=int),
             "overran": np.zeros(world.steps, dtype=int)}

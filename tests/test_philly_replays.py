@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from benchmarks.philly_replays import WEEKS, Run, compare
+import pytest
+import typer
+
+from benchmarks.philly_replays import WEEKS, Run, compare, variant_named
+from benchmarks.replay_seeds import VARIANTS
 
 
 def test_compare_pairs_each_replay_with_its_base() -> None:
@@ -13,6 +17,21 @@ def test_compare_pairs_each_replay_with_its_base() -> None:
     assert "value +0.00% summed, per replay +2.50% (se 7.50), 1 up / 1 down" in line
     assert "net value +5.00% (se 0.00)" in line
     assert "shortfall mean 1.75% (base 1.50%), worst 3.00% (base 2.00%)" in line
+    assert "not granted 0.00% (base 0.00%)" in line  # Runs made without that part
+
+
+def test_compare_prints_the_shortfall_not_granted() -> None:
+    base = [Run(100.0, 90.0, 2.0, 0.5), Run(100.0, 90.0, 2.0, 1.5)]
+    runs = [Run(100.0, 90.0, 1.5, 0.25), Run(100.0, 90.0, 1.5, 0.25)]
+    assert "not granted 0.25% (base 1.00%)" in compare(runs, base)
+
+
+def test_a_variant_name_may_carry_the_replay_s_overrun_share() -> None:
+    assert variant_named("pairs") == (VARIANTS["pairs"], 0.0)
+    assert variant_named("hotdefer@0.3") == (VARIANTS["hotdefer"], 0.3)
+    for bad in ("nosuch@0.3", "pairs@x"):
+        with pytest.raises(typer.BadParameter):
+            variant_named(bad)
 
 
 def test_the_weeks_are_mondays_the_bundled_trace_covers() -> None:
