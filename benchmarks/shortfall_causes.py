@@ -72,7 +72,7 @@ def causes(week: str, gpus: int, seed: int, name: str) -> dict[str, float]:
     from allocator import policies
     from allocator.policies import fast as fastmod
     from pipelines.philly import PhillyConfig, philly_world
-    from pipelines.simulate import SimConfig, realized, replay
+    from pipelines.simulate import SimConfig, realized, replay, series
 
     variant, share = variant_named(name)
     world = philly_world(PhillyConfig(start=week, gpus=gpus, seed=seed))
@@ -84,12 +84,8 @@ def causes(week: str, gpus: int, seed: int, name: str) -> dict[str, float]:
             rec = replay(world, "fast", SimConfig(overrun_share=share))
     finally:
         policies.register("fast", fastmod.fast)
-    n = len(world.jobs)
-    have = np.stack([(rec.grid == n + r).sum(axis=1) for r in range(len(world.services))],
-                    axis=1)
-    need = np.stack([s.demand()[:world.steps] for s in world.services], axis=1)
-    assert rec.provisioned is not None
-    short = np.maximum(np.minimum(need, rec.provisioned) - have, 0).sum(axis=1)
+    per_step = series(rec)  # the replay's own split: what the forecast missed, the rest
+    short = per_step["shortfall"] - per_step["forecast_miss"]  # not granted, per step
     m = realized(rec)
     return {"value": m["value"], "net": m["net_value"], "not_granted": float(short.sum()),
             "no_slack": float(short[rows["slack"] == 0].sum()),
