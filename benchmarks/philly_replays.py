@@ -15,6 +15,14 @@ replay by replay, per cluster size:
 --overrun-share`): a job past its predicted end is planned to run SHARE of its elapsed
 time more, not one more step.
 
+Replays are deterministic, so a base replayed once need not be replayed again while fast's
+code stays as it was: `--base FILE:NAME` reads the base's replays from the table an
+earlier run printed (its NAME columns) and pairs every variant with them:
+
+    python benchmarks/philly_replays.py --variants pairs@0.3 --gpus 14 > base14.md
+    python benchmarks/philly_replays.py --variants hotpin@0.3 --gpus 14 \
+        --base base14.md:pairs@0.3
+
 Per size: the summed realized value and net value (realized value less realtime's penalty
 on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
 its standard error and how many replays rose and fell, the mean and worst realtime
@@ -33,6 +41,7 @@ one by one.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 from dataclasses import dataclass
@@ -72,6 +81,27 @@ def replay(week: str, gpus: int, seed: int, variant: Variant, overrun_share: flo
     return Run(m["value"], m["net_value"], m["rt_shortfall_pct"], m["rt_short_granted_pct"])
 
 
+def read_table(path: Path, name: str) -> dict[tuple[str, int, int], Run]:
+    """The replays of variant `name` in a table this script printed, by (week, GPUs,
+    seed). A table from before the not-granted column gives those runs NaN there."""
+    rows = [line.strip().strip("|").split("|") for line in
+            path.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    if not rows:
+        raise ValueError(f"{path}: no table")
+    head = [cell.strip() for cell in rows[0]]
+    if f"{name} value" not in head:
+        raise ValueError(f"{path}: no columns for {name!r}")
+    at = head.index(f"{name} value")
+    granted = head.index(f"{name} ng %") if f"{name} ng %" in head else None
+    out = {}
+    for row in rows[1:]:
+        cell = [c.strip().replace(",", "") for c in row]
+        out[(cell[0], int(cell[1]), int(cell[2]))] = Run(
+            float(cell[at]), float(cell[at + 1]), float(cell[at + 2]),
+            float(cell[granted]) if granted is not None else math.nan)
+    return out
+
+
 def compare(runs: list[Run], base: list[Run]) -> str:
     """The variant against the base over paired replays, in one line."""
     value = [100 * (r.value / b.value - 1) for r, b in zip(runs, base, strict=True)]
@@ -88,8 +118,14 @@ def compare(runs: list[Run], base: list[Run]) -> str:
             f"{statistics.fmean(r.shortfall for r in runs):.2f}% "
             f"(base {statistics.fmean(b.shortfall for b in base):.2f}%), worst "
             f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%), "
-            f"not granted {statistics.fmean(r.granted for r in runs):.2f}% "
-            f"(base {statistics.fmean(b.granted for b in base):.2f}%)")
+            f"not granted {_mean_pct([r.granted for r in runs])} "
+            f"(base {_mean_pct([b.granted for b in base])})")
+
+
+def _mean_pct(xs: list[float]) -> str:
+    """A mean percentage, or n/a where a table read back lacked the figure."""
+    mean = statistics.fmean(xs)
+    return "n/a" if math.isnan(mean) else f"{mean:.2f}%"
 
 
 def variant_named(name: str) -> tuple[Variant, float]:
@@ -111,25 +147,46 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
                                            "it with that overrun share)"),
          gpus: str = typer.Option("32", "--gpus", help="cluster sizes, e.g. 16,32,64"),
          seeds: str = typer.Option("7-11", "--seeds", help="priority seeds, e.g. 7-11"),
-         weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays")
+         weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays"),
+         base: str = typer.Option("", "--base",
+                                  help="FILE:NAME: the base's replays read from a table an "
+                                       "earlier run printed (same code), not replayed")
          ) -> None:
     names = variants.split(",")
     parsed = {n: variant_named(n) for n in names}
     sizes = [int(g) for g in gpus.split(",")]
     cases = [(w, g, s) for g in sizes for w in weeks.split(",") for s in seed_range(seeds)]
+    stored = stored_base(base, cases) if base else None
     table = {n: [replay(w, g, s, *parsed[n]) for w, g, s in cases] for n in names}
-    print("| week | GPUs | seed | " + " | ".join(f"{n} value | {n} net | {n} rt %"
-                                                 for n in names) + " |")
-    print("|---" * (3 + 3 * len(names)) + "|")
+    print("| week | GPUs | seed | " + " | ".join(
+        f"{n} value | {n} net | {n} rt % | {n} ng %" for n in names) + " |")
+    print("|---" * (3 + 4 * len(names)) + "|")
     for k, (w, g, s) in enumerate(cases):
         cells = [f"{table[n][k].value:,.0f} | {table[n][k].net:,.0f} | "
-                 f"{table[n][k].shortfall:.2f}" for n in names]
+                 f"{table[n][k].shortfall:.2f} | {table[n][k].granted:.2f}" for n in names]
         print(f"| {w} | {g} | {s} | " + " | ".join(cells) + " |")
-    for name in names[1:]:
+    if stored is not None:
+        table[base] = stored
+    base_name, others = (base, names) if stored is not None else (names[0], names[1:])
+    for name in others:
         for g in sizes:
             pick = [k for k, (_, size, _) in enumerate(cases) if size == g]
-            print(f"{name} - {names[0]}, {g} GPUs, {len(pick)} replays: "
-                  + compare([table[name][k] for k in pick], [table[names[0]][k] for k in pick]))
+            print(f"{name} - {base_name}, {g} GPUs, {len(pick)} replays: "
+                  + compare([table[name][k] for k in pick], [table[base_name][k] for k in pick]))
+
+
+def stored_base(base: str, cases: list[tuple[str, int, int]]) -> list[Run]:
+    """The base's runs for `cases` from `--base FILE:NAME`, checked before any replay."""
+    path, _, name = base.rpartition(":")
+    try:
+        runs = read_table(Path(path), name)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--base") from None
+    missing = [case for case in cases if case not in runs]
+    if missing:
+        raise typer.BadParameter(f"{path} has no {name} replay of {missing[0]} "
+                                 f"({len(missing)} missing)", param_hint="--base")
+    return [runs[case] for case in cases]
 
 
 if __name__ == "__main__":

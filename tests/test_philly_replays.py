@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
 import typer
 
-from benchmarks.philly_replays import WEEKS, Run, compare, variant_named
+from benchmarks.philly_replays import WEEKS, Run, compare, read_table, stored_base, variant_named
 from benchmarks.replay_seeds import VARIANTS
 
 
@@ -24,6 +27,46 @@ def test_compare_prints_the_shortfall_not_granted() -> None:
     base = [Run(100.0, 90.0, 2.0, 0.5), Run(100.0, 90.0, 2.0, 1.5)]
     runs = [Run(100.0, 90.0, 1.5, 0.25), Run(100.0, 90.0, 1.5, 0.25)]
     assert "not granted 0.25% (base 1.00%)" in compare(runs, base)
+
+
+TABLE = """\
+| week | GPUs | seed | p value | p net | p rt % | p ng % | h value | h net | h rt % | h ng % |
+|---|---|---|---|---|---|---|---|---|---|---|
+| 2017-10-30 | 14 | 7 | 6,764 | 5,740 | 2.43 | 0.65 | 6,782 | 5,918 | 1.94 | 0.16 |
+| 2017-11-06 | 16 | 8 | 8,307 | 7,523 | 1.78 | 0.00 | 8,381 | 7,597 | 1.78 | 0.00 |
+p - ...
+"""
+
+
+def test_a_printed_table_reads_back_per_replay(tmp_path: Path) -> None:
+    path = tmp_path / "base.md"
+    path.write_text(TABLE, encoding="utf-8")
+    assert read_table(path, "h") == {("2017-10-30", 14, 7): Run(6782, 5918, 1.94, 0.16),
+                                     ("2017-11-06", 16, 8): Run(8381, 7597, 1.78, 0.0)}
+    # a table from before the not-granted column: that part unknown, and said so
+    old = "\n".join("|".join(line.split("|")[:7]) + "|" if line.startswith("|") else line
+                    for line in TABLE.splitlines())
+    path.write_text(old, encoding="utf-8")
+    runs = read_table(path, "p")
+    assert runs[("2017-10-30", 14, 7)].value == 6764 and math.isnan(
+        runs[("2017-10-30", 14, 7)].granted)
+    assert "not granted 0.00% (base n/a)" in compare([Run(1.0, 1.0, 1.0)],
+                                                     [runs[("2017-10-30", 14, 7)]])
+    with pytest.raises(ValueError, match="no columns for 'h'"):
+        read_table(path, "h")
+
+
+def test_a_stored_base_must_hold_every_replay_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "base.md"
+    path.write_text(TABLE, encoding="utf-8")
+    assert stored_base(f"{path}:p", [("2017-11-06", 16, 8)]) == [Run(8307, 7523, 1.78, 0.0)]
+    with pytest.raises(typer.BadParameter, match=r"no p replay of \('2017-11-13', 16, 8\)"):
+        stored_base(f"{path}:p", [("2017-11-06", 16, 8), ("2017-11-13", 16, 8)])
+    with pytest.raises(typer.BadParameter, match="No such file"):
+        stored_base(f"{tmp_path / 'missing.md'}:p", [])
+    (tmp_path / "empty.md").write_text("a run cut short\n", encoding="utf-8")
+    with pytest.raises(typer.BadParameter, match="no table"):
+        stored_base(f"{tmp_path / 'empty.md'}:p", [])
 
 
 def test_a_variant_name_may_carry_the_replay_s_overrun_share() -> None:
