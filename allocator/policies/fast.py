@@ -1191,12 +1191,14 @@ REROUTE_LAST = True
 
 # One whole pin trial on the hot path from 9 to 16 GPUs (step 8: a delayed job pinned to an
 # earlier block, everything else planned again around it; kept only where it ends higher).
-# Off: one-shot plans gain (+0.053 points of the proven optima on the tuning sets, 13 up,
-# none down; held-out test 98.95 -> 99.16%) for about 30% more time, but the real Philly
-# weeks' rolling replays show no net gain (45 pairs a size: net value about -0.33% at 14
-# GPUs and -0.65% at 16, within a standard error; realtime's shortfall a little higher)
-# (BENCHMARKS.md, "One whole pin trial on the hot path", "Defer trials on the hot path").
-# `fast(pin_trials=1)` or `gpuplan plan --pin-trials 1` asks for it.
+# Off: one-shot plans gain (the six tuning sets' 299 proven optima 99.206 -> 99.240%, 14
+# up, none down; held-out test 98.95 -> 99.16%, its minimum 85.10 -> 93.97%) for ~30% more
+# time, but the real Philly weeks' rolling replays show no net gain: 45 pairs a size
+# replayed as before read about -0.33% at 14 GPUs and -0.65% at 16, 60 a size with
+# overruns planned as long as they run (overrun share 0.3) -0.30% and +0.27% (se 0.37,
+# 0.59), realtime's shortfall a little higher each time (BENCHMARKS.md, "One whole pin
+# trial on the hot path", "The hot pin trial judged again"). `fast(pin_trials=1)` or
+# `gpuplan plan --pin-trials 1` asks for it.
 HOT_PIN_TRIALS = 0
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
