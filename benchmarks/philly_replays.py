@@ -94,11 +94,15 @@ def read_table(path: Path, name: str) -> dict[tuple[str, int, int], Run]:
     at = head.index(f"{name} value")
     granted = head.index(f"{name} ng %") if f"{name} ng %" in head else None
     out = {}
-    for row in rows[1:]:
+    for number, row in enumerate(rows[1:], start=2):
         cell = [c.strip().replace(",", "") for c in row]
-        out[(cell[0], int(cell[1]), int(cell[2]))] = Run(
-            float(cell[at]), float(cell[at + 1]), float(cell[at + 2]),
-            float(cell[granted]) if granted is not None else math.nan)
+        try:
+            out[(cell[0], int(cell[1]), int(cell[2]))] = Run(
+                float(cell[at]), float(cell[at + 1]), float(cell[at + 2]),
+                float(cell[granted]) if granted is not None else math.nan)
+        except (IndexError, ValueError):  # e.g. a run cut short mid-line
+            raise ValueError(f"{path}: table row {number} is not a replay's figures: "
+                             f"{'|'.join(row).strip()!r}") from None
     return out
 
 
@@ -177,7 +181,10 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
 
 def stored_base(base: str, cases: list[tuple[str, int, int]]) -> list[Run]:
     """The base's runs for `cases` from `--base FILE:NAME`, checked before any replay."""
-    path, _, name = base.rpartition(":")
+    path, colon, name = base.rpartition(":")
+    if not colon or not path or not name:
+        raise typer.BadParameter(f"{base!r}: give FILE:NAME, the table and the base's "
+                                 "column name", param_hint="--base")
     try:
         runs = read_table(Path(path), name)
     except (OSError, ValueError) as exc:

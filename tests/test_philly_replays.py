@@ -67,6 +67,12 @@ def test_a_stored_base_must_hold_every_replay_asked_for(tmp_path: Path) -> None:
     (tmp_path / "empty.md").write_text("a run cut short\n", encoding="utf-8")
     with pytest.raises(typer.BadParameter, match="no table"):
         stored_base(f"{tmp_path / 'empty.md'}:p", [])
+    (tmp_path / "cut.md").write_text(TABLE.replace("1.78 | 0.00 |\np -", "1.7"),
+                                     encoding="utf-8")
+    with pytest.raises(typer.BadParameter, match="table row 3 is not a replay's figures"):
+        stored_base(f"{tmp_path / 'cut.md'}:h", [])
+    with pytest.raises(typer.BadParameter, match="give FILE:NAME"):
+        stored_base(str(path), [])
 
 
 def test_a_variant_name_may_carry_the_replay_s_overrun_share() -> None:
