@@ -1210,9 +1210,10 @@ HOT_PIN_MAX_GPUS = 16
 # 2.5x the time, but the real Philly weeks' rolling replays show no net gain (14 GPUs
 # +0.88%, se 0.80; 16 GPUs -0.15%, se 0.74) and a slightly higher realtime shortfall
 # (BENCHMARKS.md, "Defer trials on the hot path"). With overruns planned as running on
-# (the replays' overrun share 0.3) they read +0.95% (se 0.83) and +0.26% (se 0.74), the
-# extra shortfall mostly gone: closer, still inside the noise ("Overruns planned as long
-# as they run"). Turning it on moves pinned plans, figures and recorded cases at 9-16 GPUs.
+# (the replays' overrun share 0.3), 60 pairs a size read +0.28% (se 0.59) and +0.77% (se
+# 0.55), +0.52% (se 0.40) over the 120, realtime's mean shortfall +0.06 point at both
+# ("Overruns planned as long as they run", "The hot pin trial judged again"). Turning it
+# on moves pinned plans, figures and recorded cases at 9-16 GPUs.
 HOT_DEFER_TRIALS = 0
 
 
