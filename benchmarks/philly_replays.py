@@ -81,6 +81,9 @@ def replay(week: str, gpus: int, seed: int, variant: Variant, overrun_share: flo
     return Run(m["value"], m["net_value"], m["rt_shortfall_pct"], m["rt_short_granted_pct"])
 
 
+COLUMNS = ("value", "net", "rt %", "ng %")  # a variant's columns in the printed table, as Run
+
+
 def read_table(path: Path, name: str) -> dict[tuple[str, int, int], Run]:
     """The replays of variant `name` in a table this script printed, by (week, GPUs,
     seed). A table from before the not-granted column gives those runs NaN there."""
@@ -89,17 +92,15 @@ def read_table(path: Path, name: str) -> dict[tuple[str, int, int], Run]:
     if not rows:
         raise ValueError(f"{path}: no table")
     head = [cell.strip() for cell in rows[0]]
-    if f"{name} value" not in head:
+    at = [head.index(f"{name} {c}") if f"{name} {c}" in head else None for c in COLUMNS]
+    if None in at[:-1]:  # only the not-granted column may be missing (older tables)
         raise ValueError(f"{path}: no columns for {name!r}")
-    at = head.index(f"{name} value")
-    granted = head.index(f"{name} ng %") if f"{name} ng %" in head else None
     out = {}
     for number, row in enumerate(rows[1:], start=2):
         cell = [c.strip().replace(",", "") for c in row]
         try:
             out[(cell[0], int(cell[1]), int(cell[2]))] = Run(
-                float(cell[at]), float(cell[at + 1]), float(cell[at + 2]),
-                float(cell[granted]) if granted is not None else math.nan)
+                *(float(cell[k]) if k is not None else math.nan for k in at))
         except (IndexError, ValueError):  # e.g. a run cut short mid-line
             raise ValueError(f"{path}: table row {number} is not a replay's figures: "
                              f"{'|'.join(row).strip()!r}") from None
@@ -163,8 +164,8 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
     stored = stored_base(base, cases) if base else None
     table = {n: [replay(w, g, s, *parsed[n]) for w, g, s in cases] for n in names}
     print("| week | GPUs | seed | " + " | ".join(
-        f"{n} value | {n} net | {n} rt % | {n} ng %" for n in names) + " |")
-    print("|---" * (3 + 4 * len(names)) + "|")
+        f"{n} {c}" for n in names for c in COLUMNS) + " |")
+    print("|---" * (3 + len(COLUMNS) * len(names)) + "|")
     for k, (w, g, s) in enumerate(cases):
         cells = [f"{table[n][k].value:,.0f} | {table[n][k].net:,.0f} | "
                  f"{table[n][k].shortfall:.2f} | {table[n][k].granted:.2f}" for n in names]
