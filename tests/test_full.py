@@ -406,6 +406,38 @@ def test_an_eight_gpu_cluster_is_proven_through_zones_of_four(setting: bool | No
     assert not [t for t in threading.enumerate() if t.name == "gpuplan-zones"]  # joined
 
 
+@pytest.mark.parametrize("beside", [True, False])
+def test_the_whole_milp_beside_the_cuts_proves_what_they_leave_open(beside: bool) -> None:
+    """Replan tuning seed 1275 (10 GPUs): the relaxation's first starts fall short, and its
+    no-good cuts crawl (131 in 102 s leave a 1.5% gap), but the whole MILP proves the plan
+    optimal in seconds. On a thread of its own once the cuts stall, it ends the solve
+    with its own bound, and its thread is gone. Without it, the old order: cuts to CUT_SHARE,
+    then the whole MILP on the same thread (left too little time here to prove)."""
+    pytest.importorskip("highspy")
+    scenario = load_scenario(Path(__file__).parent / "data" / "quality_cases" /
+                             "milp_beside_proves.json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "MILP_BESIDE", beside)
+        result = full(scenario, time_limit=120.0 if beside else 5.0)
+    report = result.solve
+    assert legal(scenario, result.grid)
+    assert ("milp_beside" in report.phases) == beside, report.phases
+    if beside:
+        assert report.status == "optimal", report
+        assert report.proof == "the MILP's own bound", report
+        assert report.phases["cuts"] >= search_module.MILP_BESIDE_CUTS, report.phases
+    assert_milp_threads_end()
+
+
+def assert_milp_threads_end() -> None:
+    """A MILP left running beside (the cuts proved first, and HiGHS had not yet reached an
+    interrupt point) ends on its own: at its first interrupt point or its time limit."""
+    for thread in threading.enumerate():
+        if thread.name == "gpuplan-milp":
+            thread.join(60.0)
+            assert not thread.is_alive()
+
+
 @settings(max_examples=examples(0.25))
 @given(scenario=scenarios(max_gpus=16, max_steps=10, max_batch=7, max_realtime=2))
 def test_random_small_full_with_zones_is_legal_and_bounded(scenario) -> None:
@@ -422,6 +454,29 @@ def test_random_small_full_with_zones_is_legal_and_bounded(scenario) -> None:
     refined = make_plan(scenario, "fast", bound="auto", refine_below=REFINE_BELOW)
     assert got >= refined.metrics.objective - 1e-9 * max(1.0, abs(got))
     plain = objective(scenario, full(scenario, time_limit=3.0, block_bound=False).grid)
+    if report.best_bound is not None:
+        assert report.best_bound >= max(got, plain) - 1e-6 * max(1.0, abs(got))
+
+
+@settings(max_examples=examples(0.25))
+@given(scenario=scenarios(max_gpus=16, max_steps=10, max_batch=7, max_realtime=2))
+def test_random_small_full_with_the_milp_beside_is_legal_and_bounded(scenario) -> None:
+    """The whole MILP on a thread beside the cuts from the first cut (forced on, whatever
+    the cores): still legal and never below fast; the bound it reports holds over a plan
+    found without it; and its thread ends on its own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "MILP_BESIDE", True)
+        patch.setattr(search_module, "MILP_BESIDE_CUTS", 1)
+        patch.setattr(search_module, "ZONE_GPUS", 2)
+        result = full(scenario, time_limit=3.0)
+    grid, report = result.grid, result.solve
+    assert legal(scenario, grid)
+    got = objective(scenario, grid)
+    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    assert_milp_threads_end()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "MILP_BESIDE", False)
+        plain = objective(scenario, full(scenario, time_limit=3.0).grid)
     if report.best_bound is not None:
         assert report.best_bound >= max(got, plain) - 1e-6 * max(1.0, abs(got))
 

@@ -29,6 +29,7 @@ from allocator.milp.model import (
 from allocator.milp.solvers import (
     REL_TOL,
     SOLVERS,
+    Interrupt,
     Solve,
     relative_gap,
     run_solver,
@@ -79,6 +80,24 @@ PARALLEL_ZONES: bool | None = None
 # of the time left and this many seconds (tuning seeds 1018, 1080 and 1149, open at 30 s
 # with the caps above, are proven in 26-28 s; their zone solves take 23-25 s there).
 BESIDE_ZONE_SHARE, BESIDE_ZONE_SECONDS = 0.9, 25.0
+# Once the zone relaxation is done (or where it does not run), the second core sits idle
+# through the cuts. Once they stall (MILP_BESIDE_CUTS cuts made), the whole MILP runs
+# there, warm-started from the incumbent, until the deadline or a proof, and the cuts may
+# then run to the deadline too: whichever proves first ends both, and the MILP's bound and
+# plan join the cuts'. (Replan tuning seed 1275: 131 cuts in 102 s leave a gap of 1.5%;
+# the whole MILP proves the plan optimal in 5 s.) None: only where the process may run on
+# two cores (`usable_cores`).
+MILP_BESIDE: bool | None = None
+# The two solves share the machine: begun at the first cut, the MILP beside slowed the
+# proofs the cuts make alone by a median 10-15% (tuning seed 1028: 12.7 -> 19.6 s). Of the
+# 330 tuning scenarios' proofs by cuts, all but one took at most 9 cuts (one 16).
+MILP_BESIDE_CUTS = 10
+# HiGHS asks its interrupt callback only once its root node is done (8-9 s on a 14-GPU
+# tuning seed), so when the cuts prove first the MILP beside may not stop for seconds.
+# full waits this long for it, then leaves it to stop on its own at its first interrupt
+# point (or its time limit, the deadline), its answer unread. (Waiting for it doubled the
+# time of proofs by one cut: tuning seed 1094, 6.4 -> 12.2 s.)
+MILP_BESIDE_WAIT_SECONDS = 0.2
 SOLVE_CAP_SECONDS = 10.0  # a relaxation re-solve's cap: half the time left, at most this
 CUTOFF = True  # placements after a no-good cut look only at plans above the incumbent
 RELAX_CUTOFF = True  # and so do the relaxation's re-solves
@@ -139,11 +158,13 @@ class Search:
 
     def attempt(self, seconds: float, start: np.ndarray | None, target: float | None,
                 restricted: bool = False, cutoff: float | None = None,
-                options: dict[str, Any] | None = None) -> Solve:
+                options: dict[str, Any] | None = None,
+                interrupt: Interrupt | None = None) -> Solve:
         """One solver call: recompute what it returns, keep it if legal and better.
 
         With `cutoff` (HiGHS), only plans worth at least it are sought: "infeasible" then
-        means every plan of this (restricted) model is worth less. `options`: HiGHS's.
+        means every plan of this (restricted) model is worth less. `options`: HiGHS's;
+        `interrupt`: asked at HiGHS's interrupt points, stops the call when it says so.
         """
         fixed = self.model.fixed_value
         values = self.model.start_values(self.scenario, start) if start is not None else None
@@ -152,7 +173,7 @@ class Search:
         seconds = min(seconds, self.deadline - time.perf_counter())
         result = run_solver(self.solver, self.model.prob, time_limit=seconds,
                             mip_gap=self.mip_gap, start=values, target=milp_target,
-                            cutoff=milp_cutoff, options=options)
+                            cutoff=milp_cutoff, options=options, interrupt=interrupt)
         self.statuses.append(result.status)
         self.effort["nodes"] += result.nodes
         self.effort["iterations"] += result.iterations
@@ -169,7 +190,7 @@ class Search:
             self.warnings.append(f"solver claimed {claimed:.6g} but returned a solution worth "
                                  f"{obj:.6g}; re-solved without the warm start")
             return self.attempt(self.deadline - time.perf_counter(), None, target, restricted,
-                                cutoff, options)
+                                cutoff, options, interrupt)
         return result
 
 
@@ -293,9 +314,11 @@ class Beside:
             raise self._failed[0]
         return self._out[0]
 
-    def cancel(self) -> None:
+    def cancel(self, wait: float | None = None) -> bool:
+        """Stop it and wait for it (at most `wait` seconds): True if it has ended."""
         self.stop.set()
-        self.thread.join()
+        self.thread.join(wait)
+        return not self.thread.is_alive()
 
 
 class FullSolve:
@@ -346,6 +369,10 @@ class FullSolve:
         self.excluded = -math.inf  # the best objective of any plan whose start set was cut off
         self.cut_sets: list[set[tuple[int, int]]] = []  # the start sets cut off so far
         self.met_relaxation = False  # the incumbent reached the relaxation's bound
+        self.milp_beside: Beside | None = None  # the whole MILP on its own thread
+        self.milp_done = threading.Event()  # which has proven its plan optimal
+        self.milp_taken = False  # and `_take_milp_beside` has taken its answer
+        self.milp_target: float | None = None  # its bound, less the gap
         self.block_effort = {"nodes": 0, "iterations": 0}  # the relaxation's solves
 
     def left(self) -> float:
@@ -364,6 +391,8 @@ class FullSolve:
 
     def result(self, grid: np.ndarray) -> PolicyResult:
         self._stop_zones()
+        if self.milp_beside is not None:
+            self.milp_beside.cancel(MILP_BESIDE_WAIT_SECONDS)
         self.report["solve_seconds"] = round(time.perf_counter() - self.began, 3)
         # Solver effort, beside the seconds: nodes and iterations do not grow with load.
         milp = self.search.effort if self.search is not None else {"nodes": 0, "iterations": 0}
@@ -488,8 +517,10 @@ class FullSolve:
                 # placement keeps its warm start, which a cutoff above it would throw away.)
                 cutoff = self._incumbent() if cutting and CUTOFF and self.cuts else None
                 placed = search.attempt(cap, allowed, self.target, restricted=True, cutoff=cutoff,
-                                        options=None if large else PLACE_OPTIONS)
+                                        options=None if large else PLACE_OPTIONS,
+                                        interrupt=self._milp_interrupt())
                 model.restrict_starts(None)
+                self._take_milp_beside(wait=False)
                 if self._at_target():
                     break
                 if self._bound_by_zones(wait=False):  # a tighter relaxation: its bound, its starts
@@ -507,7 +538,8 @@ class FullSolve:
                     best_here = cutoff  # nothing with these starts reaches the incumbent
                 else:
                     break
-                if not cutting or time.perf_counter() > cut_until:
+                if not cutting or time.perf_counter() > \
+                        (self.deadline if self.milp_beside is not None else cut_until):
                     break
                 # No plan with exactly these starts beats `best_here`: cut the set off.
                 self.excluded = max(self.excluded, best_here)
@@ -515,11 +547,14 @@ class FullSolve:
                 self.block_model.exclude(pairs)
                 self.cut_sets.append(pairs)
                 self.cuts += 1
+                self._start_milp_beside()
                 # Only relaxation solutions above the incumbent matter: prune the rest.
                 nxt = self._count(bounds.solve_block(
                     self.block_model, time_limit=self._half_left(),
-                    cutoff=self._incumbent() if RELAX_CUTOFF else None))
-                if nxt.value is None:
+                    cutoff=self._incumbent() if RELAX_CUTOFF else None,
+                    interrupt=self._milp_interrupt()))
+                self._take_milp_beside(wait=False)
+                if self._at_target() or nxt.value is None:
                     break
                 self.target = self._tighten(max(self.excluded, nxt.value))
                 if self._at_target():
@@ -533,6 +568,64 @@ class FullSolve:
         self.report["phases"]["cuts"] = self.cuts
         self.phase("place_relaxed_starts")
         self.met_relaxation = self._at_target()
+
+    def _milp_interrupt(self) -> Interrupt | None:
+        """While the whole MILP runs beside: a solve's interrupt, which stops it once that
+        MILP has proven its plan optimal. (None otherwise: no callback into Python.)"""
+        if self.milp_beside is None or self.milp_taken:
+            return None
+        done = self.milp_done
+        return lambda _seconds, _bound: done.is_set()
+
+    def _start_milp_beside(self) -> None:
+        """With MILP_BESIDE, the whole MILP on a second thread, once the cuts stall and the
+        zone relaxation has let go of the second core; below LNS_MIN_GPUS only, where its
+        bound can close."""
+        parallel = usable_cores() >= 2 if MILP_BESIDE is None else MILP_BESIDE
+        if not parallel or self.cuts < MILP_BESIDE_CUTS or self.milp_beside is not None \
+                or self.search is None \
+                or self.solver != "highs" or self.scenario.G >= LNS_MIN_GPUS \
+                or self.left() < 1.0 or (self.zones_beside is not None
+                                         and self.zones_beside.running()):
+            return
+        scenario, solver, mip_gap, deadline = self.scenario, self.solver, self.mip_gap, \
+            self.deadline
+        grid, value, target = self.search.grid, self.search.objective, self.target
+        start = grid if self.warm_start else None
+        done = self.milp_done
+
+        def solve(stop: threading.Event) -> tuple[Search, float]:
+            began = time.perf_counter()
+            # a model of its own: the placements restrict the search's model as they go
+            own = Search(scenario, build_model(scenario), solver, mip_gap, deadline, grid,
+                         value, [])
+            result = own.attempt(deadline - time.perf_counter(), start, target,
+                                 interrupt=lambda _seconds, _bound: stop.is_set())
+            if result.status in ("optimal", "target"):
+                done.set()
+            return own, time.perf_counter() - began
+
+        self.milp_beside = Beside(solve, "gpuplan-milp")
+
+    def _take_milp_beside(self, wait: bool) -> None:
+        """The whole MILP's answer, once (waiting for it with `wait`): its plan offered to
+        the search, its bound among the proven ones."""
+        beside, search = self.milp_beside, self.search
+        if beside is None or search is None or self.milp_taken \
+                or (not wait and beside.running() and not self.milp_done.is_set()):
+            return
+        self.milp_taken = True
+        own, seconds = beside.answer()
+        search.offer(own.grid, own.objective)
+        search.bounds.extend(own.bounds)
+        search.statuses.extend(own.statuses)
+        for key in ("nodes", "iterations"):
+            search.effort[key] += own.effort[key]
+        self.warnings.extend(own.warnings)
+        self.report["phases"]["milp_beside"] = round(seconds, 3)
+        if own.bounds:
+            best = min(own.bounds)
+            self.milp_target = best - self.mip_gap * max(abs(best), 1.0)
 
     def _zones_apply(self) -> bool:
         """The zone relaxation runs once, between `zone_gpus(G)` and LNS_MIN_GPUS GPUs, after
@@ -660,7 +753,9 @@ class FullSolve:
         return self.search.objective
 
     def _at_target(self) -> bool:
-        return self.target is not None and self._incumbent() >= self.target
+        """The incumbent meets a relaxation's bound, or the whole MILP's."""
+        return any(target is not None and self._incumbent() >= target
+                   for target in (self.target, self.milp_target))
 
     def improve_by_windows(self) -> bool:
         """Too big to solve whole in time (LNS_MIN_GPUS and up): improve the incumbent one
@@ -676,11 +771,18 @@ class FullSolve:
         return True
 
     def solve_whole(self) -> None:
-        """The whole MILP, warm-started from the incumbent, for the time that is left."""
-        if self.met_relaxation or self.left() <= 0:
-            return
+        """The whole MILP, warm-started from the incumbent, for the time that is left; or,
+        where it has run beside the cuts, its answer (stopped, if the cuts proved)."""
         assert self.search is not None
         search = self.search
+        if self.milp_beside is not None:
+            if not self.met_relaxation or self.milp_beside.cancel(MILP_BESIDE_WAIT_SECONDS):
+                self._take_milp_beside(wait=True)
+            self.met_relaxation = self._at_target()
+            self.phase("milp")
+            return
+        if self.met_relaxation or self.left() <= 0:
+            return
         result = search.attempt(self.left(), search.grid if self.warm_start else None,
                                 self.target)
         if not result.has_solution and search.objective <= self.fast_obj:
@@ -704,7 +806,7 @@ class FullSolve:
         if self.floor_obj > objective:  # fast's best beat the search: the floor holds
             grid, objective = self.floor_grid, self.floor_obj
         gap = relative_gap(objective, best_bound)
-        met = self.met_relaxation or (self.target is not None and objective >= self.target)
+        met = self.target is not None and objective >= self.target  # the relaxation's bound
         if gap is not None and gap <= self.mip_gap:
             status = "optimal"
             which = "zone" if self.zone_bound else "block-capacity"

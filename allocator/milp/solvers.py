@@ -231,11 +231,14 @@ def solve_cbc(prob: pulp.LpProblem, *, time_limit: float, mip_gap: float = 1e-4,
 
 def run_solver(name: str, prob: pulp.LpProblem, *, time_limit: float, mip_gap: float,
                start: dict[str, float] | None, target: float | None,
-               cutoff: float | None = None, options: dict[str, Any] | None = None) -> Solve:
-    """`cutoff` and `options` (HiGHS only; CBC ignores them): see solve_highs."""
+               cutoff: float | None = None, options: dict[str, Any] | None = None,
+               interrupt: Interrupt | None = None) -> Solve:
+    """`cutoff`, `options` and `interrupt` (HiGHS only; CBC ignores them): see
+    solve_highs."""
     if name == "highs":
         return solve_highs(prob, time_limit=time_limit, mip_gap=mip_gap, start=start,
-                           target=target, cutoff=cutoff, options=options)
+                           target=target, cutoff=cutoff, options=options,
+                           interrupt=interrupt)
     return solve_cbc(prob, time_limit=time_limit, mip_gap=mip_gap, start=start)
 
 
