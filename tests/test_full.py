@@ -409,10 +409,10 @@ def test_an_eight_gpu_cluster_is_proven_through_zones_of_four(setting: bool | No
 @pytest.mark.parametrize("beside", [True, False])
 def test_the_whole_milp_beside_the_cuts_proves_what_they_leave_open(beside: bool) -> None:
     """Replan tuning seed 1275 (10 GPUs): the relaxation's first starts fall short, and its
-    no-good cuts crawl (131 in 102 s leave a 1.5% gap), but the whole MILP proves the plan
-    optimal in seconds. On a thread of its own once the cuts stall, it ends the solve
-    with its own bound, and its thread is gone. Without it, the old order: cuts to CUT_SHARE,
-    then the whole MILP on the same thread (left too little time here to prove)."""
+    no-good cuts crawl (123 in 102 s do not close it at a 120 s limit), but the whole MILP
+    proves the plan optimal in seconds. On a thread of its own once the cuts stall, it
+    ends the solve with its own bound, and its thread is gone. Without it, the old order:
+    cuts to CUT_SHARE, then the whole MILP on the same thread."""
     pytest.importorskip("highspy")
     scenario = load_scenario(Path(__file__).parent / "data" / "quality_cases" /
                              "milp_beside_proves.json")
@@ -426,6 +426,31 @@ def test_the_whole_milp_beside_the_cuts_proves_what_they_leave_open(beside: bool
         assert report.status == "optimal", report
         assert report.proof == "the MILP's own bound", report
         assert report.phases["cuts"] >= search_module.MILP_BESIDE_CUTS, report.phases
+    assert_milp_threads_end()
+
+
+def test_a_failed_milp_beside_is_a_warning_not_a_crash() -> None:
+    """The MILP beside the cuts fails (here: building its model): full ends as if it had
+    not run, with a warning, on a legal plan."""
+    pytest.importorskip("highspy")
+    scenario = load_scenario(Path(__file__).parent / "data" / "quality_cases" /
+                             "milp_beside_proves.json")
+    real = search_module.build_model
+
+    def failing(scenario):
+        if threading.current_thread().name == "gpuplan-milp":
+            raise RuntimeError("out of memory")
+        return real(scenario)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "MILP_BESIDE", True)
+        patch.setattr(search_module, "MILP_BESIDE_CUTS", 1)
+        patch.setattr(search_module, "build_model", failing)
+        result = full(scenario, time_limit=6.0)
+    report = result.solve
+    assert legal(scenario, result.grid)
+    assert "milp_beside_from" in report.phases and "milp_beside" not in report.phases
+    assert any("beside the cuts failed (out of memory)" in w for w in report.warnings)
     assert_milp_threads_end()
 
 

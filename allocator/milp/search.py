@@ -84,13 +84,14 @@ BESIDE_ZONE_SHARE, BESIDE_ZONE_SECONDS = 0.9, 25.0
 # through the cuts. Once they stall (MILP_BESIDE_CUTS cuts made), the whole MILP runs
 # there, warm-started from the incumbent, until the deadline or a proof, and the cuts may
 # then run to the deadline too: whichever proves first ends both, and the MILP's bound and
-# plan join the cuts'. (Replan tuning seed 1275: 131 cuts in 102 s leave a gap of 1.5%;
-# the whole MILP proves the plan optimal in 5 s.) None: only where the process may run on
-# two cores (`usable_cores`).
+# plan join the cuts'. (Replan tuning seed 1275 at a 120 s limit: 123 cuts in 102 s do not
+# close it, and the whole MILP after them proves the plan optimal at 108 s; beside them,
+# at 8.3 s.) None: only where the process may run on two cores (`usable_cores`).
 MILP_BESIDE: bool | None = None
 # The two solves share the machine: begun at the first cut, the MILP beside slowed the
-# proofs the cuts make alone by a median 10-15% (tuning seed 1028: 12.7 -> 19.6 s). Of the
-# 330 tuning scenarios' proofs by cuts, all but one took at most 9 cuts (one 16).
+# proofs the cuts make alone by a median 13% over 22 tuning scenarios (up to 55%: tuning
+# seed 1028, 12.7 -> 19.6 s). Of the 330 tuning scenarios' proofs by cuts, all but one took
+# at most 9 cuts (one 16).
 MILP_BESIDE_CUTS = 10
 # HiGHS asks its interrupt callback only once its root node is done (8-9 s on a 14-GPU
 # tuning seed), so when the cuts prove first the MILP beside may not stop for seconds.
@@ -606,6 +607,8 @@ class FullSolve:
             return own, time.perf_counter() - began
 
         self.milp_beside = Beside(solve, "gpuplan-milp")
+        # when it started, seconds into the solve ("milp_beside": how long it ran, if read)
+        self.report["phases"]["milp_beside_from"] = round(time.perf_counter() - self.began, 3)
 
     def _take_milp_beside(self, wait: bool) -> None:
         """The whole MILP's answer, once (waiting for it with `wait`): its plan offered to
@@ -615,7 +618,12 @@ class FullSolve:
                 or (not wait and beside.running() and not self.milp_done.is_set()):
             return
         self.milp_taken = True
-        own, seconds = beside.answer()
+        try:
+            own, seconds = beside.answer()
+        except Exception as err:  # like a solver failure: never the plan's end
+            self.warnings.append(f"the whole MILP beside the cuts failed ({err}); "
+                                 "its answer is dropped")
+            return
         search.offer(own.grid, own.objective)
         search.bounds.extend(own.bounds)
         search.statuses.extend(own.statuses)
