@@ -463,18 +463,25 @@ def assert_milp_threads_end() -> None:
             assert not thread.is_alive()
 
 
+def full_legal_above_fast(scenario, **knobs) -> tuple:
+    """full for 3 s with allocator.milp.search's `knobs` set: its report and objective,
+    once its plan is checked legal and never below fast's."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in knobs.items():
+            patch.setattr(search_module, name, value)
+        result = full(scenario, time_limit=3.0)
+    assert legal(scenario, result.grid)
+    got = objective(scenario, result.grid)
+    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    return result.solve, got
+
+
 @settings(max_examples=examples(0.25))
 @given(scenario=scenarios(max_gpus=16, max_steps=10, max_batch=7, max_realtime=2))
 def test_random_small_full_with_zones_is_legal_and_bounded(scenario) -> None:
     """2-GPU zones and cuts that prune below the incumbent: still legal, never below fast,
     and the reported bound is above a plan found without any of it."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(search_module, "ZONE_GPUS", 2)
-        result = full(scenario, time_limit=3.0)
-    grid, report = result.grid, result.solve
-    assert legal(scenario, grid)
-    got = objective(scenario, grid)
-    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    report, got = full_legal_above_fast(scenario, ZONE_GPUS=2)
     # nor below the plan `gpuplan plan --policy fast` gives, refined where its bound says so
     refined = make_plan(scenario, "fast", bound="auto", refine_below=REFINE_BELOW)
     assert got >= refined.metrics.objective - 1e-9 * max(1.0, abs(got))
@@ -489,15 +496,8 @@ def test_random_small_full_with_the_milp_beside_is_legal_and_bounded(scenario) -
     """The whole MILP on a thread beside the cuts from the first cut (forced on, whatever
     the cores): still legal and never below fast; the bound it reports holds over a plan
     found without it; and its thread ends on its own."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(search_module, "MILP_BESIDE", True)
-        patch.setattr(search_module, "MILP_BESIDE_CUTS", 1)
-        patch.setattr(search_module, "ZONE_GPUS", 2)
-        result = full(scenario, time_limit=3.0)
-    grid, report = result.grid, result.solve
-    assert legal(scenario, grid)
-    got = objective(scenario, grid)
-    assert got >= objective(scenario, fast(scenario)) - 1e-9 * max(1.0, abs(got))
+    report, got = full_legal_above_fast(scenario, MILP_BESIDE=True, MILP_BESIDE_CUTS=1,
+                                        ZONE_GPUS=2)
     assert_milp_threads_end()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(search_module, "MILP_BESIDE", False)
