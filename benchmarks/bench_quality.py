@@ -118,9 +118,11 @@ def scenario_for(case: Case) -> Scenario:
     return build(case.name, replace(spec, held_over=case.held_over), rng)
 
 
-def only_seeds(set_name: str, cases: list[Case], seeds: str) -> list[Case]:
+def only_seeds(set_name: str, cases: list[Case], seeds: str,
+               param_hint: str = "--seeds") -> list[Case]:
     """The cases of `seeds` (comma-separated, in that order) among a set's `cases`: the
-    diagnoses' `--seeds`, where a seed the set does not hold is a clear error."""
+    diagnoses' `--seeds` (or the option `param_hint` names), where a seed the set does
+    not hold is a clear error."""
     import typer
 
     by_seed = {case.seed: case for case in cases}
@@ -128,7 +130,7 @@ def only_seeds(set_name: str, cases: list[Case], seeds: str) -> list[Case]:
     unknown = [seed for seed in wanted if seed not in by_seed]
     if unknown:
         raise typer.BadParameter(f"not seeds of {set_name}: {', '.join(map(str, unknown))}",
-                                 param_hint="--seeds")
+                                 param_hint=param_hint)
     return [by_seed[seed] for seed in wanted]
 
 

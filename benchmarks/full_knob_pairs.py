@@ -22,7 +22,13 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_quality import SEED_SETS, Case, cases_for, scenario_for  # noqa: E402
+from benchmarks.bench_quality import (  # noqa: E402
+    SEED_SETS,
+    Case,
+    cases_for,
+    only_seeds,
+    scenario_for,
+)
 
 KNOBS = ("MILP_BESIDE",)  # allocator.milp.search's booleans this script flips
 
@@ -35,11 +41,8 @@ def parse_cases(text: str) -> list[tuple[str, Case]]:
         if set_name not in SEED_SETS or not seed.isdigit():
             raise typer.BadParameter(f"{item!r}: want SET:SEED with SET one of "
                                      f"{', '.join(SEED_SETS)}", param_hint="--cases")
-        found = [case for case in cases_for(set_name, 16) if case.seed == int(seed)]
-        if not found:
-            raise typer.BadParameter(f"{item!r}: no seed {seed} in {set_name}",
-                                     param_hint="--cases")
-        out.append((set_name, found[0]))
+        [case] = only_seeds(set_name, cases_for(set_name, 16), seed, param_hint="--cases")
+        out.append((set_name, case))
     return out
 
 
