@@ -131,6 +131,12 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def on_second_core(setting: bool | None) -> bool:
+    """A solve beside on a second thread: as `setting` says, or (None) where the process
+    may run on two cores or more."""
+    return usable_cores() >= 2 if setting is None else setting
+
+
 def zone_gpus(G: int) -> int:
     """The zone size for a cluster of G GPUs: ZONE_GPUS, or half of it up to ZONE_GPUS GPUs
     (tuning seed 1079, 8 GPUs: proven in 17 s with zones of 4, open at 30 s without)."""
@@ -582,9 +588,8 @@ class FullSolve:
         """With MILP_BESIDE, the whole MILP on a second thread, once the cuts stall and the
         zone relaxation has let go of the second core; below LNS_MIN_GPUS only, where its
         bound can close."""
-        parallel = usable_cores() >= 2 if MILP_BESIDE is None else MILP_BESIDE
-        if not parallel or self.cuts < MILP_BESIDE_CUTS or self.milp_beside is not None \
-                or self.search is None \
+        if not on_second_core(MILP_BESIDE) or self.cuts < MILP_BESIDE_CUTS \
+                or self.milp_beside is not None or self.search is None \
                 or self.solver != "highs" or self.scenario.G >= LNS_MIN_GPUS \
                 or self.left() < 1.0 or (self.zones_beside is not None
                                          and self.zones_beside.running()):
@@ -645,8 +650,7 @@ class FullSolve:
     def start_zones(self) -> None:
         """With PARALLEL_ZONES, the zone relaxation on a second thread from now on, beside
         the first placement and the cuts; `_bound_by_zones` takes its answer."""
-        parallel = usable_cores() >= 2 if PARALLEL_ZONES is None else PARALLEL_ZONES
-        if not parallel or self.zoned or not self._zones_apply():
+        if not on_second_core(PARALLEL_ZONES) or self.zoned or not self._zones_apply():
             return
         self.zoned = True
         starts = dict(self.relaxed_starts) if self.relaxed_starts is not None else None
