@@ -173,6 +173,14 @@ class Scorer:
         return np.bincount(rows + grid.ravel() % (self.n + 1),
                            minlength=self.T * (self.n + 1)).reshape(self.T, self.n + 1)
 
+    def holds_realtime(self, grid: Grid, other: Grid) -> bool:
+        """Whether every service holds at least as many GPUs in `grid` as in `other` at
+        every step: the headroom a plan keeps for demand its forecast missed."""
+        if not len(self.realtime):
+            return True
+        cols = self._realtime_cols
+        return bool((self.counts(grid)[:, cols] >= self.counts(other)[:, cols]).all())
+
     def _short(self, counts: np.ndarray) -> float:
         if not len(self.realtime):
             return 0.0

@@ -132,6 +132,7 @@ VARIANTS: dict[str, Variant] = {
     "trials1": Variant(pin_trials=1),
     "nohotpin": _set(("fast", "HOT_PIN_TRIALS", 0)),
     "hotpin": _set(("fast", "HOT_PIN_TRIALS", 1)),
+    "hotpinroom": _set(("fast", "HOT_PIN_TRIALS", 1), ("fast", "HOT_PIN_HEADROOM", True)),
     "hotdefer": _set(("fast", "HOT_DEFER_TRIALS", 4)),
     "hotdefer2": _set(("fast", "HOT_DEFER_TRIALS", 2)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),

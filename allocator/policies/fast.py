@@ -364,6 +364,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     """
     if search is None:
         search = default_search(scenario)
+    # the hot path's own pin trial, judged by the headroom it leaves (HOT_PIN_HEADROOM)
+    headroom = pin_trials is None and HOT_PIN_HEADROOM and hot_pin_trials(scenario) > 0
     if pin_trials is None:
         pin_trials = hot_pin_trials(scenario)
     if defer_trials is None:
@@ -567,6 +569,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                         early, early_value = other, got
     trying = (pin_trials > 0 or defer_trials > 0) and not anchors
     before = score(best) if trying else 0.0
+    untried = best if headroom and trying else None  # the plan without the trials
     for _ in range(trial_passes if trying else 0):
         if pin_trials > 0:
             best = trials.pin_trials(scenario, best, partial(replan, prepared=ready()),
@@ -619,6 +622,13 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         return plan
 
     best = finished(best)
+    if untried is not None:
+        # kept only where it ends higher and every service holds at least the GPUs the
+        # plan without it gives at every step: in a rolling replan that headroom serves
+        # the demand the forecast missed, which the one-shot objective does not value
+        plain = finished(untried)
+        if not (score(best) > score(plain) + 1e-9 and score.holds_realtime(best, plain)):
+            best = plain
     if unlifted is not None:
         # the last steps are local searches, so a higher start can end lower (a drawn
         # 12-GPU family scenario: the re-cuts took the plan without the lift from 580.47
@@ -1200,6 +1210,11 @@ REROUTE_LAST = True
 # trial on the hot path", "The hot pin trial judged again"). `fast(pin_trials=1)` or
 # `gpuplan plan --pin-trials 1` asks for it.
 HOT_PIN_TRIALS = 0
+# With HOT_PIN_TRIALS, the trial's plan is kept only where every service holds at least
+# the GPUs the plan made without it gives, at every step (both plans finished): the
+# trials' replay loss came with a higher realtime shortfall, the GPU-steps the plan
+# without them gives services beyond their forecast going to batch work instead.
+HOT_PIN_HEADROOM = False
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
 
