@@ -459,3 +459,62 @@ def test_the_prepared_parts_serve_only_the_same_jobs() -> None:
     assert ready.serves(replace(scenario, reservations=(spots(scenario, grid)[0],)))
     i, at = defers(scenario, grid)[0]
     assert not ready.serves(deferred(scenario, i, at))
+
+
+HEADROOM_KEEPS = Path(__file__).parent / "data" / "quality_cases" / "hot_pin_headroom_keeps.json"
+HEADROOM_DROPS = Path(__file__).parent / "data" / "quality_cases" / "hot_pin_headroom_drops.json"
+
+
+def _hot(scenario: Scenario, trials: int, headroom: bool) -> np.ndarray:
+    """The hot path's plan with its own pin trials (HOT_PIN_TRIALS) and headroom rule."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fastmod, "HOT_PIN_TRIALS", trials)
+        patch.setattr(fastmod, "HOT_PIN_HEADROOM", headroom)
+        return fast(scenario)
+
+
+@settings(max_examples=examples(0.3))
+@given(scenario=contended_scenarios(min_gpus=9, max_gpus=16))
+def test_the_headroom_rule_keeps_the_trial_only_above_a_plan_it_holds(
+        scenario: Scenario) -> None:
+    """With HOT_PIN_HEADROOM the hot path returns the plan it makes without the trial,
+    cell for cell, unless the trial's plan is worth more and every service holds at least
+    as many GPUs in it at every step; and then it is the trial's plan."""
+    plain = _hot(scenario, 0, False)
+    tried = _hot(scenario, 1, False)
+    grid = _hot(scenario, 1, True)
+    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    score = gridlib.Scorer(scenario)
+    if score(tried) > score(plain) + 1e-9 and score.holds_realtime(tried, plain):
+        assert np.array_equal(grid, tried)
+    else:
+        assert np.array_equal(grid, plain)
+
+
+@pytest.mark.parametrize(("path", "kept"), [(HEADROOM_KEEPS, True), (HEADROOM_DROPS, False)],
+                         ids=["keeps", "drops"])
+def test_the_headroom_rule_on_two_tuning_seeds(path: Path, kept: bool) -> None:
+    """tuning2 s1061 (16 GPUs): the trial lifts the plan 801.5 -> 818.3 and every service
+    keeps its GPUs, so it stays. s1063 (12 GPUs): it lifts 510.8 -> 535.5 by giving batch
+    work GPU-steps a service held beyond its forecast, so the plan without it stays."""
+    scenario = load_scenario(path)
+    score = gridlib.Scorer(scenario)
+    plain, tried = _hot(scenario, 0, False), _hot(scenario, 1, False)
+    assert score(tried) > score(plain) + 1.0
+    assert score.holds_realtime(tried, plain) == kept
+    assert np.array_equal(_hot(scenario, 1, True), tried if kept else plain)
+
+
+def test_holds_realtime_counts_each_service_at_each_step() -> None:
+    """A service one GPU short at one step fails it, even where another holds one more."""
+    scenario = scenario_from_dict({
+        "name": "two-services", "cluster": {"gpus": 4, "horizon_steps": 2},
+        "jobs": [{"id": name, "kind": "realtime", "priority": 5, "swap_limit": 2,
+                  "demand": [1, 1]} for name in ("a", "b")]})
+    score = gridlib.Scorer(scenario)
+    wide = np.array([[0, 0, 1, -1], [0, 1, -1, -1]], dtype=np.int32)
+    moved = np.array([[0, 1, 1, -1], [0, 1, -1, -1]], dtype=np.int32)
+    assert score.holds_realtime(wide, wide)
+    assert not score.holds_realtime(moved, wide)  # a: 2 -> 1 GPUs at step 0
+    assert not score.holds_realtime(wide, moved)  # b: 2 -> 1 at step 0
+    assert score.holds_realtime(moved, np.full((2, 4), -1, dtype=np.int32))

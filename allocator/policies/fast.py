@@ -569,7 +569,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
                         early, early_value = other, got
     trying = (pin_trials > 0 or defer_trials > 0) and not anchors
     before = score(best) if trying else 0.0
-    untried = best if headroom and trying else None  # the plan without the trials
+    untried = light if headroom and trying else None  # the plan without the trials
     for _ in range(trial_passes if trying else 0):
         if pin_trials > 0:
             best = trials.pin_trials(scenario, best, partial(replan, prepared=ready()),
