@@ -81,7 +81,8 @@
 8. With `pin_trials=N`: up to N replans, each with one delayed job pinned to an
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
    one-shot plans at a fast run's cost each, no net gain in the rolling replay
-   (`HOT_PIN_TRIALS`, off). Past 16 GPUs the hot path makes
+   (`HOT_PIN_TRIALS`, off; nor when kept only where every service keeps its GPUs,
+   `HOT_PIN_HEADROOM`). Past 16 GPUs the hot path makes
    `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid. Then, only with
    `defer_trials=N` (`HOT_DEFER_TRIALS` from 9 to 16 GPUs, off): up to N replans, each
@@ -1213,7 +1214,12 @@ HOT_PIN_TRIALS = 0
 # With HOT_PIN_TRIALS, the trial's plan is kept only where every service holds at least
 # the GPUs the plan made without it gives, at every step (both plans finished): the
 # trials' replay loss came with a higher realtime shortfall, the GPU-steps the plan
-# without them gives services beyond their forecast going to batch work instead.
+# without them gives services beyond their forecast going to batch work instead. Off: it
+# keeps 6 of the trial's 14 one-shot lifts on the tuning sets (99.206 -> 99.217% of the
+# proven optima, none down, ~1.5x the time), and over the same 120 paired Philly replays
+# realtime's shortfall no longer rises (2.06 -> 2.07%), but net value does not either:
+# -0.12% (se 0.24), 30 up / 30 down (BENCHMARKS.md, "The hot pin trial judged by the
+# headroom it leaves"). `--variant hotpinroom` in the benchmarks asks for both knobs.
 HOT_PIN_HEADROOM = False
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
