@@ -23,6 +23,13 @@ earlier run printed (its NAME columns) and pairs every variant with them:
     python benchmarks/philly_replays.py --variants hotpin@0.3 --gpus 14 \
         --base base14.md:pairs@0.3
 
+A variant's or a base's replays may be spread over several tables (one per seed range, or
+per size); `--tables` reads variants' replays from tables too, so runs made apart are
+compared as one, with nothing replayed:
+
+    python benchmarks/philly_replays.py --variants hotpin@0.3 --gpus 14,16 --seeds 7-26 \
+        --base a.md:pairs@0.3,b.md:pairs@0.3 --tables c.md:hotpin@0.3,d.md:hotpin@0.3
+
 Per size: the summed realized value and net value (realized value less realtime's penalty
 on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
 its standard error and how many replays rose and fell, the mean and worst realtime
@@ -154,15 +161,26 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
          seeds: str = typer.Option("7-11", "--seeds", help="priority seeds, e.g. 7-11"),
          weeks: str = typer.Option(",".join(WEEKS), "--weeks", help="the weeks' Mondays"),
          base: str = typer.Option("", "--base",
-                                  help="FILE:NAME: the base's replays read from a table an "
-                                       "earlier run printed (same code), not replayed")
+                                  help="FILE:NAME[,FILE:NAME...]: the base's replays read "
+                                       "from tables earlier runs printed (same code), not "
+                                       "replayed"),
+         tables: str = typer.Option("", "--tables",
+                                    help="FILE:NAME,...: variants' replays read from tables "
+                                         "earlier runs printed, not replayed (to pool "
+                                         "runs made apart)")
          ) -> None:
     names = variants.split(",")
     parsed = {n: variant_named(n) for n in names}
     sizes = [int(g) for g in gpus.split(",")]
     cases = [(w, g, s) for g in sizes for w in weeks.split(",") for s in seed_range(seeds)]
     stored = stored_base(base, cases) if base else None
-    table = {n: [replay(w, g, s, *parsed[n]) for w, g, s in cases] for n in names}
+    read = stored_runs(tables, cases, "--tables") if tables else {}
+    unknown = sorted(set(read) - set(names))
+    if unknown:
+        raise typer.BadParameter(f"{unknown[0]!r} is not among --variants",
+                                 param_hint="--tables")
+    table = {n: read[n] if n in read else [replay(w, g, s, *parsed[n]) for w, g, s in cases]
+             for n in names}
     print("| week | GPUs | seed | " + " | ".join(
         f"{n} {c}" for n in names for c in COLUMNS) + " |")
     print("|---" * (3 + len(COLUMNS) * len(names)) + "|")
@@ -178,23 +196,43 @@ def main(variants: str = typer.Option("pairs,relayout", "--variants",
             pick = [k for k, (_, size, _) in enumerate(cases) if size == g]
             print(f"{name} - {base_name}, {g} GPUs, {len(pick)} replays: "
                   + compare([table[name][k] for k in pick], [table[base_name][k] for k in pick]))
+        if len(sizes) > 1:  # the sizes pooled, as a decision rule over all pairs reads them
+            print(f"{name} - {base_name}, all sizes, {len(cases)} replays: "
+                  + compare(table[name], table[base_name]))
+
+
+def stored_runs(specs: str, cases: list[tuple[str, int, int]], hint: str = "--base"
+                ) -> dict[str, list[Run]]:
+    """Each named variant's runs for `cases`, from tables earlier runs printed
+    (`FILE:NAME`, comma-separated; one variant's replays may be spread over several
+    tables, e.g. one per seed range), checked before any replay."""
+    found: dict[str, dict[tuple[str, int, int], Run]] = {}
+    for spec in specs.split(","):
+        path, colon, name = spec.rpartition(":")
+        if not colon or not path or not name:
+            raise typer.BadParameter(f"{spec!r}: give FILE:NAME, the table and the "
+                                     "variant's column name", param_hint=hint)
+        try:
+            found.setdefault(name, {}).update(read_table(Path(path), name))
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint=hint) from None
+    out = {}
+    for name, runs in found.items():
+        missing = [case for case in cases if case not in runs]
+        if missing:
+            raise typer.BadParameter(f"{specs} has no {name} replay of {missing[0]} "
+                                     f"({len(missing)} missing)", param_hint=hint)
+        out[name] = [runs[case] for case in cases]
+    return out
 
 
 def stored_base(base: str, cases: list[tuple[str, int, int]]) -> list[Run]:
-    """The base's runs for `cases` from `--base FILE:NAME`, checked before any replay."""
-    path, colon, name = base.rpartition(":")
-    if not colon or not path or not name:
-        raise typer.BadParameter(f"{base!r}: give FILE:NAME, the table and the base's "
-                                 "column name", param_hint="--base")
-    try:
-        runs = read_table(Path(path), name)
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--base") from None
-    missing = [case for case in cases if case not in runs]
-    if missing:
-        raise typer.BadParameter(f"{path} has no {name} replay of {missing[0]} "
-                                 f"({len(missing)} missing)", param_hint="--base")
-    return [runs[case] for case in cases]
+    """The base's runs for `cases` from `--base FILE:NAME[,FILE:NAME...]` (one name)."""
+    runs = stored_runs(base, cases)
+    if len(runs) != 1:
+        raise typer.BadParameter(f"{base!r}: one base, under one name in every table",
+                                 param_hint="--base")
+    return next(iter(runs.values()))
 
 
 if __name__ == "__main__":

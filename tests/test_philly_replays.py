@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 import typer
 
-from benchmarks.philly_replays import WEEKS, Run, compare, read_table, stored_base, variant_named
+from benchmarks.philly_replays import (
+    WEEKS,
+    Run,
+    compare,
+    main,
+    read_table,
+    stored_base,
+    variant_named,
+)
 from benchmarks.replay_seeds import VARIANTS
 
 
@@ -73,6 +81,35 @@ def test_a_stored_base_must_hold_every_replay_asked_for(tmp_path: Path) -> None:
         stored_base(f"{tmp_path / 'cut.md'}:h", [])
     with pytest.raises(typer.BadParameter, match="give FILE:NAME"):
         stored_base(str(path), [])
+
+
+def test_replays_spread_over_tables_read_as_one(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A base (or a variant) replayed in two runs, one table each, pairs as one run; with
+    `--tables` nothing is replayed, and the sizes are pooled too."""
+    named = TABLE.replace(" p ", " pairs@0.3 ").replace(" h ", " hotpin@0.3 ")
+    head, rule, first, second = named.splitlines()[:4]
+    (tmp_path / "a.md").write_text("\n".join([head, rule, first]), encoding="utf-8")
+    (tmp_path / "b.md").write_text("\n".join([head, rule, second]), encoding="utf-8")
+    cases = [("2017-10-30", 14, 7), ("2017-11-06", 16, 8)]
+    spread = ",".join(f"{tmp_path / f}:pairs@0.3" for f in ("a.md", "b.md"))
+    assert stored_base(spread, cases) == [Run(6764, 5740, 2.43, 0.65),
+                                          Run(8307, 7523, 1.78, 0.0)]
+    with pytest.raises(typer.BadParameter, match="one base"):
+        stored_base(f"{spread},{tmp_path / 'a.md'}:hotpin@0.3", cases[:1])
+    with pytest.raises(typer.BadParameter, match=r"no pairs@0\.3 replay"):
+        stored_base(f"{tmp_path / 'a.md'}:pairs@0.3", cases)
+    # (a run's replays are every week x size x seed asked for: a table of both sizes)
+    (tmp_path / "c.md").write_text("\n".join([head, rule, first, first.replace(
+        "| 14 |", "| 16 |")]), encoding="utf-8")
+    main(variants="pairs@0.3,hotpin@0.3", gpus="14,16", seeds="7", weeks="2017-10-30",
+         base="", tables=f"{tmp_path / 'c.md'}:pairs@0.3,{tmp_path / 'c.md'}:hotpin@0.3")
+    out = capsys.readouterr().out
+    assert "hotpin@0.3 - pairs@0.3, 14 GPUs, 1 replays: value +0.27% summed" in out
+    assert "hotpin@0.3 - pairs@0.3, all sizes, 2 replays: value +0.27% summed" in out
+    with pytest.raises(typer.BadParameter, match=r"'hotpin@0\.3' is not among --variants"):
+        main(variants="pairs@0.3", gpus="14", seeds="7", weeks="2017-10-30", base="",
+             tables=f"{tmp_path / 'c.md'}:hotpin@0.3")
 
 
 def test_a_variant_name_may_carry_the_replay_s_overrun_share() -> None:
