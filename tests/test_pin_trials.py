@@ -469,7 +469,7 @@ def _hot(scenario: Scenario, trials: int, headroom: bool) -> np.ndarray:
     """The hot path's plan with its own pin trials (HOT_PIN_TRIALS) and headroom rule."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fastmod, "HOT_PIN_TRIALS", trials)
-        patch.setattr(fastmod, "HOT_PIN_HEADROOM", headroom)
+        patch.setattr(fastmod, "HOT_TRIAL_HEADROOM", headroom)
         return fast(scenario)
 
 
@@ -477,7 +477,7 @@ def _hot(scenario: Scenario, trials: int, headroom: bool) -> np.ndarray:
 @given(scenario=contended_scenarios(min_gpus=9, max_gpus=16))
 def test_the_headroom_rule_keeps_the_trial_only_above_a_plan_it_holds(
         scenario: Scenario) -> None:
-    """With HOT_PIN_HEADROOM the hot path returns the plan it makes without the trial,
+    """With HOT_TRIAL_HEADROOM the hot path returns the plan it makes without the trial,
     cell for cell, unless the trial's plan is worth more and every service holds at least
     as many GPUs in it at every step; and then it is the trial's plan."""
     plain = _hot(scenario, 0, False)

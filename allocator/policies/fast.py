@@ -82,7 +82,7 @@
    earlier aligned block as a reservation (allocator/policies/pin_trials.py): better
    one-shot plans at a fast run's cost each, no net gain in the rolling replay
    (`HOT_PIN_TRIALS`, off; nor when kept only where every service keeps its GPUs,
-   `HOT_PIN_HEADROOM`). Past 16 GPUs the hot path makes
+   `HOT_TRIAL_HEADROOM`). Past 16 GPUs the hot path makes
    `CHEAP_TRIALS` cheap ones instead: the pin, replanned with only the
    construction (steps 2-4) that built the winning grid. Then, only with
    `defer_trials=N` (`HOT_DEFER_TRIALS` from 9 to 16 GPUs, off): up to N replans, each
@@ -365,8 +365,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     """
     if search is None:
         search = default_search(scenario)
-    # the hot path's own pin trial, judged by the headroom it leaves (HOT_PIN_HEADROOM)
-    headroom = pin_trials is None and HOT_PIN_HEADROOM and hot_pin_trials(scenario) > 0
+    # the hot path's own trials (pin, defer), judged by the headroom they leave
+    headroom = HOT_TRIAL_HEADROOM and (
+        (pin_trials is None and hot_pin_trials(scenario) > 0)
+        or (defer_trials is None and hot_defer_trials(scenario) > 0))
     if pin_trials is None:
         pin_trials = hot_pin_trials(scenario)
     if defer_trials is None:
@@ -1211,16 +1213,18 @@ REROUTE_LAST = True
 # trial on the hot path", "The hot pin trial judged again"). `fast(pin_trials=1)` or
 # `gpuplan plan --pin-trials 1` asks for it.
 HOT_PIN_TRIALS = 0
-# With HOT_PIN_TRIALS, the trial's plan is kept only where every service holds at least
-# the GPUs the plan made without it gives, at every step (both plans finished): the
-# trials' replay loss came with a higher realtime shortfall, the GPU-steps the plan
-# without them gives services beyond their forecast going to batch work instead. Off: it
-# keeps 6 of the trial's 14 one-shot lifts on the tuning sets (99.206 -> 99.217% of the
-# proven optima, none down, ~1.5x the time), and over the same 120 paired Philly replays
-# realtime's shortfall no longer rises (2.06 -> 2.07%), but net value does not either:
-# -0.12% (se 0.24), 30 up / 30 down (BENCHMARKS.md, "The hot pin trial judged by the
-# headroom it leaves"). `--variant hotpinroom` in the benchmarks asks for both knobs.
-HOT_PIN_HEADROOM = False
+# With HOT_PIN_TRIALS or HOT_DEFER_TRIALS, the trials' plan is kept only where every
+# service holds at least the GPUs the plan made without them gives, at every step (both
+# plans finished): the pin trial's replay loss came with a higher realtime shortfall,
+# the GPU-steps the plan without it gives services beyond their forecast going to batch
+# work instead. Off: with the pin trial it keeps 6 of the trial's 14 one-shot lifts on
+# the tuning sets (99.206 -> 99.217% of the proven optima, none down, ~1.5x the time),
+# and over the same 120 paired Philly replays realtime's shortfall no longer rises
+# (2.06 -> 2.07%), but net value does not either: -0.12% (se 0.24), 30 up / 30 down
+# (BENCHMARKS.md, "The hot pin trial judged by the headroom it leaves"). With the defer
+# trials it keeps 24 of their lifts (99.206 -> 99.258%, none down, ~3x the time).
+# `--variant hotpinroom` / `hotdeferroom` in the benchmarks asks for both knobs.
+HOT_TRIAL_HEADROOM = False
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
 
