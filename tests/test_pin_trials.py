@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from allocator import grid as gridlib
@@ -461,48 +461,59 @@ def test_the_prepared_parts_serve_only_the_same_jobs() -> None:
     assert not ready.serves(deferred(scenario, i, at))
 
 
-HEADROOM_KEEPS = Path(__file__).parent / "data" / "quality_cases" / "hot_pin_headroom_keeps.json"
-HEADROOM_DROPS = Path(__file__).parent / "data" / "quality_cases" / "hot_pin_headroom_drops.json"
+CASES = Path(__file__).parent / "data" / "quality_cases"
 
 
-def _hot(scenario: Scenario, trials: int, headroom: bool) -> np.ndarray:
-    """The hot path's plan with its own pin trials (HOT_PIN_TRIALS) and headroom rule."""
+def _hot(scenario: Scenario, trials: int, headroom: bool, defers: int = 0) -> np.ndarray:
+    """The hot path's plan with its own pin and defer trials (HOT_PIN_TRIALS,
+    HOT_DEFER_TRIALS) and the headroom rule."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fastmod, "HOT_PIN_TRIALS", trials)
+        patch.setattr(fastmod, "HOT_DEFER_TRIALS", defers)
         patch.setattr(fastmod, "HOT_TRIAL_HEADROOM", headroom)
         return fast(scenario)
 
 
 @settings(max_examples=examples(0.3))
-@given(scenario=contended_scenarios(min_gpus=9, max_gpus=16))
+@given(scenario=contended_scenarios(min_gpus=9, max_gpus=16),
+       trials=st.sampled_from([(1, 0), (0, 4), (1, 4)]))
 def test_the_headroom_rule_keeps_the_trial_only_above_a_plan_it_holds(
-        scenario: Scenario) -> None:
-    """With HOT_TRIAL_HEADROOM the hot path returns the plan it makes without the trial,
-    cell for cell, unless the trial's plan is worth more and every service holds at least
-    as many GPUs in it at every step; and then it is the trial's plan."""
+        scenario: Scenario, trials: tuple[int, int]) -> None:
+    """With HOT_TRIAL_HEADROOM the hot path returns the plan it makes without its trials
+    (pin, defer or both), cell for cell, unless the trials' plan is worth more and every
+    service holds at least as many GPUs in it at every step; and then it is that plan."""
+    pins, defers = trials
     plain = _hot(scenario, 0, False)
-    tried = _hot(scenario, 1, False)
-    grid = _hot(scenario, 1, True)
+    tried = _hot(scenario, pins, False, defers)
+    grid = _hot(scenario, pins, True, defers)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     score = gridlib.Scorer(scenario)
     if score(tried) > score(plain) + 1e-9 and score.holds_realtime(tried, plain):
+        event("the trials' plan kept")
         assert np.array_equal(grid, tried)
     else:
+        event("the plan without trials kept" if score(tried) > score(plain) + 1e-9
+              else "the trials lift nothing")
         assert np.array_equal(grid, plain)
 
 
-@pytest.mark.parametrize(("path", "kept"), [(HEADROOM_KEEPS, True), (HEADROOM_DROPS, False)],
-                         ids=["keeps", "drops"])
-def test_the_headroom_rule_on_two_tuning_seeds(path: Path, kept: bool) -> None:
-    """tuning2 s1061 (16 GPUs): the trial lifts the plan 801.5 -> 818.3 and every service
-    keeps its GPUs, so it stays. s1063 (12 GPUs): it lifts 510.8 -> 535.5 by giving batch
-    work GPU-steps a service held beyond its forecast, so the plan without it stays."""
-    scenario = load_scenario(path)
+@pytest.mark.parametrize(("case", "pins", "defers", "kept"), [
+    ("hot_pin_headroom_keeps", 1, 0, True), ("hot_pin_headroom_drops", 1, 0, False),
+    ("hot_defer_headroom_keeps", 0, 4, True), ("hot_defer_headroom_drops", 0, 4, False)],
+    ids=["pin-keeps", "pin-drops", "defer-keeps", "defer-drops"])
+def test_the_headroom_rule_on_recorded_tuning_seeds(case: str, pins: int, defers: int,
+                                                     kept: bool) -> None:
+    """The pin trial: tuning2 s1061 (16 GPUs) lifts 801.5 -> 818.3 and every service keeps
+    its GPUs, so it stays; s1063 (12 GPUs) lifts 510.8 -> 535.5 by giving batch work
+    GPU-steps a service held beyond its forecast, so the plan without it stays. The defer
+    trials: tuning2 s1032 (12 GPUs) lifts 604.5 -> 612.7 and holds every service, so it
+    stays; tuning s1010 (14 GPUs) lifts 968.7 -> 987.9 by taking a service's GPU-steps."""
+    scenario = load_scenario(CASES / f"{case}.json")
     score = gridlib.Scorer(scenario)
-    plain, tried = _hot(scenario, 0, False), _hot(scenario, 1, False)
+    plain, tried = _hot(scenario, 0, False), _hot(scenario, pins, False, defers)
     assert score(tried) > score(plain) + 1.0
     assert score.holds_realtime(tried, plain) == kept
-    assert np.array_equal(_hot(scenario, 1, True), tried if kept else plain)
+    assert np.array_equal(_hot(scenario, pins, True, defers), tried if kept else plain)
 
 
 def test_holds_realtime_counts_each_service_at_each_step() -> None:
