@@ -1222,8 +1222,11 @@ HOT_PIN_TRIALS = 0
 # and over the same 120 paired Philly replays realtime's shortfall no longer rises
 # (2.06 -> 2.07%), but net value does not either: -0.12% (se 0.24), 30 up / 30 down
 # (BENCHMARKS.md, "The hot pin trial judged by the headroom it leaves"). With the defer
-# trials it keeps 24 of their lifts (99.206 -> 99.258%, none down, ~3x the time).
-# `--variant hotpinroom` / `hotdeferroom` in the benchmarks asks for both knobs.
+# trials it keeps 24 of their 36 lifts (99.206 -> 99.258%, none down, ~3x the time), and
+# over 90 paired Philly replays it gains less than they do alone (net +0.41%, se 0.45,
+# against +0.73%, se 0.48) with the same shortfall rise (+0.06 point a size; "The hot
+# defer trials judged by the headroom they leave"). `--variant hotpinroom` /
+# `hotdeferroom` in the benchmarks asks for both knobs.
 HOT_TRIAL_HEADROOM = False
 HOT_PIN_MIN_GPUS = 9
 HOT_PIN_MAX_GPUS = 16
