@@ -26,11 +26,12 @@ from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
 from tests.strategies import contended_scenarios, examples, scenarios
 
-WINS = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins.json"
-WINS_16 = Path(__file__).parent / "data" / "quality_cases" / "pin_trial_wins_16.json"
-CHEAP = Path(__file__).parent / "data" / "quality_cases" / "cheap_trial_wins.json"
-DEFERS = Path(__file__).parent / "data" / "quality_cases" / "defer_trial_wins.json"
-PASSES = Path(__file__).parent / "data" / "quality_cases" / "trial_pass_wins.json"
+CASES = Path(__file__).parent / "data" / "quality_cases"
+WINS = CASES / "pin_trial_wins.json"
+WINS_16 = CASES / "pin_trial_wins_16.json"
+CHEAP = CASES / "cheap_trial_wins.json"
+DEFERS = CASES / "defer_trial_wins.json"
+PASSES = CASES / "trial_pass_wins.json"
 
 
 # Whole pin trials, cheap ones forced on small clusters too (by default they run past
@@ -461,9 +462,6 @@ def test_the_prepared_parts_serve_only_the_same_jobs() -> None:
     assert not ready.serves(deferred(scenario, i, at))
 
 
-CASES = Path(__file__).parent / "data" / "quality_cases"
-
-
 def _hot(scenario: Scenario, trials: int, headroom: bool, defers: int = 0) -> np.ndarray:
     """The hot path's plan with its own pin and defer trials (HOT_PIN_TRIALS,
     HOT_DEFER_TRIALS) and the headroom rule."""
@@ -488,12 +486,12 @@ def test_the_headroom_rule_keeps_the_trial_only_above_a_plan_it_holds(
     grid = _hot(scenario, pins, True, defers)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
     score = gridlib.Scorer(scenario)
-    if score(tried) > score(plain) + 1e-9 and score.holds_realtime(tried, plain):
+    lifted = score(tried) > score(plain) + 1e-9
+    if lifted and score.holds_realtime(tried, plain):
         event("the trials' plan kept")
         assert np.array_equal(grid, tried)
     else:
-        event("the plan without trials kept" if score(tried) > score(plain) + 1e-9
-              else "the trials lift nothing")
+        event("the plan without trials kept" if lifted else "the trials lift nothing")
         assert np.array_equal(grid, plain)
 
 
