@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -30,11 +31,12 @@ def _start(scenario: Scenario) -> np.ndarray:
 
 
 @needs_c
-@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
-def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario) -> None:
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10), gap=st.booleans())
+def test_compiled_and_python_decoders_place_every_order_alike(scenario: Scenario,
+                                                              gap: bool) -> None:
     grid = _start(scenario)
     queued = [i for i, j in enumerate(scenario.jobs) if isinstance(j, BatchJob) and not j.running]
-    jobs = Jobs.of(scenario)
+    jobs = replace(Jobs.of(scenario), gap=gap)  # the buddy rule, or the gap rule
     rng = np.random.default_rng(len(queued))
     spare = (grid == gridlib.FREE).sum(axis=1) - rng.integers(0, 3, scenario.T)
     for reserve, spill in ((None, -1.0), (spare, -1.0), (spare, 0.0), (spare, 3.5)):
@@ -68,7 +70,7 @@ def test_the_decoders_agree_on_fragmented_layouts(gpus: int, steps: int,
     and noise, under short jobs, so a block's earliest start lies past many busy
     stretches and the compiled search stops hopping and searches runs
     (`HOPS_BEFORE_RUNS`). The same spots and value as the Python decoder, best-fit and
-    first-fit."""
+    first-fit, by the buddy rule and the gap rule."""
     jobs_ = tuple(BatchJob(id=f"b{k}", kind="training", priority=float(prio), gpus=min(g, gpus),
                            duration_steps=length, arrival_step=arrival)
                   for k, (g, length, prio, arrival) in enumerate(shapes))
@@ -81,8 +83,8 @@ def test_the_decoders_agree_on_fragmented_layouts(gpus: int, steps: int,
     comb = (t < until) & ((t + rng.integers(0, 3, gpus)) % period == 0)
     busy = comb | (rng.random((steps, gpus)) < density)
     queued = list(range(len(jobs_)))
-    jobs = Jobs.of(scenario)
-    for best_fit in (True, False):
+    for best_fit, gap in ((True, False), (False, False), (True, True)):
+        jobs = replace(Jobs.of(scenario), gap=gap)
         c = Decoder.new(scenario, busy, None, jobs, compiled=True, best_fit=best_fit)
         py = Decoder.new(scenario, busy, None, jobs, compiled=False, best_fit=best_fit)
         assert c.pack(queued) == py.pack(queued)
@@ -119,17 +121,20 @@ def test_compiled_index_holds_the_block_words_of_blockindex(scenario: Scenario) 
 
 
 @needs_c
-@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10))
-def test_place_batch_gives_one_grid_either_way(scenario: Scenario) -> None:
+@given(scenario=scenarios(max_gpus=40, max_steps=63, max_batch=10), gap=st.booleans())
+def test_place_batch_gives_one_grid_either_way(scenario: Scenario, gap: bool) -> None:
     grid = _start(scenario)
     reserve = np.arange(scenario.T) % 3
+    jobs = replace(Jobs.of(scenario), gap=gap)
     saved = fastmod.SWAPS
     try:
         for swaps, search in ((False, 100), (True, 100), (False, 600), (True, 600)):
             fastmod.SWAPS = swaps  # the order search with and without swap moves; with
             for kept, spill in ((None, -1.0), (reserve, -1.0), (reserve, 2.0)):  # 600: pairs
-                a = place_batch(scenario, grid, kept, search, compiled=True, spill=spill)
-                b = place_batch(scenario, grid, kept, search, compiled=False, spill=spill)
+                a = place_batch(scenario, grid, kept, search, compiled=True, spill=spill,
+                                jobs=jobs)
+                b = place_batch(scenario, grid, kept, search, compiled=False, spill=spill,
+                                jobs=jobs)
                 assert np.array_equal(a, b)
     finally:
         fastmod.SWAPS = saved

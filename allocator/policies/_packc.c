@@ -24,6 +24,7 @@ typedef struct {
     int64_t *spare; /* GPUs per step batch may still take; NULL: no reservation */
     int T;
     double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
+    int gap; /* best fit by the free stretch a run fills first (fit_score), then the buddy */
 } State;
 
 static inline uint64_t span(int start, int end) {
@@ -78,9 +79,24 @@ static inline int earliest_run(uint64_t word, uint64_t horizon, int window, int 
     return runs ? __builtin_ctzll(runs) : T;
 }
 
+/* The gap rule's score of block i for a run over [start, end): how tightly the run fills
+ * the block's free stretch (the steps from its end to the block's next busy step, past the
+ * horizon if none), then the buddy's busy steps over the run. A run that ends where a
+ * later job's block begins leaves no hole in it. */
+static inline int64_t gap_score(const uint64_t *w, int64_t n, int64_t i, int start, int end,
+                                uint64_t also_busy, int T) {
+    const int64_t buddy = i ^ 1;
+    const int busy = buddy < n ? popcount64((w[buddy] | also_busy) & span(start, end))
+                               : end - start;
+    const uint64_t after = (w[i] | also_busy) & span(end, T);
+    const int slack = (after ? __builtin_ctzll(after) : T + 1) - end;
+    return (int64_t)(64 - slack) * 64 + busy;
+}
+
 /* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
  * steps (a run may pass the horizon's end), then the block: with best_fit the one whose
- * buddy is busiest over the run, ties lowest. Returns the start, or -1. */
+ * buddy is busiest over the run (with the state's `gap`, gap_score's best), ties lowest.
+ * Returns the start, or -1. */
 static int find(const State *s, int level, int length, int earliest, uint64_t also_busy,
                 int best_fit, int64_t *block) {
     const int T = s->T;
@@ -97,7 +113,8 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int run_length = window > 0 ? window : 1;
     const uint64_t run_bits = span(0, run_length);
     int64_t best = -1;
-    int best_busy = -1;
+    int64_t best_busy = -1;
+    const int gap = best_fit && s->gap;
     /* Most answers start at `first` (over half at 64 GPUs). Blocks free from there are
      * found first, by one test each: no hops spent on blocks that start later and lose.
      * Steps busy for every block (also_busy) there rule the start out for all at once. */
@@ -109,6 +126,14 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             if (!best_fit) {
                 *block = i;
                 return first;
+            }
+            if (gap) {
+                const int64_t score = gap_score(w, n, i, first, end, also_busy, T);
+                if (score > best_busy) {
+                    best = i;
+                    best_busy = score;
+                }
+                continue;
             }
             const int64_t buddy = i ^ 1;
             /* a buddy free at `first` is free over the whole run (the same steps, when the
@@ -154,8 +179,11 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             clash = word & (run_bits << start) & horizon;
         }
         if (start > best_start || start >= T) continue;
-        int busy = 0;
-        if (best_fit) {
+        int64_t busy = 0;
+        if (gap) {
+            busy = gap_score(w, n, i, start, start + length < T ? start + length : T,
+                             also_busy, T);
+        } else if (best_fit) {
             int end = start + length < T ? start + length : T;
             int64_t buddy = i ^ 1;
             busy = buddy < n ? popcount64((w[buddy] | also_busy) & span(start, end))
@@ -323,19 +351,20 @@ static void release(Py_buffer *b, int got) {
 }
 
 /* pack(words, offset, count, spare|None, order, gpus, length, arrival, weight, decay,
- *      start, first, best_fit, bound, spill) -> (value, bound). Places the jobs of `order`
- * greedily, each at its earliest feasible start; writes start[i], first[i] (-1: left
- * out) and updates words and spare. bound >= 0 is fifo's rule: no start before the last
- * placed job's (the new bound is returned); -1 leaves starts free. */
-/* pack's and best_of's arguments: the twelve buffers, best_fit, bound and spill; 0 with
- * the error set and nothing held. */
+ *      start, first, best_fit, bound, spill[, None, None, gap]) -> (value, bound). Places
+ * the jobs of `order` greedily, each at its earliest feasible start; writes start[i],
+ * first[i] (-1: left out) and updates words and spare. bound >= 0 is fifo's rule: no
+ * start before the last placed job's (the new bound is returned); -1 leaves starts free.
+ * `gap`: the best fit by the gap rule (State.gap); every entry below takes it last. */
+/* pack's and best_of's arguments: the twelve buffers, best_fit, bound and spill, then
+ * best_of's outputs and gap (optional); 0 with the error set and nothing held. */
 static int pack_args(PyObject *args, const char *format, Py_buffer *b, int *got,
-                     int *best_fit, int *bound, double *spill, PyObject **extra) {
+                     int *best_fit, int *bound, double *spill, PyObject **extra, int *gap) {
     PyObject *o[12];
     /* `extra`: two more objects for a format that takes them (best_of's), else unread */
     if (!PyArg_ParseTuple(args, format, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                           &o[7], &o[8], &o[9], &o[10], &o[11], best_fit, bound, spill,
-                          &extra[0], &extra[1]))
+                          &extra[0], &extra[1], gap))
         return 0;
     if (!get_buffers(o, b, got)) {
         release(b, *got);
@@ -346,14 +375,15 @@ static int pack_args(PyObject *args, const char *format, Py_buffer *b, int *got,
 
 static PyObject *pack(PyObject *self, PyObject *args) {
     (void)self;
-    int best_fit, bound, got;
+    int best_fit, bound, got, gap = 0;
     double spill;
     Py_buffer b[12];
-    PyObject *unused[2];
-    if (!pack_args(args, "OOOOOOOOOOOOpid:pack", b, &got, &best_fit, &bound, &spill, unused))
+    PyObject *unused[2] = {Py_None, Py_None};
+    if (!pack_args(args, "OOOOOOOOOOOOpid|OOp:pack", b, &got, &best_fit, &bound, &spill, unused,
+                   &gap))
         return NULL;
     State s = {(uint64_t *)b[0].buf, (const int64_t *)b[1].buf, (const int64_t *)b[2].buf,
-               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill};
+               (int)(b[1].len / 8), (int64_t *)b[3].buf, (int)(b[9].len / 8) - 1, spill, gap};
     Jobs j = {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf};
     double value = pack_run(&s, &j, b[4].buf, b[4].len / 8, best_fit, &bound, b[10].buf,
                             b[11].buf);
@@ -421,7 +451,7 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
 }
 
 /* best_of(words, offset, count, spare|None, orders (O, n) int64, gpus, length, arrival,
- *         weight, decay, start, first, best_fit, -1, spill[, words_out, spare_out])
+ *         weight, decay, start, first, best_fit, -1, spill[, words_out, spare_out, gap])
  * -> (value, k): a greedy pass of each order from the state given (left unchanged); the
  * first order earning most is k, its spots written to start/first and, where given
  * (not None), the state it leaves to words_out and spare_out (the caller's fork need not
@@ -434,7 +464,7 @@ static PyObject *index_words(PyObject *self, PyObject *args) {
 static int best_of_core(const uint64_t *words0, const int64_t *spare0, Py_ssize_t W, int T,
                         const int64_t *offset, const int64_t *count, int levels, const Jobs *j,
                         Py_ssize_t J, const int64_t *orders, Py_ssize_t O, Py_ssize_t n,
-                        int best_fit, double spill, int64_t *start, int64_t *first,
+                        int best_fit, int gap, double spill, int64_t *start, int64_t *first,
                         uint64_t *words_out, int64_t *spare_out, double *best,
                         Py_ssize_t *won) {
     const int has_spare = spare0 != NULL;
@@ -455,7 +485,7 @@ static int best_of_core(const uint64_t *words0, const int64_t *spare0, Py_ssize_
         if (has_spare) memcpy(tsp, spare0, T * 8);
         memcpy(ts, start, J * 8);
         memcpy(tf, first, J * 8);
-        State st = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill};
+        State st = {tw, offset, count, levels, has_spare ? tsp : NULL, T, spill, gap};
         int no_bound = -1;
         const double v = pack_run(&st, j, orders + k * n, n, best_fit, &no_bound, ts, tf);
         if (v > *best) {
@@ -482,12 +512,12 @@ static int best_of_core(const uint64_t *words0, const int64_t *spare0, Py_ssize_
 
 static PyObject *best_of(PyObject *self, PyObject *args) {
     (void)self;
-    int best_fit, bound, got;
+    int best_fit, bound, got, gap = 0;
     double spill;
     Py_buffer b[12];
     PyObject *out[2] = {Py_None, Py_None};
-    if (!pack_args(args, "OOOOOOOOOOOOpid|OO:best_of", b, &got, &best_fit, &bound, &spill,
-                   out))
+    if (!pack_args(args, "OOOOOOOOOOOOpid|OOp:best_of", b, &got, &best_fit, &bound, &spill,
+                   out, &gap))
         return NULL;
     if (bound >= 0) {  /* fifo's order bound carries from job to job: not for a fork */
         release(b, got);
@@ -530,7 +560,7 @@ static PyObject *best_of(PyObject *self, PyObject *args) {
     double best;
     Py_ssize_t won;
     const int ok = best_of_core(b[0].buf, has_spare ? b[3].buf : NULL, W, T, b[1].buf, b[2].buf,
-                                (int)(b[1].len / 8), &j, J, b[4].buf, O, n, best_fit, spill,
+                                (int)(b[1].len / 8), &j, J, b[4].buf, O, n, best_fit, gap, spill,
                                 b[10].buf, b[11].buf, ob[0].obj ? ob[0].buf : NULL,
                                 ob[1].obj ? ob[1].buf : NULL, &best, &won);
     for (int k = 0; k < 2; k++)
@@ -746,6 +776,7 @@ typedef struct {
     double *rem; /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add */
     Seen seen;
     int dedupe;
+    int gap; /* State.gap of its passes */
 } Judge;
 
 static void judge_close(Judge *q) {
@@ -758,8 +789,9 @@ static void judge_close(Judge *q) {
 
 /* The judge of the layouts given as `o` (the 13 leading arguments); 0 with the Python
  * error set when a buffer is wrong or memory runs out. */
-static int judge_open(Judge *q, PyObject **o) {
+static int judge_open(Judge *q, PyObject **o, int gap) {
     memset(q, 0, sizeof(*q));
+    q->gap = gap;
     if (!take_buffers(o, q->b, 13, 1u)) return 0;
     Py_buffer *b = q->b;
     q->cells = b[0].buf;
@@ -793,7 +825,7 @@ static int judge_open(Judge *q, PyObject **o) {
         PyErr_NoMemory();
         return 0;
     }
-    q->st = (State){q->tw, q->offset, q->count, q->levels, NULL, (int)q->T, -1.0};
+    q->st = (State){q->tw, q->offset, q->count, q->levels, NULL, (int)q->T, -1.0, q->gap};
     for (Py_ssize_t r = 0; r < q->O; r++) {
         double *tail = q->rem + r * (q->len + 1);
         tail[q->len] = 0.0;
@@ -923,16 +955,17 @@ static PyObject *hops(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[13];
     long long largest, rounds, stride = 1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLL|L:hops", &o[0], &o[1], &o[2], &o[3], &o[4],
+    int gap = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOLL|Lp:hops", &o[0], &o[1], &o[2], &o[3], &o[4],
                           &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &largest,
-                          &rounds, &stride))
+                          &rounds, &stride, &gap))
         return NULL;
     if (stride < 1) {
         PyErr_SetString(PyExc_ValueError, "hops: stride must be at least 1");
         return NULL;
     }
     Judge q;
-    if (!judge_open(&q, o)) return NULL;
+    if (!judge_open(&q, o, gap)) return NULL;
     const int64_t T = q.T, G = q.G;
     double value = judge_value(&q, q.cells);
     long long kept = 0;
@@ -1043,13 +1076,15 @@ static int run_order(const void *x, const void *y) {
 static PyObject *evacuate(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[14];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO:evacuate", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13]))
+    int gap = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO|p:evacuate", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13],
+                          &gap))
         return NULL;
     Py_buffer sb;
     if (!GET(sb, o[13], 0)) return NULL;
     Judge q;
-    if (!judge_open(&q, o)) {
+    if (!judge_open(&q, o, gap)) {
         PyBuffer_Release(&sb);
         return NULL;
     }
@@ -1111,6 +1146,7 @@ typedef struct {
     int levels, T;
     Py_ssize_t W, n, J;
     double spill;
+    int gap; /* State.gap of every pass */
     Jobs j;
     const double *most; /* per job: best_reward, what a pass can add for it at most */
     double *rem;        /* scratch, n + 1: a trial's suffix_bounds */
@@ -1160,7 +1196,7 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
     long long budget = packs * (n > 1 ? n : 1);
     while (budget > 0) {
         /* the state before each position of the current order */
-        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill};
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill, q->gap};
         memcpy(tw, q->words0, W * 8);
         if (has_spare) memcpy(tsp, q->spare0, T * 8);
         double v = 0.0;
@@ -1196,7 +1232,7 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
                     }
                     budget -= n - bpos;
                     State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
-                               q->spill};
+                               q->spill, q->gap};
                     memcpy(tw, pw + bpos * WS, W * 8);
                     if (has_spare) memcpy(tsp, ps + bpos * TS, T * 8);
                     memcpy(tstart, start, J * 8);
@@ -1278,7 +1314,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     }
     const Jobs j = q->j;
     while (budget > 0 && n > 2) {
-        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill};
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill, q->gap};
         memcpy(tw, q->words0, W * 8);
         if (has_spare) memcpy(tsp, q->spare0, T * 8);
         double v = 0.0;
@@ -1305,7 +1341,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
              * about half the placements of a scan; budget and results are the full
              * replays'. */
             State run = {rw, q->offset, q->count, q->levels, has_spare ? rsp : NULL, T,
-                         q->spill};
+                         q->spill, q->gap};
             memcpy(rw, pw + a * WS, W * 8);
             if (has_spare) memcpy(rsp, ps + a * TS, T * 8);
             memcpy(rstart, start, J * 8);
@@ -1323,7 +1359,7 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                 trial[k++] = cur[c];
                 budget -= n - a;
                 State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
-                           q->spill};
+                           q->spill, q->gap};
                 memcpy(tw, rw, W * 8);
                 if (has_spare) memcpy(tsp, rsp, T * 8);
                 memcpy(tstart, rstart, J * 8);
@@ -1391,7 +1427,7 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
                     if (p != a && p != c) trial[k++] = cur[p];
                 budget -= n;
                 State t = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T,
-                           q->spill};
+                           q->spill, q->gap};
                 memcpy(tw, q->words0, W * 8);
                 if (has_spare) memcpy(tsp, q->spare0, T * 8);
                 memcpy(tstart, start, J * 8);
@@ -1430,7 +1466,7 @@ static double front_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
  * gpus, length, arrival, weight, decay, start, first), orders of `n` jobs and `spill`,
  * with its scratch (each
  * job's best_reward, the suffix bounds); 0 with no memory. search_close frees them. */
-static int search_open(Py_buffer *b, Py_ssize_t n, double spill, Search *q) {
+static int search_open(Py_buffer *b, Py_ssize_t n, double spill, int gap, Search *q) {
     const int levels = (int)(b[1].len / 8);
     const int64_t *offset = b[1].buf, *count = b[2].buf;
     const Py_ssize_t J = b[10].len / 8;
@@ -1442,7 +1478,7 @@ static int search_open(Py_buffer *b, Py_ssize_t n, double spill, Search *q) {
         return 0;
     }
     const Search made = {b[0].buf, b[3].buf, offset, count, levels, T,
-                         levels ? offset[levels - 1] + count[levels - 1] : 0, n, J, spill,
+                         levels ? offset[levels - 1] + count[levels - 1] : 0, n, J, spill, gap,
                          {b[5].buf, b[6].buf, b[7].buf, b[8].buf, b[9].buf}, most, rem};
     *q = made;
     for (Py_ssize_t i = 0; i < J; i++) most[i] = best_reward(&q->j, i, T);
@@ -1458,13 +1494,14 @@ static PyObject *search(PyObject *args, int mode) {
     PyObject *o[12];
     double value, spill;
     long long packs, polish = 0;
-    int swaps;
-    int ok = pairs ? PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdpL:pairs/front", &o[0], &o[1], &o[2],
+    int swaps, gap = 0;
+    int ok = pairs ? PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdpL|p:pairs/front", &o[0], &o[1],
+                                      &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
+                                      &o[10], &o[11], &value, &packs, &spill, &swaps, &polish,
+                                      &gap)
+                   : PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp|p:improve", &o[0], &o[1], &o[2],
                                       &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-                                      &o[11], &value, &packs, &spill, &swaps, &polish)
-                   : PyArg_ParseTuple(args, "OOOOOOOOOOOOdLdp:improve", &o[0], &o[1], &o[2],
-                                      &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-                                      &o[11], &value, &packs, &spill, &swaps);
+                                      &o[11], &value, &packs, &spill, &swaps, &gap);
     if (!ok) return NULL;
     Py_buffer b[12];
     int got;
@@ -1473,7 +1510,7 @@ static PyObject *search(PyObject *args, int mode) {
         return NULL;
     }
     Search q;
-    if (!search_open(b, b[4].len / 8, spill, &q)) {
+    if (!search_open(b, b[4].len / 8, spill, gap, &q)) {
         release(b, got);
         return PyErr_NoMemory();
     }
@@ -1538,11 +1575,11 @@ static PyObject *batch(PyObject *self, PyObject *args) {
     PyObject *o[15];
     double spill;
     long long packs, back, ahead, polish;
-    int swaps, pair_step;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLppLLLOOO:batch", &o[0], &o[1], &o[2], &o[3],
+    int swaps, pair_step, gap = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOdLppLLLOOO|p:batch", &o[0], &o[1], &o[2], &o[3],
                           &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &spill,
                           &packs, &swaps, &pair_step, &back, &ahead, &polish, &o[12], &o[13],
-                          &o[14]))
+                          &o[14], &gap))
         return NULL;
     Py_buffer b[12], pb[3];
     int got;
@@ -1579,10 +1616,10 @@ static PyObject *batch(PyObject *self, PyObject *args) {
     int64_t *order = malloc((size_t)(n > 0 ? n : 1) * 8);
     Search q;
     int ok = order != NULL && best_of_core(b[0].buf, b[3].buf, W, T, offset, count, levels, &j,
-                                           J, b[4].buf, O, n, 1, spill, start, first, NULL,
+                                           J, b[4].buf, O, n, 1, gap, spill, start, first, NULL,
                                            NULL, &best, &won);
     if (ok && won >= 0 && packs >= 0) {
-        ok = search_open(b, n, spill, &q);
+        ok = search_open(b, n, spill, gap, &q);
         if (ok) {
             memcpy(order, (const int64_t *)b[4].buf + won * n, n * 8);
             value = chain_core(&q, order, start, first, 0.0 + best, packs, swaps, pair_step,
@@ -2147,8 +2184,9 @@ static PyObject *climb(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[11];
     long long budget;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOL:climb", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &budget))
+    int gap = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOL|p:climb", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &budget, &gap))
         return NULL;
     static const int writable[11] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
     Py_buffer b[11];
@@ -2177,7 +2215,7 @@ static PyObject *climb(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     int no_bound = -1;
-    State work = {tw, offset, count, levels, NULL, T, -1.0};
+    State work = {tw, offset, count, levels, NULL, T, -1.0, gap};
     memcpy(tw, words, W * 8);
     double value = pack_run(&work, &j, order, n, 1, &no_bound, ts, tf);
     long long evals = 0;
@@ -3044,7 +3082,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packc",
 
 /* Bumped whenever a signature changes: decoder.py ignores an extension built from an
  * older source (a stale in-place build) rather than call it wrongly. */
-#define PACKC_ABI 29
+#define PACKC_ABI 30
 
 PyMODINIT_FUNC PyInit__packc(void) {
     PyObject *m = PyModule_Create(&module);

@@ -13,28 +13,32 @@ ABI: int
 def pack(words: Array, offset: Array, count: Array, spare: Array | None,
          order: Array, gpus: Array, length: Array, arrival: Array, weight: Array,
          decay: Array, start: Array, first: Array, best_fit: bool, bound: int,
-         spill: float, /) -> tuple[float, int]: ...
+         spill: float, unused_words: None = None, unused_spare: None = None,
+         gap: bool = False, /) -> tuple[float, int]: ...
 
 def improve(words: Array, offset: Array, count: Array, spare: Array | None,
             order: Array, gpus: Array, length: Array, arrival: Array,
             weight: Array, decay: Array, start: Array, first: Array, value: float,
-            packs: int, spill: float, swaps: bool, /) -> float: ...
+            packs: int, spill: float, swaps: bool, gap: bool = False, /) -> float: ...
 
 def pairs(words: Array, offset: Array, count: Array, spare: Array | None,
           order: Array, gpus: Array, length: Array, arrival: Array,
           weight: Array, decay: Array, start: Array, first: Array, value: float,
-          budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
+          budget: int, spill: float, swaps: bool, polish: int, gap: bool = False,
+          /) -> float: ...
 
 def front(words: Array, offset: Array, count: Array, spare: Array | None,
           order: Array, gpus: Array, length: Array, arrival: Array,
           weight: Array, decay: Array, start: Array, first: Array, value: float,
-          budget: int, spill: float, swaps: bool, polish: int, /) -> float: ...
+          budget: int, spill: float, swaps: bool, polish: int, gap: bool = False,
+          /) -> float: ...
 
 def batch(words: Array, offset: Array, count: Array, spare: Array | None,
           orders: Array, gpus: Array, length: Array, arrival: Array,
           weight: Array, decay: Array, start: Array, first: Array, spill: float,
           packs: int, swaps: bool, pair_step: bool, back: int, ahead: int, polish: int,
-          busy: Array, pstart: Array, pfirst: Array, /) -> tuple[int, float, float]: ...
+          busy: Array, pstart: Array, pfirst: Array, gap: bool = False,
+          /) -> tuple[int, float, float]: ...
 
 def choose(free: Array, mine: Array, rank: Array, a: int, b: int, largest: int,
            tail_first: bool, /) -> tuple[int, int]: ...
@@ -44,7 +48,7 @@ def stack_pick(free: Array, mine: Array, rank: Array, a: int, b: int, lag: int,
 
 def climb(words: Array, offset: Array, count: Array, order: Array, gpus: Array,
           length: Array, arrival: Array, weight: Array, decay: Array, runs: Array,
-          owner: Array, budget: int, /) -> tuple[float, int]: ...
+          owner: Array, budget: int, gap: bool = False, /) -> tuple[float, int]: ...
 
 def top_up(grid: Array, job: int, demand: Array, before: Array, has_current: bool,
            limit: int, keep_off: Array, /) -> bool: ...
@@ -55,17 +59,17 @@ def best_of(words: Array, offset: Array, count: Array, spare: Array | None,
             orders: Array, gpus: Array, length: Array, arrival: Array, weight: Array,
             decay: Array, start: Array, first: Array, best_fit: bool, bound: int,
             spill: float, words_out: Array | None = None, spare_out: Array | None = None,
-            /) -> tuple[float, int]: ...
+            gap: bool = False, /) -> tuple[float, int]: ...
 
 def hops(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
          offset: Array, count: Array, order: Array, gpus: Array, length: Array,
          arrival: Array, weight: Array, decay: Array, largest: int, rounds: int,
-         stride: int = 1, /) -> tuple[float, int]: ...
+         stride: int = 1, gap: bool = False, /) -> tuple[float, int]: ...
 
 def evacuate(cells: Array, is_rt: Array, has_current: Array, limit: Array, current: Array,
              offset: Array, count: Array, order: Array, gpus: Array, length: Array,
-             arrival: Array, weight: Array, decay: Array, sizes: Array, /
-             ) -> tuple[float, int]: ...
+             arrival: Array, weight: Array, decay: Array, sizes: Array,
+             gap: bool = False, /) -> tuple[float, int]: ...
 
 def rt_place(grid: Array, intervals: Array, job: Array, prio: Array, allowed: Array,
              current: Array, unused: Array, has_current: Array, limit: Array,

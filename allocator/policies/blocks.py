@@ -93,13 +93,15 @@ class BlockIndex:
         return below
 
     def find(self, gpus: int, length: int, earliest: int, best_fit: bool,
-             also_busy: int = 0) -> tuple[int, int] | None:
+             also_busy: int = 0, gap: bool = False) -> tuple[int, int] | None:
         """Earliest start >= `earliest` with a free aligned block of `gpus`; then the block.
 
         Among the blocks free at that start: the lowest (the baselines' rule), or with
         `best_fit` the one whose buddy block is busiest over the run, so the free pool
         keeps whole blocks for the jobs still waiting (ties: lowest). `also_busy`, a bitmask
-        of steps, counts as busy in every block (e.g. steps with no GPUs to spare).
+        of steps, counts as busy in every block (e.g. steps with no GPUs to spare). With
+        `gap` (and `best_fit`), the block whose free stretch the run fills most tightly
+        first, then the buddy rule (`gap_fit`; _packc.c's gap_score).
         """
         T = self.T
         words = self.levels.get(gpus)
@@ -108,7 +110,7 @@ class BlockIndex:
         if also_busy and not self.small:
             words = words | (also_busy if self._wide else np.uint64(also_busy))
         if self.small:
-            return _find_small(words, T, gpus, length, earliest, best_fit, also_busy)
+            return _find_small(words, T, gpus, length, earliest, best_fit, also_busy, gap)
         window = min(length, T)
         horizon = self._bits(0, T)
         # Bit s of `runs`: steps s .. s+window-1 are all free, inside the horizon.
@@ -134,6 +136,9 @@ class BlockIndex:
         inside = buddies < len(words)
         busy_steps = _popcount(words[np.where(inside, buddies, 0)] & self._bits(start, end))
         fit = np.where(inside, busy_steps, end - start)
+        if gap:
+            after = [int(w) for w in words[candidates] & self._bits(end, T)]
+            fit = np.asarray(gap_fit(after, end, T, [int(f) for f in fit]))
         return start, int(candidates[int(np.argmax(fit))]) * gpus
 
     def occupy(self, first_gpu: int, gpus: int, start: int, end: int) -> None:
@@ -155,8 +160,19 @@ class BlockIndex:
                 words[first_gpu // k] |= bits
 
 
+def gap_fit(after: list[int], end: int, T: int, busy: list[int]) -> list[int]:
+    """Per candidate block, the gap rule's score: how tightly a run ending at `end` fills
+    the block's free stretch (`after`: its busy steps from `end` on; none: the stretch
+    runs past the horizon), then its buddy's `busy` steps over the run. A run that ends
+    where a later job's block begins leaves no hole in it (BENCHMARKS.md, "The gap
+    rule")."""
+    slack = [((a & -a).bit_length() - 1 if a else T + 1) - end for a in after]
+    return [(64 - s) * 64 + b for s, b in zip(slack, busy, strict=True)]
+
+
 def _find_small(words: list[int], T: int, gpus: int, length: int, earliest: int,
-                best_fit: bool, also_busy: int = 0) -> tuple[int, int] | None:
+                best_fit: bool, also_busy: int = 0, gap: bool = False
+                ) -> tuple[int, int] | None:
     """`BlockIndex.find` for a handful of blocks: the same bit logic, one block at a time."""
     window = min(length, T)
     horizon = (1 << T) - 1
@@ -197,4 +213,6 @@ def _find_small(words: list[int], T: int, gpus: int, length: int, earliest: int,
     n = len(words)
     fit = [(words[i ^ 1] & span).bit_count() if (i ^ 1) < n else end - best_start
            for i in best]
+    if gap:
+        fit = gap_fit([words[i] & horizon & ~((1 << end) - 1) for i in best], end, T, fit)
     return best_start, best[fit.index(max(fit))] * gpus

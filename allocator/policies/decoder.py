@@ -26,7 +26,7 @@ from allocator.model import BatchJob, Scenario
 from allocator.policies.blocks import BlockIndex
 from allocator.policies.placement import find, run_length
 
-PACKC_ABI = 29  # must match _packc.c: an extension built from older source is not used
+PACKC_ABI = 30  # must match _packc.c: an extension built from older source is not used
 
 try:  # built by `pip install` (pyproject's ext-modules); optional
     from allocator.policies import _packc as _packc  # re-exported: realtime uses it too
@@ -58,6 +58,9 @@ class Jobs:
     count: np.ndarray
     offset: np.ndarray
     words: int = 0  # how many words a decoder's state holds, offset[-1] + count[-1]
+    # Every best-fit block search by the gap rule (blocks.gap_fit): a run that ends where a
+    # block's next busy stretch begins first. fast's `gap` (BENCHMARKS.md, "The gap rule").
+    gap: bool = False
 
     @staticmethod
     def of(scenario: Scenario) -> Jobs:
@@ -123,7 +126,7 @@ def best_searched(busy: np.ndarray, spare: np.ndarray | None, jobs: Jobs, rows: 
         None if spare is None else np.ascontiguousarray(spare, dtype=np.int64), rows,
         jobs.gpus, jobs.length, jobs.arrival, jobs.weight, jobs.decay, start, first, spill,
         packs, swaps, budgets is not None, back, ahead, polish,
-        np.ascontiguousarray(busy, dtype=np.bool_), pstart, pfirst)
+        np.ascontiguousarray(busy, dtype=np.bool_), pstart, pfirst, jobs.gap)
     pair_step = budgets is not None and packs >= 0 and won >= 0
     return (start, first, value), (pstart, pfirst, paired) if pair_step else None
 
@@ -153,6 +156,7 @@ class Decoder:
     """One greedy pass's state; `pack(order)` places more jobs and returns what they earn."""
 
     best_fit: bool = True  # among blocks free at the start: the best fit, or the lowest
+    gap: bool = False  # the best fit by the gap rule (Jobs.gap)
     bound: int = -1  # fifo's rule when >= 0: no start before the last placed job's
     spill: float = -1.0  # >= 0: a job may take reserved GPUs, each GPU-step priced so
 
@@ -186,10 +190,12 @@ class Decoder:
         else:
             out = _PyDecoder(scenario, BlockIndex(busy), start, first, spare)
         out.best_fit, out.bound, out.spill = best_fit, 0 if fifo else -1, spill
+        out.gap = jobs.gap
         return out
 
     def _fork(self, clone: D) -> D:
         clone.best_fit, clone.bound, clone.spill = self.best_fit, self.bound, self.spill
+        clone.gap = self.gap
         return clone
 
     def copy(self) -> Decoder:
@@ -267,7 +273,7 @@ class _CDecoder(Decoder):
         gained, won = _packc.best_of(
             self.words, self.offset, self.count, self.spare, rows, j.gpus, j.length,
             j.arrival, j.weight, j.decay, best.start, best.first, self.best_fit, -1,
-            self.spill, best.words, best.spare)
+            self.spill, best.words, best.spare, j.gap)
         best.value += gained
         return best, won
 
@@ -280,7 +286,7 @@ class _CDecoder(Decoder):
         gained, self.bound = _packc.pack(
             self.words, self.offset, self.count, self.spare, np.asarray(order, dtype=np.int64),
             j.gpus, j.length, j.arrival, j.weight, j.decay, self.start, self.first,
-            self.best_fit, self.bound, self.spill)
+            self.best_fit, self.bound, self.spill, None, None, j.gap)
         self.value += gained
         return gained
 
@@ -294,7 +300,7 @@ class _CDecoder(Decoder):
         out.value = _packc.improve(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
-            swaps)
+            swaps, j.gap)
         return out, current.tolist()
 
     def pairs(self, order: tuple[int, ...], best: _CDecoder, budget: int, polish: int,
@@ -307,7 +313,7 @@ class _CDecoder(Decoder):
         out.value = (_packc.front if front else _packc.pairs)(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, budget, self.spill,
-            swaps, polish)
+            swaps, polish, j.gap)
         return out
 
 
@@ -378,7 +384,7 @@ class _PyDecoder(Decoder):
             if take <= best:  # cannot beat the best: no block search
                 at += 1
                 continue
-            over = find(self.index, job, at, self.best_fit)
+            over = find(self.index, job, at, self.best_fit, gap=self.gap)
             if over is None or (spot is not None and over[0] >= spot[0]):
                 break
             if over[0] > at:  # the next start any block allows: weigh it
@@ -398,4 +404,4 @@ class _PyDecoder(Decoder):
             for t in np.flatnonzero(self.spare < job.gpus).tolist():
                 short |= 1 << t
         return find(self.index, job, max(job.arrival_step, self.bound), self.best_fit,
-                    also_busy=short)
+                    also_busy=short, gap=self.gap)

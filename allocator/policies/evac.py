@@ -156,7 +156,7 @@ class Evacuation:
                 empty.words, empty.offset, empty.count, empty.spare,
                 np.array(orders, dtype=np.int64).reshape(len(orders), -1), j.gpus,
                 j.length, j.arrival, j.weight, j.decay, empty.start.copy(),
-                empty.first.copy(), empty.best_fit, -1, empty.spill)
+                empty.first.copy(), empty.best_fit, -1, empty.spill, None, None, j.gap)
             return float(got)
         best, _ = empty.best_of(orders)
         return -np.inf if best is None else best.value
@@ -179,7 +179,7 @@ def search(scenario: Scenario, cells: np.ndarray, jobs: Jobs,
         value, found = _packc.evacuate(moved, *_realtime(scenario), jobs.offset, jobs.count,
                                        order_rows(orders), jobs.gpus, jobs.length,
                                        jobs.arrival, jobs.weight, jobs.decay,
-                                       np.array(SIZES, dtype=np.int64))
+                                       np.array(SIZES, dtype=np.int64), jobs.gap)
         low, floor = (moved, value) if found else (None, floor)
         rules = tuple(r for r in rules if r != "low")
         if not rules:

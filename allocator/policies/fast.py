@@ -135,7 +135,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -316,7 +316,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
          replan_layouts: bool | None = None, reroute: bool | None = None,
          flip: bool | None = None, crowd: bool = False,
          mirror_floor: bool = True, rebuilds: bool | None = None,
-         walk: bool | None = None) -> np.ndarray:
+         walk: bool | None = None, gap: bool = False) -> np.ndarray:
     """The heuristic's grid; `search` bounds the order search in job placements (0: none).
 
     The bound is a count, not a time, so the same input always gives the same grid.
@@ -362,6 +362,8 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     (handover.py); False in step 8's replans, whose winner gets them.
     `walk`: the walking layout, its plan judged beside the plan after step 9's light
     rounds as the flipped ones are (None: `hot_walk`).
+    `gap`: every batch placement's best fit by the gap rule (Jobs.gap), not the buddy
+    rule alone: a second hot-path run `gpuplan plan` refines a wanting plan with.
     """
     if search is None:
         search = default_search(scenario)
@@ -380,7 +382,7 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
             prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
             replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
-            rebuilds=rebuilds, walk=walk)
+            rebuilds=rebuilds, walk=walk, gap=gap)
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         return _best(gridlib.Scorer(scenario), [without, with_it])
@@ -400,13 +402,15 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         jobs = Jobs.of(scenario)  # the same arrays for every layout's batch placement
         orders = value_orders(scenario, held)  # and the same value orders
         placer = RealtimePlacer(scenario, base, crowd=crowd)
+    if gap != jobs.gap:
+        jobs = replace(jobs, gap=gap)
     # for step 8's replans (made where they run: the same parts, none changed before)
     ready = partial(Prepared, scenario, score, jobs, orders, placer)
     # a trial's replan: judged by its trial, so no mirror floor, light rounds or rebuilds
     # of its own (the plan the trials leave gets them)
     replan = partial(fast, search=search, mirror=mirror, mirror_floor=False,
                      exchange=exchange, hot_hops=0, rebuilds=False,
-                     replan_layouts=replan_layouts, pin_trials=0, defer_trials=0)
+                     replan_layouts=replan_layouts, pin_trials=0, defer_trials=0, gap=gap)
     layouts = LAYOUTS + ((MIRROR,) if mirror else ()) + \
         ((STATIC_STACK,) if placer.rank_moved else ())
     make = partial(_candidates, scenario, base, held, score, jobs, orders, search, layouts,

@@ -71,7 +71,7 @@ def search(scenario: Scenario, start: np.ndarray, jobs: Jobs,
     if _packc is not None and compiled_for(scenario, compiled):
         _, kept = _packc.hops(cells, *_realtime(scenario), jobs.offset, jobs.count,
                               order_rows(orders), jobs.gpus, jobs.length, jobs.arrival,
-                              jobs.weight, jobs.decay, LARGEST_BLOCK, rounds, stride)
+                              jobs.weight, jobs.decay, LARGEST_BLOCK, rounds, stride, jobs.gap)
         return cells, int(kept)
     return _search_py(scenario, cells, jobs, orders, rounds, stride)
 

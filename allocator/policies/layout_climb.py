@@ -104,7 +104,7 @@ def climb(scenario: Scenario, layout: np.ndarray, jobs: Jobs,
         moved = runs.copy()
         _packc.climb(empty.words, empty.offset, empty.count,
                      np.asarray(order, dtype=np.int64), jobs.gpus, jobs.length, jobs.arrival,
-                     jobs.weight, jobs.decay, moved, owner, passes)
+                     jobs.weight, jobs.decay, moved, owner, passes, jobs.gap)
     else:
         moved = _climb_py(scenario, layout, jobs, order, runs, owner, passes)
     out: np.ndarray = layout.copy()

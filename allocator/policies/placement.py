@@ -15,8 +15,8 @@ def run_length(job: BatchJob) -> int:
 
 
 def find(index: BlockIndex, job: BatchJob, earliest: int, best_fit: bool,
-         also_busy: int = 0) -> tuple[int, int] | None:
-    return index.find(job.gpus, run_length(job), earliest, best_fit, also_busy)
+         also_busy: int = 0, gap: bool = False) -> tuple[int, int] | None:
+    return index.find(job.gpus, run_length(job), earliest, best_fit, also_busy, gap)
 
 
 def place(grid: Grid, index: BlockIndex, job_index: int, job: BatchJob, start: int,

@@ -71,6 +71,12 @@ REFINE_FLIP = True
 # replays"; `benchmarks/philly_replays.py --variants refinenocrowd,refine --gpus 14,16
 # --seeds 7-16`).
 REFINE_CROWD = True
+# One more hot-path run whose block searches follow the gap rule (fast's `gap`,
+# blocks.gap_fit): a run goes where it fills a free stretch most tightly, so a block
+# frees up for a waiting large job when the runs on it end together. On its own the rule
+# is no better than the buddy rule (the tuning sets' hot path 99.206 -> 99.235%, 51 up and
+# 42 down), but the two fail on different plans (BENCHMARKS.md, "The gap rule").
+REFINE_GAP = True
 
 
 def deeper(options: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,7 +105,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     hot-path run with the opened and fresh layouts (REFINE_REPLAN, and every other run
     makes them too); "reroute", where services run, one more hot-path run laying short
     services again as paths (REFINE_REROUTE); on a replan "crowd", one more hot-path run
-    with realtime's rank crowded (REFINE_CROWD); "flip", one more hot-path run with the
+    with realtime's rank crowded (REFINE_CROWD); "gap", one more hot-path run by the gap
+    rule (REFINE_GAP); "flip", one more hot-path run with the
     flipped drift layouts where they can differ and the hot path made none (REFINE_FLIP);
     "evacuations", one more hot-path run with
     REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
@@ -121,6 +128,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
         # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
     if REFINE_CROWD and holds_current(scenario) and not options.get("crowd"):
         runs["crowd"] = {**options, "crowd": True}
+    if REFINE_GAP and not options.get("gap"):
+        runs["gap"] = {**options, "gap": True}
     if REFINE_FLIP and options.get("flip") is None and flippable(scenario) and \
             not hot_flips(scenario):
         runs["flip"] = {**options, "flip": True}
