@@ -136,6 +136,7 @@ VARIANTS: dict[str, Variant] = {
     "hotdefer": _set(("fast", "HOT_DEFER_TRIALS", 4)),
     "hotdefer2": _set(("fast", "HOT_DEFER_TRIALS", 2)),
     "hotdeferroom": _set(("fast", "HOT_DEFER_TRIALS", 4), ("fast", "HOT_TRIAL_HEADROOM", True)),
+    "hotgap": _set(("fast", "HOT_GAP", True)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),

@@ -112,7 +112,7 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
     trials and hops, where affordable; with REFINE_EXCHANGE, "exchange" before them, one
     more hot-path run where services may hand GPU runs to each other."""
-    from allocator.policies.fast import flippable, hot_flips, light_evacuation
+    from allocator.policies.fast import flippable, hot_flips, hot_gap, light_evacuation
     from allocator.policies.fresh import holds_current
 
     runs: dict[str, dict[str, Any]] = {}
@@ -128,8 +128,8 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
         # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
     if REFINE_CROWD and holds_current(scenario) and not options.get("crowd"):
         runs["crowd"] = {**options, "crowd": True}
-    if REFINE_GAP and not options.get("gap"):
-        runs["gap"] = {**options, "gap": True}
+    if REFINE_GAP and options.get("gap") is None and not hot_gap(scenario):  # (the hot
+        runs["gap"] = {**options, "gap": True}  # path's plan is by both rules already)
     if REFINE_FLIP and options.get("flip") is None and flippable(scenario) and \
             not hot_flips(scenario):
         runs["flip"] = {**options, "flip": True}
