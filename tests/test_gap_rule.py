@@ -16,6 +16,7 @@ from allocator import grid as gridlib
 from allocator.model import BatchJob, Cluster, RealtimeJob, Scenario, Weights
 from allocator.plan import make_plan
 from allocator.policies import decoder, refine
+from allocator.policies import fast as fastmod
 from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.fast import fast
 from allocator.scenario_io import load_scenario
@@ -93,3 +94,32 @@ def test_plans_by_the_gap_rule_are_legal(scenario: Scenario) -> None:
     constraint."""
     plan = fast(scenario, gap=True)
     assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
+
+
+def test_with_the_hot_knob_the_hot_path_keeps_the_better_rule(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `HOT_GAP` (off by default) the hot path makes seed 1248's plan both ways and
+    keeps the gap rule's, and the refinement runs no gap run of its own; outside
+    `HOT_GAP_MIN_GPUS` to `HOT_GAP_MAX_GPUS` the buddy rule's plan stands."""
+    scenario = load_scenario(CASES / "gap_rule_wins.json")  # 14 GPUs
+    by_buddy = fast(scenario, gap=False)
+    assert np.array_equal(fast(scenario), by_buddy)  # the knob off: the buddy rule alone
+    monkeypatch.setattr(fastmod, "HOT_GAP", True)
+    assert np.array_equal(fast(scenario), fast(scenario, gap=True))
+    assert "gap" not in refine.candidates(scenario, {})
+    monkeypatch.setattr(fastmod, "HOT_GAP_MAX_GPUS", scenario.G - 1)
+    assert np.array_equal(fast(scenario), by_buddy)
+
+
+@settings(max_examples=examples(0.3), deadline=None)
+@given(scenario=family_scenarios((10, 12, 16), (8, 24)))
+def test_the_hot_knob_never_lowers_the_plan(scenario: Scenario) -> None:
+    """With `HOT_GAP`, the hot path's plan is legal and worth at least the buddy rule's
+    (the better of the two is kept, the buddy rule's on a tie)."""
+    by_buddy = fast(scenario, gap=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fastmod, "HOT_GAP", True)
+        plan = fast(scenario)
+    assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
+    score = gridlib.Scorer(scenario)
+    assert score(plan) >= score(by_buddy) - 1e-9
