@@ -89,10 +89,12 @@ class Variant:
     clear: bool = False  # clear_blocks=True
     pin_trials: int | None = None  # None: fast's own (`fast.hot_pin_trials`)
     refine: bool = False  # each plan refined below the bound, as `gpuplan plan` does
+    gap: bool | None = None  # fast's `gap` (None: its own, `fast.hot_gap`)
 
     def policy(self) -> Any:
         """fast as the variant calls it (its constants apart: `applied`)."""
-        plan = partial(fastmod.fast, clear_blocks=self.clear, pin_trials=self.pin_trials)
+        plan = partial(fastmod.fast, clear_blocks=self.clear, pin_trials=self.pin_trials,
+                       gap=self.gap)
         return partial(_refined, plan) if self.refine else plan
 
     @contextmanager
@@ -116,10 +118,11 @@ def combined(names: str) -> Variant:
     keyword arguments of any that asks for them."""
     parts = [VARIANTS[name] for name in names.split("+")]
     pins = [v.pin_trials for v in parts if v.pin_trials is not None]
+    gaps = [v.gap for v in parts if v.gap is not None]
     return Variant(constants=tuple(c for v in parts for c in v.constants),
                    clear=any(v.clear for v in parts),
                    pin_trials=max(pins) if pins else None,
-                   refine=any(v.refine for v in parts))
+                   refine=any(v.refine for v in parts), gap=any(gaps) if gaps else None)
 
 
 NO_PAIRS = ("fast", "PAIRS", False)
@@ -136,7 +139,7 @@ VARIANTS: dict[str, Variant] = {
     "hotdefer": _set(("fast", "HOT_DEFER_TRIALS", 4)),
     "hotdefer2": _set(("fast", "HOT_DEFER_TRIALS", 2)),
     "hotdeferroom": _set(("fast", "HOT_DEFER_TRIALS", 4), ("fast", "HOT_TRIAL_HEADROOM", True)),
-    "hotgap": _set(("fast", "HOT_GAP", True)),
+    "hotgap": _set(("fast", "HOT_GAP", True)), "gaponly": Variant(gap=True),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),

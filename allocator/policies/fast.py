@@ -1263,8 +1263,8 @@ HOT_PIN_MAX_GPUS = 16
 HOT_DEFER_TRIALS = 0
 # The hot path made twice, by the buddy rule and by the gap rule (Jobs.gap), the better
 # kept: the two rules fail on different plans, and the better of the two lifts the tuning
-# sets from 99.206 to 99.334% of the proven optima (51 plans up) for about twice the time
-# (BENCHMARKS.md, "The gap rule"). Off: the rolling replays of the real weeks decide it.
+# sets from 99.206 to 99.328% of the proven optima (56 plans up, none down) for twice the
+# time (BENCHMARKS.md, "The gap rule"). Off: the rolling replays of the real weeks decide.
 HOT_GAP = False
 HOT_GAP_MIN_GPUS = 9
 HOT_GAP_MAX_GPUS = 16

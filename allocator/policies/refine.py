@@ -74,8 +74,8 @@ REFINE_CROWD = True
 # One more hot-path run whose block searches follow the gap rule (fast's `gap`,
 # blocks.gap_fit): a run goes where it fills a free stretch most tightly, so a block
 # frees up for a waiting large job when the runs on it end together. On its own the rule
-# is no better than the buddy rule (the tuning sets' hot path 99.206 -> 99.235%, 51 up and
-# 42 down), but the two fail on different plans (BENCHMARKS.md, "The gap rule").
+# is no better than the buddy rule (the tuning sets' hot path 99.206 -> 99.235%, 60 up and
+# 45 down), but the two fail on different plans (BENCHMARKS.md, "The gap rule").
 REFINE_GAP = True
 
 
