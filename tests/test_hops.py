@@ -4,11 +4,13 @@ search makes the reference's moves, and a hop finds the plan no whole-run layout
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from allocator import grid as gridlib
 from allocator.model import Scenario
@@ -69,10 +71,11 @@ def test_hops_before_the_trials_would_have_lowered_this_plan() -> None:
 
 @needs_c
 @settings(max_examples=examples(0.1), deadline=None)
-@given(scenario=family_scenarios((8,), (8, 16)) | contended_scenarios(max_gpus=8, max_steps=8))
-def test_compiled_hops_make_the_reference_moves(scenario: Scenario) -> None:
+@given(scenario=family_scenarios((8,), (8, 16)) | contended_scenarios(max_gpus=8, max_steps=8),
+       gap=st.booleans())
+def test_compiled_hops_make_the_reference_moves(scenario: Scenario, gap: bool) -> None:
     start = hops.layout(scenario, fast(scenario))
-    jobs, orders = Jobs.of(scenario), value_orders(scenario)
+    jobs, orders = replace(Jobs.of(scenario), gap=gap), value_orders(scenario)  # either rule
     c_cells, c_kept = hops.search(scenario, start, jobs, orders, 2, compiled=True)
     py_cells, py_kept = hops.search(scenario, start, jobs, orders, 2, compiled=False)
     event(f"hops kept: {min(c_kept, 2)}")

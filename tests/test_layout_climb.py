@@ -4,6 +4,7 @@ place on the generated case where it lifts fast most."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +67,10 @@ def test_a_climbed_layout_is_legal_and_earns_at_least_as_much(scenario: Scenario
 
 @pytest.mark.skipif(_packc is None, reason="the C extension was not built")
 @settings(max_examples=examples(0.5))
-@given(scenario=contended_scenarios())
-def test_compiled_and_python_climbs_move_the_same_runs(scenario: Scenario) -> None:
+@given(scenario=contended_scenarios(), gap=st.booleans())
+def test_compiled_and_python_climbs_move_the_same_runs(scenario: Scenario, gap: bool) -> None:
     layout = stacked(scenario)
-    jobs = Jobs.of(scenario)
+    jobs = replace(Jobs.of(scenario), gap=gap)  # the buddy rule or the gap rule
     orders = value_orders(scenario)
     for passes in (3, 100):
         compiled = climb(scenario, layout, jobs, orders, passes)
