@@ -24,7 +24,7 @@ typedef struct {
     int64_t *spare; /* GPUs per step batch may still take; NULL: no reservation */
     int T;
     double spill; /* >= 0: a job may take reserved GPUs, each step priced at this */
-    int gap; /* best fit by the free stretch a run fills first (fit_score), then the buddy */
+    int gap; /* best fit by the free stretch a run fills first (gap_score), then the buddy */
 } State;
 
 static inline uint64_t span(int start, int end) {
@@ -93,6 +93,37 @@ static inline int64_t gap_score(const uint64_t *w, int64_t n, int64_t i, int sta
     return (int64_t)(64 - slack) * 64 + busy;
 }
 
+/* find by the gap rule: the earliest start over every block (earliest_run's), then among
+ * the blocks free from there gap_score's best, ties lowest. Kept apart from find, whose
+ * default path it would slow: the rule runs in refinement runs only. */
+__attribute__((noinline)) static int find_gap(const State *s, int level, int length,
+                                              int earliest, uint64_t also_busy,
+                                              int64_t *block) {
+    const int T = s->T;
+    const uint64_t *w = s->words + s->offset[level];
+    const int64_t n = s->count[level];
+    const int window = length < T ? length : T;
+    const int run_length = window > 0 ? window : 1;
+    const uint64_t horizon = span(0, T);
+    const int first = earliest > 0 ? earliest : 0;
+    int best_start = T;
+    int64_t best = -1, best_score = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const int start = earliest_run(w[i] | also_busy, horizon, run_length, first, T);
+        if (start >= T || start > best_start) continue;
+        const int end = start + length < T ? start + length : T;
+        const int64_t score = gap_score(w, n, i, start, end, also_busy, T);
+        if (start < best_start || score > best_score) {
+            best_start = start;
+            best = i;
+            best_score = score;
+        }
+    }
+    if (best < 0) return -1;
+    *block = best;
+    return best_start;
+}
+
 /* Earliest start >= earliest with a free aligned block of 2**level GPUs for `length`
  * steps (a run may pass the horizon's end), then the block: with best_fit the one whose
  * buddy is busiest over the run (with the state's `gap`, gap_score's best), ties lowest.
@@ -101,6 +132,7 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
                 int best_fit, int64_t *block) {
     const int T = s->T;
     if (level >= s->levels || s->count[level] == 0 || earliest >= T) return -1;
+    if (best_fit && s->gap) return find_gap(s, level, length, earliest, also_busy, block);
     const uint64_t *w = s->words + s->offset[level];
     const int64_t n = s->count[level];
     const int window = length < T ? length : T;
@@ -113,8 +145,7 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
     const int run_length = window > 0 ? window : 1;
     const uint64_t run_bits = span(0, run_length);
     int64_t best = -1;
-    int64_t best_busy = -1;
-    const int gap = best_fit && s->gap;
+    int best_busy = -1;
     /* Most answers start at `first` (over half at 64 GPUs). Blocks free from there are
      * found first, by one test each: no hops spent on blocks that start later and lose.
      * Steps busy for every block (also_busy) there rule the start out for all at once. */
@@ -126,14 +157,6 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             if (!best_fit) {
                 *block = i;
                 return first;
-            }
-            if (gap) {
-                const int64_t score = gap_score(w, n, i, first, end, also_busy, T);
-                if (score > best_busy) {
-                    best = i;
-                    best_busy = score;
-                }
-                continue;
             }
             const int64_t buddy = i ^ 1;
             /* a buddy free at `first` is free over the whole run (the same steps, when the
@@ -179,11 +202,8 @@ static int find(const State *s, int level, int length, int earliest, uint64_t al
             clash = word & (run_bits << start) & horizon;
         }
         if (start > best_start || start >= T) continue;
-        int64_t busy = 0;
-        if (gap) {
-            busy = gap_score(w, n, i, start, start + length < T ? start + length : T,
-                             also_busy, T);
-        } else if (best_fit) {
+        int busy = 0;
+        if (best_fit) {
             int end = start + length < T ? start + length : T;
             int64_t buddy = i ^ 1;
             busy = buddy < n ? popcount64((w[buddy] | also_busy) & span(start, end))
