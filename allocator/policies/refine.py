@@ -106,9 +106,9 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
     makes them too); "reroute", where services run, one more hot-path run laying short
     services again as paths (REFINE_REROUTE); on a replan "crowd", one more hot-path run
     with realtime's rank crowded (REFINE_CROWD); "gap", one more hot-path run by the gap
-    rule (REFINE_GAP); "flip", one more hot-path run with the
-    flipped drift layouts where they can differ and the hot path made none (REFINE_FLIP);
-    "evacuations", one more hot-path run with
+    rule where the hot path made none (REFINE_GAP, fast.HOT_GAP); "flip", one more
+    hot-path run with the flipped drift layouts where they can differ and the hot path
+    made none (REFINE_FLIP); "evacuations", one more hot-path run with
     REFINE_EVAC_RULES where its light evacuation runs, and "trials", the daily plan's
     trials and hops, where affordable; with REFINE_EXCHANGE, "exchange" before them, one
     more hot-path run where services may hand GPU runs to each other."""
@@ -128,8 +128,9 @@ def candidates(scenario: Scenario, options: dict[str, Any]) -> dict[str, dict[st
         # the others, it lowered one (tuning3 s1098 -0.6%) and doubled their time
     if REFINE_CROWD and holds_current(scenario) and not options.get("crowd"):
         runs["crowd"] = {**options, "crowd": True}
-    if REFINE_GAP and options.get("gap") is None and not hot_gap(scenario):  # (the hot
-        runs["gap"] = {**options, "gap": True}  # path's plan is by both rules already)
+    # (where the hot path makes its plan by both rules, the gap rule's is in it already)
+    if REFINE_GAP and options.get("gap") is None and not hot_gap(scenario):
+        runs["gap"] = {**options, "gap": True}
     if REFINE_FLIP and options.get("flip") is None and flippable(scenario) and \
             not hot_flips(scenario):
         runs["flip"] = {**options, "flip": True}
