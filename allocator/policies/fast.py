@@ -367,17 +367,22 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     with `HOT_GAP` from `HOT_GAP_MIN_GPUS` to `HOT_GAP_MAX_GPUS`, the plan made both ways
     and the better kept (the buddy rule's on a tie); else the buddy rule alone.
     """
+    by_both = gap is None and only is None and hot_gap(scenario)
+    # the caller's options, for a plan made twice (by both rules, or mirrored and not)
+    caller: dict[str, Any] = {}
+    if by_both or (mirror and mirror_floor and only is None):
+        caller = dict(
+            search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
+            pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
+            defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
+            prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
+            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
+            rebuilds=rebuilds, walk=walk)
+    if by_both:
+        both = [fast(scenario, **caller, mirror=mirror, mirror_floor=mirror_floor, gap=rule)
+                for rule in (False, True)]
+        return _best(gridlib.Scorer(scenario), both)
     if gap is None:
-        if only is None and hot_gap(scenario):
-            both = [fast(scenario, search=search, clear_blocks=clear_blocks, anchors=anchors,
-                         stability=stability, pin_trials=pin_trials, mirror=mirror,
-                         cheap_trials=cheap_trials, exchange=exchange,
-                         defer_trials=defer_trials, hops=hops, hot_hops=hot_hops,
-                         relayout=relayout, prepared=prepared, trial_passes=trial_passes,
-                         evac_rules=evac_rules, replan_layouts=replan_layouts,
-                         reroute=reroute, flip=flip, crowd=crowd, mirror_floor=mirror_floor,
-                         rebuilds=rebuilds, walk=walk, gap=by_gap) for by_gap in (False, True)]
-            return _best(gridlib.Scorer(scenario), both)
         gap = False
     if search is None:
         search = default_search(scenario)
@@ -389,14 +394,9 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
         pin_trials = hot_pin_trials(scenario)
     if defer_trials is None:
         defer_trials = hot_defer_trials(scenario)
-    if mirror and mirror_floor and only is None:
-        options: dict[str, Any] = dict(
-            search=search, clear_blocks=clear_blocks, anchors=anchors, stability=stability,
-            pin_trials=pin_trials, cheap_trials=cheap_trials, exchange=exchange,
-            defer_trials=defer_trials, hops=hops, hot_hops=hot_hops, relayout=relayout,
-            prepared=prepared, trial_passes=trial_passes, evac_rules=evac_rules,
-            replan_layouts=replan_layouts, reroute=reroute, flip=flip, crowd=crowd,
-            rebuilds=rebuilds, walk=walk, gap=gap)
+    if mirror and mirror_floor and only is None:  # (as resolved here)
+        options = {**caller, "search": search, "pin_trials": pin_trials,
+                   "defer_trials": defer_trials, "gap": gap}
         without = fast(scenario, **options)
         with_it = fast(scenario, mirror=True, mirror_floor=False, **options)
         return _best(gridlib.Scorer(scenario), [without, with_it])
