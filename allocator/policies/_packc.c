@@ -1216,7 +1216,8 @@ static double improve_core(const Search *q, int64_t *cur, int64_t *start, int64_
     long long budget = packs * (n > 1 ? n : 1);
     while (budget > 0) {
         /* the state before each position of the current order */
-        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill, q->gap};
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill,
+                      q->gap};
         memcpy(tw, q->words0, W * 8);
         if (has_spare) memcpy(tsp, q->spare0, T * 8);
         double v = 0.0;
@@ -1334,7 +1335,8 @@ static double pairs_core(const Search *q, int64_t *cur, int64_t *start, int64_t 
     }
     const Jobs j = q->j;
     while (budget > 0 && n > 2) {
-        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill, q->gap};
+        State work = {tw, q->offset, q->count, q->levels, has_spare ? tsp : NULL, T, q->spill,
+                      q->gap};
         memcpy(tw, q->words0, W * 8);
         if (has_spare) memcpy(tsp, q->spare0, T * 8);
         double v = 0.0;
