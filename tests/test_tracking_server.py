@@ -84,11 +84,15 @@ def small_history(root: Path) -> tuple[Path, Path, Path]:
     return root / "training.csv", root / "quantization.csv", root / "queue.csv"
 
 
-def cli(*args: str) -> None:
+def cli(server_log: Path, *args: str) -> None:
+    """One command; it must succeed with tracking on throughout (a tracking failure is only
+    a warning line, so the test reads the output, and shows the server's log beside it)."""
     from pipelines.cli import build_app
 
     result = CliRunner().invoke(build_app(), list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    assert "MLflow tracking at" not in result.output, (
+        result.output + "\n--- server log (tail) ---\n" + server_log.read_text()[-4000:])
 
 
 @pytest.mark.slow
@@ -105,11 +109,12 @@ def test_train_score_plan_day_tracked_on_a_server(tmp_path, mlflow_server, monke
     inputs = write_inputs(tmp_path / "in", gpus=32)
     models = tmp_path / "models"
 
-    cli("train", str(history), "--quantization", str(quant), "--models", str(models))
+    log = tmp_path / "server.log"
+    cli(log, "train", str(history), "--quantization", str(quant), "--models", str(models))
     shutil.rmtree(models)  # from here on, only the registry holds the estimators
     scored = tmp_path / "scored.csv"
-    cli("score", str(queue), "--out", str(scored))  # no --models: the registry's champions
-    cli("plan-day", "--queue", str(scored), "--cluster", str(inputs["cluster"]),
+    cli(log, "score", str(queue), "--out", str(scored))  # no --models: the registry's champions
+    cli(log, "plan-day", "--queue", str(scored), "--cluster", str(inputs["cluster"]),
         "--traffic", str(inputs["traffic"]), "--services", str(inputs["services"]),
         "--running", str(inputs["running"]), "--out-dir", str(tmp_path / "day"))
     assert (tmp_path / "day" / "plan.json").exists()
