@@ -68,7 +68,7 @@ STORE_DIR = "mlruns"
 PROBE_TIMEOUT_S = 3.0
 # A server that dies mid-run must fail each call within a minute, not retry for minutes
 # (MLflow's own default); but one busy answer (a 5xx, a reset) of a live server must not
-# switch tracking off for the rest of the run: two retries, 1 s and 2 s apart.
+# switch tracking off for the rest of the run: two retries, within about 3 s.
 _HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
                   "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}

@@ -118,3 +118,54 @@ def test_a_call_failing_mid_run_warns_once_and_the_pipeline_goes_on(monkeypatch)
         reached.append(True)
     assert reached == [True]
     assert len(lines) == 1 and "database is locked" in lines[0]
+
+
+def test_a_live_server_answering_busy_once_keeps_tracking_on(monkeypatch):
+    """A tracking server that answers one request with a 503 (a busy SQLite store, a
+    restarting worker) is retried, not switched off for the rest of the run; one that
+    keeps failing still is, with the one warning."""
+    import http.server
+    import json
+    import threading
+
+    monkeypatch.setenv("GPUPLAN_TRACKING", "on")
+    for key in tracking._HTTP_DEFAULTS:  # the tracker's own defaults, restored afterwards
+        monkeypatch.setenv(key, "unset")
+        monkeypatch.delenv(key)
+    busy_answers = {"left": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            if self.path.startswith("/health"):
+                status, body = 200, b"OK"
+            elif busy_answers["left"] > 0:
+                busy_answers["left"] -= 1
+                status, body = 503, b'{"error_code": "TEMPORARILY_UNAVAILABLE"}'
+            else:
+                status, body = 200, json.dumps({"experiments": []}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        busy_answers["left"] = 1
+        lines: list[str] = []
+        assert tracking.Tracker(url, warn=lines.append).enabled
+        assert lines == [] and busy_answers["left"] == 0
+        busy_answers["left"] = 10**6  # a server that never recovers
+        lines = []
+        assert not tracking.Tracker(url, warn=lines.append).enabled
+        assert len(lines) == 1 and "is off" in lines[0]
+    finally:
+        server.shutdown()
+        server.server_close()
