@@ -55,7 +55,11 @@ run, `refine.REFINE_CROWD = True`, the default now), `refinenocrowd` (without it
 same, refined),
 `noflip` (no flipped drift layouts on the hot path, `fast.FLIP = False`), `flip` (the
 default, `fast.FLIP = True`), `flipw0` (the flipped plan given the light rounds only
-where it beats the winner before them, `fast.FLIP_WITHIN = 0`).
+where it beats the winner before them, `fast.FLIP_WITHIN = 0`), `placebo` (fast's own
+plans, except that among candidates of equal objective the later wins, not the earlier:
+the same value on every one-shot plan, another grid on about a fifth of them, so its
+replays measure what a change that is no better or worse does to the paired figures
+once the weeks diverge).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """
@@ -125,6 +129,17 @@ def combined(names: str) -> Variant:
                    refine=any(v.refine for v in parts), gap=any(gaps) if gaps else None)
 
 
+def _best_later_on_a_tie(score: Any, plans: list[Any]) -> Any:
+    """fast's `_best` with the later plan winning a tie (`placebo`)."""
+    return _FAST_BEST(score, plans[::-1])
+
+
+def _winner_later_on_a_tie(scenario: Any, score: Any, held: Any, candidates: list[Any]) -> int:
+    """fast's `_winner` with the later candidate winning a tie (`placebo`)."""
+    return len(candidates) - 1 - _FAST_WINNER(scenario, score, held, candidates[::-1])
+
+
+_FAST_BEST, _FAST_WINNER = fastmod._best, fastmod._winner
 NO_PAIRS = ("fast", "PAIRS", False)
 VARIANTS: dict[str, Variant] = {
     "off": _set(NO_PAIRS), "pairs": Variant(),
@@ -140,6 +155,8 @@ VARIANTS: dict[str, Variant] = {
     "hotdefer2": _set(("fast", "HOT_DEFER_TRIALS", 2)),
     "hotdeferroom": _set(("fast", "HOT_DEFER_TRIALS", 4), ("fast", "HOT_TRIAL_HEADROOM", True)),
     "hotgap": _set(("fast", "HOT_GAP", True)), "gaponly": Variant(gap=True),
+    "placebo": _set(("fast", "_best", _best_later_on_a_tie),
+                    ("fast", "_winner", _winner_later_on_a_tie)),
     "nolast": _set(("fast", "REALTIME_LAST", False)),
     "mirror": _set(("fast", "LAYOUTS", ({"stack": True, "mirror": True}, {"stack": True}))),
     "nocheap": _set(("fast", "CHEAP_TRIALS", 0)),
