@@ -30,13 +30,15 @@ compared as one, with nothing replayed:
     python benchmarks/philly_replays.py --variants hotpin@0.3 --gpus 14,16 --seeds 7-26 \
         --base a.md:pairs@0.3,b.md:pairs@0.3 --tables c.md:hotpin@0.3,d.md:hotpin@0.3
 
-Per size: the summed realized value and net value (realized value less realtime's penalty
-on its realized shortfall, as replay_seeds.py reports), the per-replay mean change with
-its standard error and how many replays rose and fell, the mean and worst realtime
-shortfall, and the mean of its part not granted (demand the forecast asked for that the
-plan, or an overrun on the service's GPUs, did not give; the rest is the forecast's miss,
-which no plan changes). About 10-90 s a replay at 14-16 GPUs on 2 cores, two replays
-at once (a variant with trials about 3x that).
+Per size: the summed realized value and net value (realized value less realtime's
+penalty on its realized shortfall, as replay_seeds.py reports), the per-replay mean
+change with its standard error and how many replays rose and fell, the mean and worst
+realtime shortfall (and its paired change per replay, with its standard error: what the
+replay decision rules' shortfall clause reads), and the mean of its part not granted
+(demand the forecast asked for that the plan, or an overrun on the service's GPUs, did
+not give; the rest is the forecast's miss, which no plan changes). About 10-90 s a
+replay at 14-16 GPUs on 2 cores, two replays at once (a variant with trials about 3x
+that).
 
 A pair of replays is the same week only until the variant first changes a committed start;
 after that the two hold different jobs, overrun at other hours, and differ by more than
@@ -119,16 +121,20 @@ def compare(runs: list[Run], base: list[Run]) -> str:
     value = [100 * (r.value / b.value - 1) for r, b in zip(runs, base, strict=True)]
     net = [100 * (r.net - b.net) / b.value for r, b in zip(runs, base, strict=True)]
 
-    def mean_se(xs: list[float]) -> str:
+    short = [r.shortfall - b.shortfall for r, b in zip(runs, base, strict=True)]
+
+    def mean_se(xs: list[float], unit: str = "%") -> str:
         se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
-        return f"{statistics.fmean(xs):+.2f}% (se {se:.2f})"
+        return f"{statistics.fmean(xs):+.2f}{unit} (se {se:.2f})"
 
     total = sum(r.value for r in runs) / sum(b.value for b in base) - 1
     return (f"value {100 * total:+.2f}% summed, per replay {mean_se(value)}, "
             f"{sum(v > 0 for v in value)} up / {sum(v < 0 for v in value)} down; "
             f"net value {mean_se(net)} of the base's value; realtime shortfall mean "
             f"{statistics.fmean(r.shortfall for r in runs):.2f}% "
-            f"(base {statistics.fmean(b.shortfall for b in base):.2f}%), worst "
+            f"(base {statistics.fmean(b.shortfall for b in base):.2f}%; paired change "
+            f"{mean_se(short, ' point')}, {sum(d > 0 for d in short)} up / "
+            f"{sum(d < 0 for d in short)} down), worst "
             f"{max(r.shortfall for r in runs):.2f}% (base {max(b.shortfall for b in base):.2f}%), "
             f"not granted {_mean_pct([r.granted for r in runs])} "
             f"(base {_mean_pct([b.granted for b in base])})")

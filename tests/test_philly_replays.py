@@ -27,7 +27,9 @@ def test_compare_pairs_each_replay_with_its_base() -> None:
     # value: +10% and -5% per replay, 300 -> 300 summed; net: +5% and +5% of the base value
     assert "value +0.00% summed, per replay +2.50% (se 7.50), 1 up / 1 down" in line
     assert "net value +5.00% (se 0.00)" in line
-    assert "shortfall mean 1.75% (base 1.50%), worst 3.00% (base 2.00%)" in line
+    # shortfall: -0.5 and +1.0 point per pair, the paired change the decision rules read
+    assert ("shortfall mean 1.75% (base 1.50%; paired change +0.25 point (se 0.75), "
+            "1 up / 1 down), worst 3.00% (base 2.00%)") in line
     assert "not granted 0.00% (base 0.00%)" in line  # Runs made without that part
 
 
@@ -131,3 +133,24 @@ def test_the_weeks_are_mondays_the_bundled_trace_covers() -> None:
         assert monday.dayofweek == 0
         assert trace["timestamp"].min() <= monday + pd.Timedelta(days=1)
         assert trace["timestamp"].max() >= monday + pd.Timedelta(days=6)
+
+
+def test_the_committed_replay_tables_read_back() -> None:
+    """The tables BENCHMARKS.md's replay rules pool (benchmarks/replays/) parse, each with
+    a row per week and seed of its size and range, so their commands run as written."""
+    from pathlib import Path
+
+    from benchmarks.philly_replays import WEEKS, read_table
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "replays"
+    tables = sorted(folder.glob("*.md"))
+    tables = [t for t in tables if t.name != "README.md"]
+    assert tables
+    for table in tables:
+        names, gpus, seeds = table.stem.split("_")
+        first, last = (int(s) for s in seeds.removeprefix("s").split("-"))
+        for name in names.split("-"):
+            runs = read_table(table, f"{name}@0.3")
+            assert set(runs) == {(w, int(gpus), s) for w in WEEKS
+                                 for s in range(first, last + 1)}, table.name
+            assert all(r.value > 0 and r.shortfall >= 0 for r in runs.values()), table.name
