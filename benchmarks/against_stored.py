@@ -118,12 +118,14 @@ def main(set_name: str = typer.Option("tuning", "--set",
 
 class Judged(NamedTuple):
     """fast on one stored scenario: its share of the proven optimum (None: not proven), of
-    the best plan found (None: no positive reference), and its seconds."""
+    the best plan found (None: no positive reference), its seconds, and a digest of its
+    grid (a variant may commit another grid of the same value)."""
 
     name: str
     proven: float | None
     found: float | None
     seconds: float
+    grid: str = ""
 
 
 def summary(label: str, rows: list[Judged], who: str = "fast", calls: int = 1) -> str:
@@ -150,7 +152,9 @@ def against_defaults(base: list[Judged], rows: list[Judged]) -> str:
     down = sum(after < before - 1e-9 for before, after in pairs)
     proven = [(b.proven, r.proven) for b, r in zip(base, rows, strict=True)
               if b.proven is not None and r.proven is not None]
-    return (f"against fast's defaults in the same process: {up} plans rose, {down} fell; "
+    differ = sum(b.grid != r.grid for b, r in zip(base, rows, strict=True))
+    return (f"against fast's defaults in the same process: {up} plans rose, {down} fell, "
+            f"{differ} of {len(rows)} grids differ; "
             f"mean share of the proven optima {100 * statistics.fmean(b for b, _ in proven):.3f}"
             f"% -> {100 * statistics.fmean(r for _, r in proven):.3f}%; median ms "
             f"{1000 * statistics.median(b.seconds for b in base):.1f} -> "
@@ -216,18 +220,23 @@ def judge_paired(seeds: tuple[int, ...], stored: dict[str, Any], options: dict[s
 def _judged(name: str, row: dict[str, Any], scenario: Any, grid: Any, seconds: float,
             quiet: bool = False) -> Judged:
     """One plan's shares of full's stored plan (proven: where full proved it)."""
+    import hashlib
+
+    import numpy as np
+
     from allocator import grid as gridlib
 
     value = gridlib.objective(scenario, grid)
+    digest = hashlib.sha1(np.ascontiguousarray(grid).tobytes()).hexdigest()
     if row["full"] <= 0:  # no share means anything against a reference at or below 0
         if not quiet:
             print(f"  {name}: fast {value:.2f} against full's {row['full']:.2f}, not "
                   "counted")
-        return Judged(name, None, None, seconds)
+        return Judged(name, None, None, seconds, digest)
     # a plan at or below 0 against a positive reference counts as 0 (bench_quality)
     found = max(value, 0.0) / max(row["full"], value)
     proven = max(value, 0.0) / row["full"] if row["status"] == "optimal" else None
-    return Judged(name, proven, found, seconds)
+    return Judged(name, proven, found, seconds, digest)
 
 
 if __name__ == "__main__":
