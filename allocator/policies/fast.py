@@ -502,9 +502,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     # step 9's light rounds on a plan: its hops judged by one greedy pass, then the light
     # evacuation (the plan, the best of the rest after a replan layout won, the
     # runner-up less short and the flipped plan all get them)
+    # what each light plan was before its evacuation lifted it: a finalist beside it,
+    # since the last steps are local searches and can lift the plan without the
+    # evacuation past the plan with it (a drawn 16-GPU family scenario: 1252.14 and 1256.05
+    # before them, 1262.87 and 1256.05 after), so the light evacuation never lowers a plan
+    unevacuated: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (plan, before)
     light_hop = partial(hopped, scenario, held=held, score=score, jobs=jobs, orders=orders,
                         search=search, evac_rounds=light_evac, one_order=True,
-                        evac_rules=evac_rules)
+                        evac_rules=evac_rules, before_evac=unevacuated)
     if light_rounds > 0 or light_evac:
         light = light_hop(best, rounds=light_rounds)
     reroute_last = REROUTE_LAST and only is None and not anchors
@@ -633,7 +638,10 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
             # higher plan can end lower, so every step before them keeps its promise)
             plan = _rerouted_best(scenario, score, held,
                                   [plan, *([uncut] if last else []),
-                                   *([] if anchors else [light]), *finalists], last)
+                                   *([] if anchors else [light]), *finalists,
+                                   *([] if anchors else _unevacuated(unevacuated,
+                                                                     [light, *finalists]))],
+                                  last)
         elif last is not None:
             plan = _best(score, [last(p) for p in
                                  _distinct([plan, uncut, *([] if anchors else [light])])])
@@ -789,14 +797,18 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
            score: gridlib.Scorer, jobs: Jobs, orders: tuple[tuple[int, ...], ...],
            search: int, rounds: int, evac_rounds: int = EVAC_ROUNDS,
            one_order: bool = False, stride: int | None = None,
-           evac_rules: tuple[str, ...] | None = None) -> np.ndarray:
+           evac_rules: tuple[str, ...] | None = None,
+           before_evac: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+           ) -> np.ndarray:
     """Step 9: `best`, or a plan on its realtime layout after one or more hops, where that
     is worth more once the batch work is placed again and realtime topped up as in step 5.
     Each round's layout is judged so: a greedy pass only guides the hops, and a second
     hop that pleases it can leave the full placement worse than the first. Then
     `evac_rounds` block evacuations, judged the same way. `one_order`: the hops judged by
     one greedy pass (the hot path's light round) instead of the best over the orders.
-    `evac_rules`: where the evacuations' moved runs land (None: evac.RULES)."""
+    `evac_rules`: where the evacuations' moved runs land (None: evac.RULES).
+    `before_evac`: where an evacuation lifted the plan, the plan returned's id -> it and
+    the plan before its first evacuation (for the final steps to judge too)."""
     if (scenario.reservations or not scenario.realtime_jobs
             or not hopping.compiled(scenario)):
         return best  # (the Python search is a test reference: seconds a round)
@@ -816,6 +828,7 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
     hop = partial(hopping_round, stride=stride)
     stuck: set[object] = set()  # a kind of round that found nothing: not run again
     kept = cells  # the layout of the best plan so far
+    hopped_only = None  # the best plan before an evacuation lifted it
     evacuate = evac.search if evac_rules is None else partial(evac.search, rules=evac_rules)
     for step in [hop] * rounds + [evacuate] * evac_rounds:
         if step is evacuate:
@@ -832,8 +845,23 @@ def hopped(scenario: Scenario, best: np.ndarray, held: reservations.Holds,
         grid = _placed_again(scenario, held, jobs, orders, search, cells.astype(best.dtype))
         got = score(grid)
         if got > value + 1e-9:
+            if step is evacuate and hopped_only is None:
+                hopped_only = best
             best, value, kept = grid, got, cells
+    if before_evac is not None and hopped_only is not None:
+        before_evac[id(best)] = (best, hopped_only)
     return best
+
+
+def _unevacuated(before_evac: dict[int, tuple[np.ndarray, np.ndarray]],
+                 plans: list[np.ndarray]) -> list[np.ndarray]:
+    """The plans `hopped` recorded as what each of `plans` was before its evacuation."""
+    out = []
+    for plan in _distinct(plans):
+        entry = before_evac.get(id(plan))
+        if entry is not None and entry[0] is plan:
+            out.append(entry[1])
+    return out
 
 
 def _placed_again(scenario: Scenario, held: reservations.Holds, jobs: Jobs,
