@@ -57,9 +57,9 @@ same, refined),
 default, `fast.FLIP = True`), `flipw0` (the flipped plan given the light rounds only
 where it beats the winner before them, `fast.FLIP_WITHIN = 0`), `placebo` (fast's own
 plans, except that among candidates of equal objective the later wins, not the earlier:
-the same value on every one-shot plan, another grid on about a fifth of them, so its
-replays measure what a change that is no better or worse does to the paired figures
-once the weeks diverge).
+on the 328 stored tuning scenarios another grid on 53, the same value on 49 of those and
+a lower one on 4, so its replays measure what a change that is no better does to the
+paired figures once the weeks diverge).
 `benchmarks/philly_replays.py` and `benchmarks/real_snapshots.py` judge the same variants
 on real data.
 """

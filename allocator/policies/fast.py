@@ -499,14 +499,14 @@ def fast(scenario: Scenario, *, search: int | None = None, clear_blocks: bool = 
     hot_rounds = HOT_HOPS if hot_hops is None else hot_hops
     light_rounds = hot_rounds if HOT_MIN_GPUS <= scenario.G <= HOT_MAX_GPUS else 0
     light_evac = int(light_evacuation(scenario, hot_hops))
-    # step 9's light rounds on a plan: its hops judged by one greedy pass, then the light
-    # evacuation (the plan, the best of the rest after a replan layout won, the
-    # runner-up less short and the flipped plan all get them)
     # what each light plan was before its evacuation lifted it: a finalist beside it,
     # since the last steps are local searches and can lift the plan without the
     # evacuation past the plan with it (a drawn 16-GPU family scenario: 1252.14 and 1256.05
     # before them, 1262.87 and 1256.05 after), so the light evacuation never lowers a plan
     unevacuated: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (plan, before)
+    # step 9's light rounds on a plan: its hops judged by one greedy pass, then the light
+    # evacuation (the plan, the best of the rest after a replan layout won, the
+    # runner-up less short and the flipped plan all get them)
     light_hop = partial(hopped, scenario, held=held, score=score, jobs=jobs, orders=orders,
                         search=search, evac_rounds=light_evac, one_order=True,
                         evac_rules=evac_rules, before_evac=unevacuated)
