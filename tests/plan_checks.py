@@ -49,12 +49,18 @@ def legal_and_above_without(scenario: Scenario, what: str, step: tuple[str, int,
     assert got >= without - 1e-6
 
 
-def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
-    """fast with `options` plans legally and never below fast's default plan; its value
-    (`what` names the step in hypothesis' statistics)."""
+def default_and_with(scenario: Scenario, **options: Any) -> tuple[float, np.ndarray]:
+    """fast's default objective, and its grid (asserted legal) with `options`."""
     plain = gridlib.objective(scenario, fast(scenario))
     grid = fast(scenario, **options)
     assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    return plain, grid
+
+
+def legal_and_never_worse(scenario: Scenario, what: str, **options: Any) -> float:
+    """fast with `options` plans legally and never below fast's default plan; its value
+    (`what` names the step in hypothesis' statistics)."""
+    plain, grid = default_and_with(scenario, **options)
     got = gridlib.objective(scenario, grid)
     event(f"{what} lifted the plan" if got > plain + 1e-6 else "plan unchanged")
     assert got >= plain - 1e-6

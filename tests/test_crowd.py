@@ -22,6 +22,7 @@ from allocator.policies.fast import fast
 from allocator.policies.realtime import RealtimePlacer, crowded, preference
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.plan_checks import default_and_with
 from tests.strategies import contended_scenarios, examples
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -83,9 +84,7 @@ def test_replan_seed_1225_keeps_the_crowded_blocks() -> None:
     the 4-GPU job runs on block 0-3 from there. fast keeps 3 (93.80% of the optimum);
     crowded, it keeps 4, 5 and the tail, lets go of 0-3 and reaches 97.54%."""
     scenario = load_scenario(CASES / "crowd_wins.json")
-    plain = gridlib.objective(scenario, fast(scenario))
-    plan = fast(scenario, crowd=True)
-    assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
+    plain, plan = default_and_with(scenario, crowd=True)
     assert plain == pytest.approx(121.2357, abs=1e-3)
     assert gridlib.objective(scenario, plan) == pytest.approx(126.0639, abs=1e-3)
     assert gridlib.objective(scenario, plan) <= 129.2485 + 1e-3

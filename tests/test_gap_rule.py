@@ -21,6 +21,7 @@ from allocator.policies.decoder import Decoder, Jobs
 from allocator.policies.fast import fast
 from allocator.scenario_io import load_scenario
 from allocator.validator import violations
+from tests.plan_checks import default_and_with
 from tests.strategies import contended_scenarios, examples, family_scenarios
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -61,9 +62,7 @@ def test_replan_seed_1248_is_lifted_by_the_gap_run() -> None:
     gap rule the hot path reaches 166.21, and `gpuplan plan`'s refinement keeps that run
     (97.13% of the optimum, 96.67% without it)."""
     scenario = load_scenario(CASES / "gap_rule_wins.json")
-    plain = gridlib.objective(scenario, fast(scenario))
-    plan = fast(scenario, gap=True)
-    assert violations(scenario, gridlib.to_ids(scenario, plan)) == []
+    plain, plan = default_and_with(scenario, gap=True)
     assert plain == pytest.approx(163.2214, abs=1e-3)
     assert gridlib.objective(scenario, plan) == pytest.approx(166.2113, abs=1e-3)
     made = make_plan(scenario, "fast", bound="auto", refine_below=refine.REFINE_BELOW)

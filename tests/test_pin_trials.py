@@ -24,6 +24,7 @@ from allocator.policies.pin_trials import deferred, defers, first_steps, free_un
 from allocator.policies.realtime import RealtimePlacer
 from allocator.scenario_io import load_scenario, scenario_from_dict
 from allocator.validator import violations
+from tests.plan_checks import default_and_with
 from tests.strategies import contended_scenarios, examples, scenarios
 
 CASES = Path(__file__).parent / "data" / "quality_cases"
@@ -74,9 +75,7 @@ def test_trials_never_lower_the_plan_the_final_reroute_lifts() -> None:
                           demand=(0,) * 10 + (1,) + (0,) * 9),
               RealtimeJob(id="re8", priority=1.0, swap_limit=1,
                           demand=(0,) * 10 + (1,) + (0,) * 7 + (5, 0))))
-    plain = gridlib.objective(scenario, fast(scenario))
-    grid = fast(scenario, defer_trials=3)
-    assert violations(scenario, gridlib.to_ids(scenario, grid)) == []
+    plain, grid = default_and_with(scenario, defer_trials=3)
     assert plain == pytest.approx(162.0)
     assert gridlib.objective(scenario, grid) >= plain - 1e-6
 
