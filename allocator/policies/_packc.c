@@ -796,7 +796,6 @@ typedef struct {
     double *rem; /* rem[r * (len + 1) + p]: the most jobs p.. of order r could add */
     Seen seen;
     int dedupe;
-    int gap; /* State.gap of its passes */
 } Judge;
 
 static void judge_close(Judge *q) {
@@ -807,11 +806,11 @@ static void judge_close(Judge *q) {
     release_all(q->b, 13);
 }
 
-/* The judge of the layouts given as `o` (the 13 leading arguments); 0 with the Python
- * error set when a buffer is wrong or memory runs out. */
+/* The judge of the layouts given as `o` (the 13 leading arguments), its passes by the gap
+ * rule with `gap` (State.gap); 0 with the Python error set when a buffer is wrong or
+ * memory runs out. */
 static int judge_open(Judge *q, PyObject **o, int gap) {
     memset(q, 0, sizeof(*q));
-    q->gap = gap;
     if (!take_buffers(o, q->b, 13, 1u)) return 0;
     Py_buffer *b = q->b;
     q->cells = b[0].buf;
@@ -845,7 +844,7 @@ static int judge_open(Judge *q, PyObject **o, int gap) {
         PyErr_NoMemory();
         return 0;
     }
-    q->st = (State){q->tw, q->offset, q->count, q->levels, NULL, (int)q->T, -1.0, q->gap};
+    q->st = (State){q->tw, q->offset, q->count, q->levels, NULL, (int)q->T, -1.0, gap};
     for (Py_ssize_t r = 0; r < q->O; r++) {
         double *tail = q->rem + r * (q->len + 1);
         tail[q->len] = 0.0;
