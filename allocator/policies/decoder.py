@@ -273,7 +273,7 @@ class _CDecoder(Decoder):
         gained, won = _packc.best_of(
             self.words, self.offset, self.count, self.spare, rows, j.gpus, j.length,
             j.arrival, j.weight, j.decay, best.start, best.first, self.best_fit, -1,
-            self.spill, best.words, best.spare, j.gap)
+            self.spill, best.words, best.spare, self.gap)
         best.value += gained
         return best, won
 
@@ -286,7 +286,7 @@ class _CDecoder(Decoder):
         gained, self.bound = _packc.pack(
             self.words, self.offset, self.count, self.spare, np.asarray(order, dtype=np.int64),
             j.gpus, j.length, j.arrival, j.weight, j.decay, self.start, self.first,
-            self.best_fit, self.bound, self.spill, None, None, j.gap)
+            self.best_fit, self.bound, self.spill, None, None, self.gap)
         self.value += gained
         return gained
 
@@ -300,7 +300,7 @@ class _CDecoder(Decoder):
         out.value = _packc.improve(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, packs, self.spill,
-            swaps, j.gap)
+            swaps, self.gap)
         return out, current.tolist()
 
     def pairs(self, order: tuple[int, ...], best: _CDecoder, budget: int, polish: int,
@@ -313,7 +313,7 @@ class _CDecoder(Decoder):
         out.value = (_packc.front if front else _packc.pairs)(
             self.words, self.offset, self.count, self.spare, current, j.gpus, j.length,
             j.arrival, j.weight, j.decay, out.start, out.first, best.value, budget, self.spill,
-            swaps, polish, j.gap)
+            swaps, polish, self.gap)
         return out
 
 
